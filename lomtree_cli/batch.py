@@ -1,0 +1,93 @@
+"""ExampleBatch: a chunk of parsed, hashed examples in CSR form.
+
+This is the only thing that flows from the parser (``parsing.py``) or the example cache into the
+driver and the reductions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class ExampleBatch:
+    """A CSR chunk of examples.
+
+    Attributes
+    ----------
+    labels : int64, shape (n,)
+        Class label, ``>= 1``; 0 means unlabeled (predict only).
+    weights : float64, shape (n,)
+        Importance weight ``iw >= 0`` (1 when not given).
+    indptr : int64, shape (n + 1,)
+        Example ``i`` owns features ``indptr[i]:indptr[i+1]``.
+    indices : int64, shape (nnz,)
+        Hashed feature index, already masked to ``[0, 2**bits)``; constant feature last.
+    values : float32, shape (nnz,)
+        Feature values (never 0: zero-valued features are dropped by the parser).
+    line_numbers : int64, shape (n,)
+        1-based line number of each example in ``source``.
+    source : str
+        Name of the input the batch came from (for ``file:line:`` messages).
+    tags : list of (str or None), or None
+        Per-example tag (VW ``'tag``); None when no example of the batch has one.
+    skipped : list of InputError
+        Lines of this chunk that were skipped under ``--skip-invalid``.
+    """
+
+    labels: np.ndarray
+    weights: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+    line_numbers: np.ndarray
+    source: str = "<stdin>"
+    tags: list | None = None
+    skipped: list = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    @property
+    def n_features(self) -> np.ndarray:
+        """int64, shape (n,): feature count of each example (constant included)."""
+        return np.diff(self.indptr)
+
+    def subset(self, keep: np.ndarray) -> "ExampleBatch":
+        """The examples where the boolean mask ``keep`` (shape (n,)) is True, in order."""
+        keep = np.asarray(keep, dtype=bool)
+        if keep.all():
+            return self
+        counts = np.diff(self.indptr)
+        feat_keep = np.repeat(keep, counts)
+        new_counts = counts[keep]
+        indptr = np.zeros(new_counts.shape[0] + 1, dtype=np.int64)
+        np.cumsum(new_counts, out=indptr[1:])
+        tags = None
+        if self.tags is not None:
+            tags = [t for t, k in zip(self.tags, keep) if k]
+        return ExampleBatch(
+            labels=self.labels[keep],
+            weights=self.weights[keep],
+            indptr=indptr,
+            indices=self.indices[feat_keep],
+            values=self.values[feat_keep],
+            line_numbers=self.line_numbers[keep],
+            source=self.source,
+            tags=tags,
+            skipped=self.skipped,
+        )
+
+    @staticmethod
+    def empty(source: str = "<stdin>") -> "ExampleBatch":
+        return ExampleBatch(
+            labels=np.zeros(0, np.int64),
+            weights=np.zeros(0, np.float64),
+            indptr=np.zeros(1, np.int64),
+            indices=np.zeros(0, np.int64),
+            values=np.zeros(0, np.float32),
+            line_numbers=np.zeros(0, np.int64),
+            source=source,
+        )

@@ -1,0 +1,289 @@
+"""The ``lomtree`` command line (spelling: ../shared/docs/CLI.md).
+
+Thin: builds configs and calls ``driver.train`` / ``driver.predict`` / ``model_io.inspect_model``.
+numba and numpy are imported inside command bodies, so ``lomtree --help`` is instant. Every
+``LomtreeError`` becomes one line on stderr and its exit code (1 bad data, 2 bad usage or bad
+model file); a closed stdout ends ``predict`` quietly; SIGINT/SIGTERM stop at an example boundary
+with a complete model and exit 130/143.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from . import __version__
+from .config import InputConfig, LearnerConfig, ReductionConfig
+from .errors import ConfigError, LomtreeError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _fail(msg: str, code: int):
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(code)
+
+
+def _run(fn):
+    """Run a command body: one-line errors, quiet closed pipes, signal exit codes."""
+    from .driver import Interrupted
+
+    try:
+        return fn()
+    except Interrupted as e:
+        click.echo(f"interrupted by signal {e.signum}; stopped at an example boundary", err=True)
+        sys.exit(e.exit_code)
+    except LomtreeError as e:
+        _fail(str(e), e.exit_code)
+    except BrokenPipeError:
+        _quiet_stdout()
+        sys.exit(0)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except MemoryError:
+        _fail("out of memory (try fewer --bits)", 1)
+    except OSError as e:
+        _fail(f"{getattr(e, 'filename', '') or ''}: {e.strerror or e}", 1)
+
+
+def _quiet_stdout():
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+def _explicit(ctx: click.Context, names) -> dict:
+    """Options the user gave on the command line (not defaults)."""
+    out = {}
+    for n in names:
+        src = ctx.get_parameter_source(n)
+        if src is not None and src.name == "COMMANDLINE":
+            out[n] = ctx.params[n]
+    return out
+
+
+def _progress_interval(value: str) -> float | int:
+    try:
+        if value.strip().lstrip("+").isdigit():
+            v = int(value)
+            if v < 1:
+                raise ValueError
+            return v
+        v = float(value)
+        if not v > 1.0:
+            raise ValueError
+        return v
+    except ValueError:
+        raise click.BadParameter("must be an integer >= 1 (additive) or a float > 1 (multiplicative)") from None
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, "--version", prog_name="lomtree")
+def main():
+    """lomtree: streaming multiclass learning with logarithmic-time trees.
+
+    \b
+    Reductions: lomtree (Choromanska & Langford 2015), filter (filter tree / ECT), rtree (random
+    balanced tree), oaa (one-against-all, O(k)), cpt (conditional probability tree, P(y|x)),
+    table (label-frequency baseline).
+
+    \b
+    Examples:
+      lomtree train -r oaa -k 105 --format libsvm sector.train -f sector.model
+      lomtree predict -i sector.model --format libsvm sector.test -p -
+      cat data.vw | lomtree train -k 1000 -f m.lt && lomtree inspect m.lt
+    """
+
+
+def common_run_options(f):
+    f = click.option("--report", type=click.Path(dir_okay=False), help="Write the run summary as JSON.")(f)
+    f = click.option("-P", "--progress-interval", "progress_interval", default="2.0", show_default=True,
+                     help="Table lines at doubling counts (float, multiplicative) or every N (integer).")(f)
+    f = click.option("--progress", "progress_bar", is_flag=True,
+                     help="Show a tqdm progress bar instead of the table.")(f)
+    f = click.option("--quiet", is_flag=True, help="No table, no summary on stderr.")(f)
+    f = click.option("--skip-invalid", "--skip_invalid", "skip_invalid", is_flag=True,
+                     help="Skip malformed lines (counted in the summary) instead of stopping.")(f)
+    f = click.option("--chunk-bytes", type=click.IntRange(min=64), default=1 << 20, hidden=True)(f)
+    return f
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, type=str)
+@click.option("-r", "--reduction", type=click.Choice(["oaa", "lomtree", "filter", "rtree", "cpt", "table"]),
+              default="lomtree", show_default=True, help="The reduction.")
+@click.option("-k", "--classes", "k", type=int, help="Number of classes (labels 1..K); optional for cpt.")
+@click.option("-f", "--final-model", "final_model", type=click.Path(dir_okay=False), help="Write the model here.")
+@click.option("-i", "--initial-model", "initial_model", type=str, help="Start from this model.")
+@click.option("-p", "--predictions", type=str, help="Progressive predictions, one per line ('-' = stdout).")
+@click.option("--format", "fmt", type=click.Choice(["vw", "libsvm"]), default="vw", show_default=True)
+@click.option("-b", "--bits", type=int, default=18, show_default=True, help="Hash bits.")
+@click.option("-l", "--learning-rate", "learning_rate", type=float, help="Learning rate [0.5; --sgd: 10].")
+@click.option("--power-t", "--power_t", "power_t", type=float, default=0.5, show_default=True)
+@click.option("--initial-t", "--initial_t", "initial_t", type=float, help="[0; --sgd: 1]")
+@click.option("--loss-function", "--loss_function", "loss",
+              type=click.Choice(["squared", "logistic", "hinge", "quantile"]),
+              help="[squared; lomtree: quantile]")
+@click.option("--quantile-tau", "--quantile_tau", "quantile_tau", type=float, default=0.5, show_default=True)
+@click.option("--sgd", is_flag=True, help="Plain SGD instead of adaptive+normalized+invariant updates.")
+@click.option("--decay-learning-rate", "--decay_learning_rate", "decay_learning_rate", type=float,
+              default=1.0, show_default=True, help="Learning-rate factor applied after each pass.")
+@click.option("--passes", type=int, default=1, show_default=True)
+@click.option("-c", "--cache", "cache", is_flag=False, flag_value="", default=None,
+              help="Binary example cache for passes after the first (PATH optional).")
+@click.option("--holdout-period", "--holdout_period", "holdout_period", type=int, default=10, show_default=True)
+@click.option("--holdout-off", "--holdout_off", "holdout_off", is_flag=True)
+@click.option("--early-terminate", "--early_terminate", "early_terminate", type=int, default=3, show_default=True)
+@click.option("--max-internal-nodes", "--lom_max_internal", "max_internal_nodes", type=int,
+              help="lomtree: maximum internal nodes T [k-1].")
+@click.option("--swap-resistance", "--swap_resistance", "swap_resistance", type=int, default=4, show_default=True)
+@click.option("--cpt-alpha", "--cpt_alpha", "cpt_alpha", type=float, default=0.5, show_default=True)
+@click.option("--cpt-predict", "--cpt_predict", "cpt_predict", type=click.Choice(["exact", "greedy"]),
+              default="exact", show_default=True)
+@click.option("--cpt-random-insert", "--cpt_random_insert", "cpt_random_insert", is_flag=True,
+              help="cpt baseline: insert new labels on a random side.")
+@click.option("--seed", "--random_seed", "seed", type=int, default=0, show_default=True)
+@click.option("--hash-seed", "--hash_seed", "hash_seed", type=int, default=0, show_default=True)
+@click.option("--noconstant", is_flag=True, help="No constant (bias) feature.")
+@click.option("--label-offset", "label_offset", type=int, default=0, show_default=True,
+              help="Added to LIBSVM labels (1 for 0-based data).")
+@common_run_options
+@click.pass_context
+def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fmt, bits, learning_rate, power_t,
+          initial_t, loss, quantile_tau, sgd, decay_learning_rate, passes, cache, holdout_period, holdout_off,
+          early_terminate, max_internal_nodes, swap_resistance, cpt_alpha, cpt_predict, cpt_random_insert, seed,
+          hash_seed, noconstant, label_offset, skip_invalid, quiet, progress_bar, progress_interval, report,
+          chunk_bytes):
+    """Train on INPUT files ('-' or none = stdin) with progressive validation.
+
+    \b
+    Examples:
+      lomtree train -r lomtree -k 105 --format libsvm sector.scale -f m.lt
+      lomtree train -r oaa -k 26 --passes 10 -c letter.vw -f m.lt --report run.json
+      zcat big.vw.gz | lomtree train -r filter -k 5001 -b 24 -f m.lt
+    """
+    from .driver import RunOptions, process_start_time
+
+    start = process_start_time()
+
+    def body():
+        from .driver import train as run_train
+        from .reductions import get_reduction_class
+
+        if passes < 1:
+            raise ConfigError("--passes must be >= 1")
+        explicit = _explicit(ctx, ["bits", "hash_seed", "noconstant", "label_offset", "loss", "sgd",
+                                   "quantile_tau", "power_t", "max_internal_nodes", "swap_resistance",
+                                   "cpt_alpha", "learning_rate", "decay_learning_rate"])
+        if initial_model is not None:
+            src = ctx.get_parameter_source("reduction")
+            if src is not None and src.name == "COMMANDLINE":
+                explicit["reduction"] = reduction
+            if k is not None:
+                explicit["k"] = k
+            if ctx.get_parameter_source("fmt").name == "COMMANDLINE":
+                explicit["format"] = fmt
+        icfg = InputConfig(format=fmt, bits=bits, hash_seed=hash_seed, noconstant=noconstant,
+                           label_offset=label_offset, skip_invalid=skip_invalid)
+        if initial_model is None:
+            rcfg = ReductionConfig(name=reduction, k=k, max_internal_nodes=max_internal_nodes,
+                                   swap_resistance=swap_resistance, cpt_alpha=cpt_alpha, cpt_predict=cpt_predict,
+                                   cpt_random_insert=cpt_random_insert, seed=seed)
+            cls = get_reduction_class(reduction)
+            the_loss = loss
+            if the_loss is None:
+                the_loss = cls.default_loss
+            elif the_loss != cls.default_loss and reduction == "lomtree" and not quiet:
+                click.echo(f"warning: lomtree nodes are designed for quantile loss; using {the_loss} as asked",
+                           err=True)
+            lcfg = LearnerConfig(learning_rate=learning_rate, power_t=power_t, initial_t=initial_t, loss=the_loss,
+                                 quantile_tau=quantile_tau, sgd=sgd, decay_learning_rate=decay_learning_rate)
+        else:
+            rcfg = None
+            lcfg = None
+        opts = RunOptions(inputs=list(inputs), predictions=predictions, passes=passes, cache=cache,
+                          use_cache=cache is not None, holdout_period=holdout_period, holdout_off=holdout_off,
+                          early_terminate=early_terminate, quiet=quiet,
+                          progress_interval=_progress_interval(progress_interval), progress_bar=progress_bar,
+                          report=report, chunk_bytes=chunk_bytes, start_time=start, handle_signals=True)
+        run_train(icfg, lcfg, rcfg, opts, initial_model=initial_model, final_model=final_model, explicit=explicit)
+
+    _run(body)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, type=str)
+@click.option("-i", "--initial-model", "--model", "model", required=True, type=str, help="The model file.")
+@click.option("-p", "--predictions", type=str, default="-", show_default=True,
+              help="Where predictions go, one per line ('-' = stdout).")
+@click.option("--probabilities", is_flag=True, help="Print label:probability (and p(label) of the true label).")
+@click.option("--top-k", "top_k", type=click.IntRange(min=1), default=None, help="Print the N most probable labels.")
+@click.option("--flush", is_flag=True, help="Flush each prediction as soon as its line is read (co-process).")
+@common_run_options
+def predict(inputs, model, predictions, probabilities, top_k, flush, skip_invalid, quiet, progress_bar,
+            progress_interval, report, chunk_bytes):
+    """Predict INPUT lines ('-' or none = stdin) with MODEL; nothing in the model changes.
+
+    \b
+    Examples:
+      lomtree predict -i m.lt test.vw -p preds.txt
+      cat test.vw | lomtree predict -i m.lt -p - | head -3
+      lomtree predict -i cpt.lt test.vw --top-k 5
+    """
+    from .driver import RunOptions, process_start_time
+
+    start = process_start_time()
+
+    def body():
+        from .driver import predict as run_predict
+
+        opts = RunOptions(inputs=list(inputs), predictions=predictions, quiet=quiet,
+                          progress_interval=_progress_interval(progress_interval), progress_bar=progress_bar,
+                          report=report, flush=flush, probabilities=probabilities, top_k=top_k or 0,
+                          chunk_bytes=(4096 if flush and chunk_bytes == 1 << 20 else chunk_bytes),
+                          start_time=start, handle_signals=True)
+        run_predict(model, opts, skip_invalid=skip_invalid)
+
+    _run(body)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("model", type=str)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def inspect(model, as_json):
+    """Describe MODEL: reduction, k, bits, sizes; for trees depth, nodes, leaves, swaps, purity/balance."""
+
+    def body():
+        from .model_io import inspect_model
+
+        info = inspect_model(model)
+        if as_json:
+            click.echo(json.dumps(info, indent=2, sort_keys=False, default=_jsonable))
+        else:
+            for key, value in info.items():
+                if isinstance(value, (list, dict)):
+                    click.echo(f"{key}:")
+                    items = value.items() if isinstance(value, dict) else enumerate(value)
+                    for k2, v2 in items:
+                        click.echo(f"  {k2}: {json.dumps(v2, default=_jsonable)}")
+                else:
+                    click.echo(f"{key}: {value}")
+
+    _run(body)
+
+
+def _jsonable(o):
+    try:
+        return o.item()
+    except AttributeError:
+        return str(o)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,160 @@
+"""Frozen, self-validating configuration dataclasses.
+
+One for the input/hashing side (``InputConfig``), one for the base linear learner
+(``LearnerConfig``) and one for the reduction (``ReductionConfig``). Each checks its own values in
+``__post_init__`` and raises ``ConfigError`` (exit code 2) on a bad value: values are never
+silently replaced.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+from .errors import ConfigError
+
+LOSSES = ("squared", "logistic", "hinge", "quantile")
+FORMATS = ("vw", "libsvm")
+REDUCTIONS = ("oaa", "lomtree", "filter", "rtree", "cpt", "table")
+#: the constant feature's hash before masking (VW's constant); ALGORITHMS.md §1.3
+CONSTANT_HASH = 11650396
+
+
+@dataclass(frozen=True)
+class InputConfig:
+    """How text becomes hashed examples (ALGORITHMS.md §1).
+
+    format : 'vw' or 'libsvm'
+    bits : hash bits b; features are masked to [0, 2**b)
+    hash_seed : seed S of the namespace hash
+    noconstant : do not append the constant feature
+    label_offset : added to LIBSVM labels (use 1 for 0-based data)
+    skip_invalid : skip malformed lines (counted) instead of stopping
+    """
+
+    format: str = "vw"
+    bits: int = 18
+    hash_seed: int = 0
+    noconstant: bool = False
+    label_offset: int = 0
+    skip_invalid: bool = False
+
+    def __post_init__(self):
+        if self.format not in FORMATS:
+            raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+        if not 1 <= int(self.bits) <= 32:
+            raise ConfigError(f"--bits must be in 1..32, got {self.bits}")
+        if not 0 <= int(self.hash_seed) < 2**32:
+            raise ConfigError(f"--hash-seed must be in 0..2^32-1, got {self.hash_seed}")
+
+    @property
+    def mask(self) -> int:
+        return (1 << int(self.bits)) - 1
+
+    @property
+    def constant_index(self) -> int:
+        return CONSTANT_HASH & self.mask
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    """The base linear learner (ALGORITHMS.md §2).
+
+    learning_rate : eta (None = 0.5, or 10 with --sgd)
+    power_t, initial_t : as VW (initial_t None = 0, or 1 with --sgd)
+    loss : squared | logistic | hinge | quantile
+    quantile_tau : tau of the quantile loss
+    sgd : plain SGD instead of adaptive + normalized + importance-invariant
+    decay_learning_rate : eta multiplier applied at the end of every pass
+    """
+
+    learning_rate: float | None = None
+    power_t: float = 0.5
+    initial_t: float | None = None
+    loss: str = "squared"
+    quantile_tau: float = 0.5
+    sgd: bool = False
+    decay_learning_rate: float = 1.0
+
+    def __post_init__(self):
+        if self.loss not in LOSSES:
+            raise ConfigError(f"--loss-function must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        for name in ("power_t", "quantile_tau", "decay_learning_rate"):
+            v = getattr(self, name)
+            if not math.isfinite(v):
+                raise ConfigError(f"--{name.replace('_', '-')} must be finite, got {v}")
+        if self.learning_rate is not None and not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise ConfigError(f"--learning-rate must be a positive number, got {self.learning_rate}")
+        if self.initial_t is not None and not (math.isfinite(self.initial_t) and self.initial_t >= 0):
+            raise ConfigError(f"--initial-t must be >= 0, got {self.initial_t}")
+        if not 0.0 < self.quantile_tau < 1.0:
+            raise ConfigError(f"--quantile-tau must be in (0, 1), got {self.quantile_tau}")
+        if not self.power_t >= 0:
+            raise ConfigError(f"--power-t must be >= 0, got {self.power_t}")
+        if not self.decay_learning_rate > 0:
+            raise ConfigError(f"--decay-learning-rate must be > 0, got {self.decay_learning_rate}")
+
+    @property
+    def eta(self) -> float:
+        if self.learning_rate is not None:
+            return float(self.learning_rate)
+        return 10.0 if self.sgd else 0.5
+
+    @property
+    def t0(self) -> float:
+        if self.initial_t is not None:
+            return float(self.initial_t)
+        return 1.0 if self.sgd else 0.0
+
+
+@dataclass(frozen=True)
+class ReductionConfig:
+    """Which reduction, and its parameters (ALGORITHMS.md §3).
+
+    name : oaa | lomtree | filter | rtree | cpt | table
+    k : number of classes (labels 1..k); required except for cpt and table
+    max_internal_nodes : LOMtree T (None = k - 1)
+    swap_resistance : LOMtree R_S
+    cpt_alpha : CPT balance/regressor trade-off in [0, 1]
+    cpt_predict : 'exact' (best-first search) or 'greedy'
+    cpt_random_insert : CPT baseline: insert new labels on a random side
+    seed : the run's random seed (SplitMix64 state)
+    """
+
+    name: str = "lomtree"
+    k: int | None = None
+    max_internal_nodes: int | None = None
+    swap_resistance: int = 4
+    cpt_alpha: float = 0.5
+    cpt_predict: str = "exact"
+    cpt_random_insert: bool = False
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.name not in REDUCTIONS:
+            raise ConfigError(f"--reduction must be one of {', '.join(REDUCTIONS)}, got {self.name!r}")
+        if self.name not in ("cpt", "table") and self.k is None:
+            raise ConfigError(f"--reduction {self.name} needs -k/--classes K")
+        if self.k is not None and not 1 <= int(self.k) < 2**31:
+            raise ConfigError(f"-k/--classes must be in 1..2^31-1, got {self.k}")
+        if self.max_internal_nodes is not None and int(self.max_internal_nodes) < 0:
+            raise ConfigError(f"--max-internal-nodes must be >= 0, got {self.max_internal_nodes}")
+        if int(self.swap_resistance) < 0:
+            raise ConfigError(f"--swap-resistance must be >= 0, got {self.swap_resistance}")
+        if not (math.isfinite(self.cpt_alpha) and 0.0 <= self.cpt_alpha <= 1.0):
+            raise ConfigError(f"--cpt-alpha must be in [0, 1], got {self.cpt_alpha}")
+        if self.cpt_predict not in ("exact", "greedy"):
+            raise ConfigError(f"--cpt-predict must be exact or greedy, got {self.cpt_predict!r}")
+        if not 0 <= int(self.seed) < 2**64:
+            raise ConfigError(f"--seed must be in 0..2^64-1, got {self.seed}")
+
+
+def to_dict(cfg) -> dict:
+    """Plain JSON-able dict of a config dataclass."""
+    return asdict(cfg)
+
+
+def from_dict(cls, d: dict):
+    """Build ``cls`` from a dict, ignoring unknown keys (newer files) and validating values."""
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in d.items() if k in names})

@@ -1,0 +1,524 @@
+"""The online loop: read a chunk, predict-then-learn, account, report (ALGORITHMS.md §4).
+
+``train(...)`` and ``predict(...)`` are the library entry points behind ``lomtree train`` and
+``lomtree predict``; the CLI only builds configs and calls them. Everything user-visible goes
+through the ``RunOptions.err`` stream (the table, the summary, warnings) or the predictions
+file; the functions return a summary dict (the JSON report).
+
+Choices (documented for users):
+- the unit of work is a chunk of examples (one compiled call each); SIGINT/SIGTERM stop the run
+  at the next chunk boundary, which is an example boundary: the model written is complete;
+- passes after the first read the binary example cache (``cache.py``) when one is available,
+  otherwise they re-parse the input files (stdin needs the cache);
+- with holdout active (passes > 1, not ``--holdout-off``), every ``holdout_period``-th example of
+  each pass is evaluated only, in every pass including the first; the model kept is the snapshot
+  of the pass with the best holdout loss (VW keeps the last pass unless it stopped early).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .batch import ExampleBatch
+from .config import InputConfig, LearnerConfig, ReductionConfig
+from .errors import ConfigError, InputError
+from .kernels.linear import HP_ETA
+from .metrics import Progress
+
+
+def process_start_time() -> float:
+    """Wall-clock time at which this process started (falls back to now)."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields_ = f.read().rsplit(")", 1)[1].split()
+        start_ticks = int(fields_[19])
+        with open("/proc/stat") as f:
+            btime = next(int(line.split()[1]) for line in f if line.startswith("btime"))
+        return btime + start_ticks / os.sysconf("SC_CLK_TCK")
+    except Exception:  # noqa: BLE001 - not Linux
+        return time.time()
+
+
+@dataclass
+class RunOptions:
+    """Driver options shared by train and predict."""
+
+    inputs: list = field(default_factory=list)
+    predictions: str | None = None
+    passes: int = 1
+    cache: str | None = None
+    use_cache: bool = False
+    holdout_period: int = 10
+    holdout_off: bool = False
+    early_terminate: int = 3
+    quiet: bool = False
+    progress_interval: float | int = 2.0
+    progress_bar: bool = False
+    report: str | None = None
+    flush: bool = False
+    probabilities: bool = False
+    top_k: int = 0
+    chunk_bytes: int = 1 << 20
+    err: object = None
+    start_time: float | None = None
+    handle_signals: bool = False
+
+
+class Interrupted(Exception):
+    """Raised after a clean stop on SIGINT/SIGTERM; ``exit_code`` is 130 or 143."""
+
+    def __init__(self, signum: int, summary: dict):
+        self.signum = signum
+        self.summary = summary
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted by signal {signum}")
+
+
+class _StopFlag:
+    def __init__(self):
+        self.signum = 0
+        self._old = {}
+
+    def install(self):
+        for s in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[s] = signal.signal(s, self._handler)
+            except ValueError:  # not the main thread
+                pass
+
+    def _handler(self, signum, frame):
+        self.signum = signum
+
+    def restore(self):
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+class PredictionWriter:
+    """Writes one prediction per line (``label`` or ``label tag``), '-' = stdout."""
+
+    def __init__(self, path: str | None, flush: bool = False):
+        self.flush = flush
+        self.own = False
+        self.broken = False
+        if path is None:
+            self.f = None
+        elif path == "-":
+            self.f = sys.stdout
+        else:
+            try:
+                self.f = open(path, "w", buffering=1 << 16)
+            except OSError as e:
+                raise ConfigError(f"cannot write predictions to {path}: {e.strerror}") from None
+            self.own = True
+
+    def write(self, preds: np.ndarray, tags, extra: list | None = None):
+        if self.f is None or preds.shape[0] == 0:
+            return
+        lines = list(map(str, preds.tolist()))
+        if extra is not None:
+            lines = [a + b for a, b in zip(lines, extra)]
+        if tags is not None:
+            lines = [ln if t is None else f"{ln} {t}" for ln, t in zip(lines, tags)]
+        try:
+            self.f.write("\n".join(lines) + "\n")
+            if self.flush:
+                self.f.flush()
+        except BrokenPipeError:
+            # the reader went away (e.g. `| head`): stop writing, keep the run (training) going
+            self.broken = True
+            self.f = None
+            _silence_stdout()
+
+    def close(self):
+        if self.f is not None:
+            try:
+                if self.own:
+                    self.f.close()
+                else:
+                    self.f.flush()
+            except BrokenPipeError:
+                self.broken = True
+                _silence_stdout()
+
+
+def _silence_stdout():
+    """Point fd 1 at /dev/null so the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _batches_for_pass(paths, input_cfg, opts, pass_index, cache):
+    from .parsing import iter_batches
+
+    if pass_index > 0 and cache is not None and cache.ready:
+        yield from cache.read()
+        return
+    writer = cache.writer() if (cache is not None and pass_index == 0) else None
+    for batch in iter_batches(paths, input_cfg, chunk_bytes=opts.chunk_bytes, flush=opts.flush):
+        if writer is not None:
+            writer.add(batch)
+        yield batch
+    if writer is not None:
+        writer.close()
+
+
+class Runner:
+    """One run (train or predict) over the inputs; see ``train`` and ``predict``."""
+
+    def __init__(self, input_cfg: InputConfig, learner, reduction, opts: RunOptions, learn: bool):
+        self.input_cfg = input_cfg
+        self.learner = learner
+        self.reduction = reduction
+        self.opts = opts
+        self.learn = learn
+        self.err = opts.err if opts.err is not None else sys.stderr
+        out = None if opts.quiet or opts.progress_bar else self.err
+        self.progress = Progress(out, opts.progress_interval)
+        self.warned_range = False
+        self.warned_nan = False
+        self.skipped_shown = 0
+        self.bar = None
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _warn(self, msg: str):
+        if not self.opts.quiet:
+            self.err.write(f"warning: {msg}\n")
+
+    def _handle_skipped(self, batch: ExampleBatch):
+        for e in batch.skipped:
+            self.progress.skipped += 1
+            if self.skipped_shown < 10 and not self.opts.quiet:
+                self.err.write(f"skipping {e.message()}\n")
+                self.skipped_shown += 1
+
+    def _check_labels(self, batch: ExampleBatch, train_possible: bool) -> ExampleBatch:
+        bad = self.reduction.invalid_labels(batch.labels)
+        if not bad.any():
+            return batch
+        if train_possible:
+            i = int(np.flatnonzero(bad)[0])
+            if not self.input_cfg.skip_invalid:
+                raise InputError(batch.source, int(batch.line_numbers[i]), "label_range",
+                                 f"label {int(batch.labels[i])} is outside 1..{self.reduction.k}")
+            for i in np.flatnonzero(bad):
+                self.progress.skipped += 1
+                if self.skipped_shown < 10 and not self.opts.quiet:
+                    self.err.write(f"skipping {batch.source}:{int(batch.line_numbers[i])}: label "
+                                   f"{int(batch.labels[i])} is outside 1..{self.reduction.k}\n")
+                    self.skipped_shown += 1
+            return batch.subset(~bad)
+        if not self.warned_range:
+            self._warn(f"{batch.source}:{int(batch.line_numbers[np.flatnonzero(bad)[0]])}: label outside "
+                       f"1..{self.reduction.k}; such examples are counted as mistakes")
+            self.warned_range = True
+        return batch
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run_pass(self, batches, pass_index: int, holdout: bool, writer: PredictionWriter, stop: _StopFlag):
+        period = self.opts.holdout_period
+        counter = 0
+        for batch in batches:
+            self._handle_skipped(batch)
+            if len(batch) == 0:
+                continue
+            batch = self._check_labels(batch, self.learn)
+            n = len(batch)
+            if n == 0:
+                continue
+            if holdout:
+                pos = counter + 1 + np.arange(n)
+                hold = (pos % period) == 0
+            else:
+                hold = np.zeros(n, dtype=bool)
+            counter += n
+            labels = batch.labels
+            weights = batch.weights
+            labeled = labels > 0
+            if self.learn:
+                train = labeled & ~hold & (weights > 0)
+            else:
+                train = np.zeros(n, dtype=bool)
+            preds, losses = self.reduction.process(batch, train)
+            zero_one = np.where(labeled & (preds != labels), weights, 0.0)
+            if losses is None:
+                losses = zero_one
+                zero_one = None
+            self.progress.add_batch(labels, weights, preds, losses, batch.n_features, hold, zero_one)
+            if self.learner.nan_count and not self.warned_nan:
+                self._warn("a regressor produced NaN (score or update); it was replaced by 0")
+                self.warned_nan = True
+            extra = None
+            if writer.f is not None and (self.opts.probabilities or self.opts.top_k):
+                extra = self._probability_fields(batch)
+                writer.write(extra[0], batch.tags, extra[1])
+            else:
+                writer.write(preds, batch.tags)
+            if self.bar is not None:
+                self.bar.update(n)
+            if stop.signum:
+                return False
+            if writer.broken and not self.learn:
+                return True  # predictions were the only output and nobody reads them
+        return True
+
+    def _probability_fields(self, batch):
+        ntop = max(1, self.opts.top_k)
+        labs, probs, p_true = self.reduction.predict_top(batch, ntop)
+        extra = []
+        has_label = batch.labels > 0
+        for i in range(len(batch)):
+            parts = [f":{probs[i, 0]:.6f}"]
+            for j in range(1, ntop if self.opts.top_k else 1):
+                if j < labs.shape[1] and labs[i, j] > 0:
+                    parts.append(f" {labs[i, j]}:{probs[i, j]:.6f}")
+            if self.opts.probabilities and has_label[i]:
+                parts.append(f" p({batch.labels[i]})={p_true[i]:.6f}")
+            extra.append("".join(parts))
+        return labs[:, 0], extra
+
+
+def _open_cache(opts: RunOptions, input_cfg: InputConfig, paths):
+    if opts.passes <= 1 and not opts.use_cache:
+        return None
+    try:
+        from .cache import ExampleCache
+    except ModuleNotFoundError:
+        return None
+    return ExampleCache.open(opts.cache, input_cfg, paths, opts, err=None if opts.quiet else (opts.err or sys.stderr))
+
+
+def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: ReductionConfig, opts: RunOptions,
+          initial_model: str | None = None, final_model: str | None = None,
+          explicit: dict | None = None) -> dict:
+    """Train (progressive validation) over ``opts.inputs``; returns the summary dict."""
+    from . import model_io
+    from .learner import LinearLearner
+    from .reductions import get_reduction_class
+
+    start = opts.start_time or time.time()
+    err = opts.err if opts.err is not None else sys.stderr
+    passes_before = 0
+    if initial_model is not None:
+        loaded = model_io.load_model(initial_model)
+        _check_model_conflicts(loaded, explicit or {}, input_cfg)
+        input_cfg = InputConfig(**{**loaded.input_config.__dict__, "skip_invalid": input_cfg.skip_invalid})
+        learner, reduction = loaded.learner, loaded.reduction
+        if explicit and explicit.get("learning_rate") is not None:
+            learner.arrays.hp[HP_ETA] = float(explicit["learning_rate"])
+        if explicit and explicit.get("decay_learning_rate") is not None:
+            learner.config = dataclasses.replace(learner.config,
+                                                 decay_learning_rate=float(explicit["decay_learning_rate"]))
+        passes_before = loaded.passes_done
+    else:
+        cls = get_reduction_class(red_cfg.name)
+        learner = LinearLearner(learner_cfg, input_cfg.bits, cls.n_models_for(red_cfg), cls.slot_mode)
+        reduction = cls(red_cfg, learner)
+    if opts.passes < 1:
+        raise ConfigError("--passes must be >= 1")
+    paths = list(opts.inputs) or ["-"]
+    if opts.passes > 1 and "-" in paths and not _cache_available():
+        raise ConfigError("--passes > 1 with standard input needs the example cache")
+    holdout = opts.passes > 1 and not opts.holdout_off
+    if holdout and opts.holdout_period < 1:
+        raise ConfigError("--holdout-period must be >= 1")
+    runner = Runner(input_cfg, learner, reduction, opts, learn=True)
+    if not opts.quiet:
+        _preamble(err, input_cfg, learner, reduction, paths)
+    writer = PredictionWriter(opts.predictions, opts.flush)
+    stop = _StopFlag()
+    if opts.handle_signals:
+        stop.install()
+    cache = _open_cache(opts, input_cfg, paths)
+    best = math.inf
+    best_pass = 0
+    no_win = 0
+    passes_used = 0
+    snapshot_written = False
+    completed = True
+    if opts.progress_bar:
+        from tqdm import tqdm
+
+        runner.bar = tqdm(unit="ex", unit_scale=True, file=err, dynamic_ncols=True)
+    try:
+        runner.progress.start()
+        for p in range(opts.passes):
+            if p > 0 and holdout:
+                runner.progress.holdout_reporting = True
+            completed = runner.run_pass(_batches_for_pass(paths, input_cfg, opts, p, cache), p, holdout, writer, stop)
+            passes_used = p + 1
+            if not completed:
+                break
+            reduction.end_pass()
+            learner.decay(learner.config.decay_learning_rate)
+            if holdout:
+                hl = runner.progress.end_pass()
+                if hl < best:
+                    best, best_pass, no_win = hl, p + 1, 0
+                    if final_model is not None:
+                        model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + p + 1)
+                        snapshot_written = True
+                elif not (math.isinf(hl) and math.isinf(best)):
+                    no_win += 1
+                if no_win >= opts.early_terminate and p + 1 < opts.passes:
+                    if not opts.quiet:
+                        err.write(f"early stopping after pass {p + 1}: no holdout improvement in "
+                                  f"{no_win} passes; keeping pass {best_pass}\n")
+                    break
+    finally:
+        if runner.bar is not None:
+            runner.bar.close()
+        writer.close()
+        stop.restore()
+        if cache is not None:
+            cache.close()
+    if final_model is not None and not (holdout and snapshot_written and completed):
+        model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + passes_used)
+    summary = _summary(runner, reduction, input_cfg, passes_used, start,
+                       best if holdout and math.isfinite(best) else None)
+    if holdout:
+        summary["best_pass"] = best_pass
+    _finish(err, opts, runner, summary)
+    if stop.signum:
+        raise Interrupted(stop.signum, summary)
+    return summary
+
+
+def _cache_available() -> bool:
+    try:
+        import lomtree_cli.cache  # noqa: F401
+    except ModuleNotFoundError:
+        return False
+    return True
+
+
+def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> dict:
+    """Test only: predict every example of ``opts.inputs`` with the model; nothing changes."""
+    from . import model_io
+
+    start = opts.start_time or time.time()
+    err = opts.err if opts.err is not None else sys.stderr
+    loaded = model_io.load_model(model_path)
+    input_cfg = InputConfig(**{**loaded.input_config.__dict__, "skip_invalid": skip_invalid})
+    paths = list(opts.inputs) or ["-"]
+    runner = Runner(input_cfg, loaded.learner, loaded.reduction, opts, learn=False)
+    writer = PredictionWriter(opts.predictions, opts.flush)
+    stop = _StopFlag()
+    if opts.handle_signals:
+        stop.install()
+    if (opts.probabilities or opts.top_k) and writer.f is not None:
+        loaded.reduction.predict_top(ExampleBatch.empty(), max(1, opts.top_k))  # fail early if unsupported
+    try:
+        runner.run_pass(_batches_for_pass(paths, input_cfg, opts, 0, None), 0, False, writer, stop)
+    finally:
+        writer.close()
+        stop.restore()
+    summary = _summary(runner, loaded.reduction, input_cfg, 1, start, None)
+    _finish(err, opts, runner, summary)
+    if stop.signum:
+        raise Interrupted(stop.signum, summary)
+    return summary
+
+
+_FIXED = {  # option name -> (where in the loaded model, attribute)
+    "reduction": ("reduction", "name"), "k": ("reduction", "k"), "bits": ("input", "bits"),
+    "hash_seed": ("input", "hash_seed"), "noconstant": ("input", "noconstant"),
+    "format": ("input", "format"), "label_offset": ("input", "label_offset"),
+    "loss": ("learner", "loss"), "sgd": ("learner", "sgd"), "quantile_tau": ("learner", "quantile_tau"),
+    "power_t": ("learner", "power_t"),
+    "max_internal_nodes": ("reduction", "max_internal_nodes"),
+    "swap_resistance": ("reduction", "swap_resistance"), "cpt_alpha": ("reduction", "cpt_alpha"),
+}
+
+
+def _check_model_conflicts(loaded, explicit: dict, input_cfg: InputConfig):
+    where = {"reduction": loaded.reduction.config, "input": loaded.input_config,
+             "learner": loaded.learner.config}
+    for name, value in explicit.items():
+        if name not in _FIXED or value is None:
+            continue
+        part, attr = _FIXED[name]
+        have = getattr(where[part], attr)
+        if have != value:
+            raise ConfigError(f"--{name.replace('_', '-')} {value} conflicts with the initial model "
+                              f"({attr} = {have}); it is fixed by the model")
+
+
+def _preamble(err, input_cfg, learner, reduction, paths):
+    lc = learner.config
+    err.write(f"Num weight bits = {input_cfg.bits}\n")
+    err.write(f"learning rate = {learner.eta:g}\n")
+    err.write(f"initial_t = {lc.t0:g}\n")
+    err.write(f"power_t = {lc.power_t:g}\n")
+    err.write(f"Reading datafile = {', '.join('<stdin>' if p == '-' else p for p in paths)}\n")
+    k = reduction.config.k
+    err.write(f"Reduction = {reduction.name}{'' if k is None else f' k={k}'} loss={lc.loss}\n")
+
+
+def _summary(runner: Runner, reduction, input_cfg, passes, start, holdout_loss):
+    pr = runner.progress
+    seconds = max(time.time() - start, 1e-9)
+    avg = pr.average_loss
+    s = {
+        "examples": pr.ex,
+        "weighted_examples": pr.wl + pr.wu,
+        "average_loss": avg,
+        "holdout_loss": holdout_loss,
+        "passes": passes,
+        "total_features": pr.feats,
+        "skipped_lines": pr.skipped,
+        "seconds": seconds,
+        "examples_per_second": pr.ex / seconds,
+        "reduction": reduction.name,
+        "k": reduction.config.k,
+        "bits": input_cfg.bits,
+    }
+    if reduction.own_loss:
+        s["average_zero_one_loss"] = (pr.zero_one / pr.wl) if pr.wl > 0 else None
+    s.update(reduction.summary_extra())
+    return s
+
+
+def _finish(err, opts: RunOptions, runner: Runner, s: dict):
+    if not opts.quiet:
+        f = lambda v: "n.a." if v is None else "%.6f" % v  # noqa: E731
+        err.write("\nfinished run\n")
+        if s["passes"] > 1:
+            err.write(f"number of examples per pass = {s['examples'] // s['passes']}\n")
+            err.write(f"passes used = {s['passes']}\n")
+        else:
+            err.write(f"number of examples = {s['examples']}\n")
+        err.write(f"weighted example sum = {s['weighted_examples']:.6f}\n")
+        err.write("weighted label sum = 0.000000\n")
+        if s["holdout_loss"] is not None:
+            err.write(f"average loss = {s['holdout_loss']:.6f} h\n")
+        else:
+            err.write(f"average loss = {f(s['average_loss'])}\n")
+        if "average_zero_one_loss" in s:
+            err.write(f"average 0/1 loss = {f(s['average_zero_one_loss'])}\n")
+        err.write(f"total feature number = {s['total_features']}\n")
+        for key, v in s.items():
+            if key in ("number_of_swaps",):
+                err.write(f"number of swaps = {v}\n")
+        if s["skipped_lines"]:
+            err.write(f"skipped lines = {s['skipped_lines']}\n")
+        err.flush()
+    if opts.report:
+        import json
+
+        tmp = opts.report + ".writing"
+        with open(tmp, "w") as fh:
+            json.dump(s, fh, indent=2, sort_keys=True)
+            fh.write("\n")
+        os.replace(tmp, opts.report)

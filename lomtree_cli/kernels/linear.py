@@ -1,0 +1,314 @@
+"""Base linear learner kernels: one hashed weight table shared by many binary regressors.
+
+Implements ALGORITHMS.md §2: the score of regressor ``m``, and VW's default update
+(adaptive + normalized + importance-invariant, Karampatziakis & Langford 2011; Ross, Mineiro &
+Langford 2013; Duchi, Hazan & Singer 2011) or plain SGD, for squared, logistic, hinge and
+quantile losses.
+
+State (``LinearArrays``)
+------------------------
+table : float32, shape (2**bits, 3)
+    Per slot: weight ``w`` (column 0), adaptive sum ``G`` (1), normalizer ``N`` (2). Interleaved
+    so one slot is one cache line access (VW's stride layout).
+S, T : float64, shape (n_models,)
+    Per-regressor normaliser state (VW's ``gd_per_model_states``).
+hp : float64, shape (N_HP,)
+    Hyper-parameters and the mutable SGD clock, indexed by the ``HP_*`` constants.
+
+Slot of feature ``h`` for regressor ``m`` (§2.5)::
+
+    mode 0 (stride):  (h * W + m) & mask          OAA, Filter tree, Rtree, LOMtree
+    mode 1 (CPT):     (h + m * 0x9E3779B1) & mask  W unknown
+
+The kernels are plain ``@njit`` functions meant to be called from the reductions' per-chunk
+kernels (numba inlines or calls them natively); Python never calls them per feature.
+
+Differences from VW (accepted, §2.3): exact float64 math instead of VW's approximate rsqrt and
+Lambert-W, so results agree with VW to a few digits, not bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+# indices into hp
+HP_ETA = 0
+HP_POWER_T = 1
+HP_INITIAL_T = 2
+HP_LOSS = 3
+HP_TAU = 4
+HP_SGD = 5
+HP_CLOCK = 6  # SGD: sum of iw of earlier trained examples
+HP_W = 7
+HP_MODE = 8
+HP_MASK = 9
+HP_LO = 10
+HP_HI = 11
+HP_NAN = 12  # count of NaN scores/updates met (the driver warns once)
+N_HP = 13
+
+LOSS_SQUARED = 0
+LOSS_LOGISTIC = 1
+LOSS_HINGE = 2
+LOSS_QUANTILE = 3
+LOSS_IDS = {"squared": LOSS_SQUARED, "logistic": LOSS_LOGISTIC, "hinge": LOSS_HINGE, "quantile": LOSS_QUANTILE}
+
+MODE_STRIDE = 0
+MODE_CPT = 1
+CPT_MULT = 0x9E3779B1
+
+X2_MIN = 2.0**-126
+X_MIN = 2.0**-63
+
+
+class LinearArrays(NamedTuple):
+    """All state of the base learner (see module docstring for shapes and dtypes)."""
+
+    table: np.ndarray
+    S: np.ndarray
+    T: np.ndarray
+    hp: np.ndarray
+
+
+@njit(cache=True, inline="always")
+def slot(lin, h, m):
+    """Slot of hashed feature ``h`` for regressor ``m`` (int64)."""
+    mask = np.int64(lin.hp[HP_MASK])
+    if lin.hp[HP_MODE] == MODE_STRIDE:
+        return (np.int64(h) * np.int64(lin.hp[HP_W]) + np.int64(m)) & mask
+    return (np.int64(h) + np.int64(m) * np.int64(CPT_MULT)) & mask
+
+
+@njit(cache=True)
+def score(lin, idx, val, start, end, m):
+    """Raw score ``f_m(x) = sum_j w[slot(h_j, m)] * v_j`` (float64, sequential sum)."""
+    tab = lin.table
+    s = 0.0
+    for j in range(start, end):
+        s += np.float64(tab[slot(lin, idx[j], m), 0]) * np.float64(val[j])
+    return s
+
+
+@njit(cache=True)
+def clip_score(lin, f):
+    """Prediction ``clip(f, lo, hi)``; NaN becomes 0 (and is counted in hp[HP_NAN])."""
+    if f != f:
+        lin.hp[HP_NAN] += 1.0
+        return 0.0
+    lo = lin.hp[HP_LO]
+    hi = lin.hp[HP_HI]
+    if f < lo:
+        return lo
+    if f > hi:
+        return hi
+    return f
+
+
+@njit(cache=True)
+def loss_value(loss, tau, p, y):
+    """``l(p, y)`` for y in {-1, +1} (ALGORITHMS.md §2.2)."""
+    if loss == LOSS_SQUARED:
+        return (p - y) * (p - y)
+    if loss == LOSS_LOGISTIC:
+        return math.log1p(math.exp(-y * p))
+    if loss == LOSS_HINGE:
+        v = 1.0 - y * p
+        return v if v > 0.0 else 0.0
+    # quantile
+    if y > p:
+        return tau * (y - p)
+    return (1.0 - tau) * (p - y)
+
+
+@njit(cache=True)
+def loss_derivative(loss, tau, p, y):
+    """``dl/dp`` at (p, y)."""
+    if loss == LOSS_SQUARED:
+        return 2.0 * (p - y)
+    if loss == LOSS_LOGISTIC:
+        return -y / (1.0 + math.exp(y * p))
+    if loss == LOSS_HINGE:
+        return -y if y * p < 1.0 else 0.0
+    if y > p:
+        return -tau
+    if y < p:
+        return 1.0 - tau
+    return 0.0
+
+
+@njit(cache=True)
+def _solve_logistic(z):
+    """The a' with a' + exp(a') = z (Newton; start from the side that converges fast)."""
+    if z > 1.0:
+        x = math.log(z)
+    else:
+        x = z - 1.0
+    for _ in range(60):
+        ex = math.exp(x)
+        step = (x + ex - z) / (1.0 + ex)
+        x -= step
+        if abs(step) < 1e-9:
+            break
+    return x
+
+
+@njit(cache=True)
+def update_amount(loss, tau, yhat, y, sigma, q):
+    """Importance-invariant update amount ``U_l(yhat, y, sigma, q)`` (ALGORITHMS.md §2.3)."""
+    sq = sigma * q
+    if loss == LOSS_SQUARED:
+        if sq < 1e-6:
+            return 2.0 * (y - yhat) * sigma
+        return (y - yhat) * (1.0 - math.exp(-2.0 * sq)) / q
+    if loss == LOSS_HINGE:
+        if y * yhat >= 1.0:
+            return 0.0
+        lim = (1.0 - y * yhat) / q
+        return y * (sigma if sigma < lim else lim)
+    if loss == LOSS_QUANTILE:
+        e = y - yhat
+        if e == 0.0:
+            return 0.0
+        if e > 0.0:
+            if tau * sq < e:
+                return tau * sigma
+            return e / q
+        if (1.0 - tau) * sq < -e:
+            return -(1.0 - tau) * sigma
+        return e / q
+    # logistic
+    if sq < 1e-6:
+        return y * sigma / (1.0 + math.exp(y * yhat))
+    a = y * yhat
+    z = a + math.exp(a) + sq
+    a2 = _solve_logistic(z)
+    return y * (a2 - a) / q
+
+
+@njit(cache=True)
+def learn(lin, idx, val, start, end, m, y, iw, yhat):
+    """Update regressor ``m`` on example ``idx/val[start:end]`` toward ``y`` in {-1,+1}.
+
+    ``yhat`` is the clipped pre-update prediction. Does nothing when ``iw <= 0`` or
+    ``l(yhat, y) == 0``. Does not advance the SGD clock (see ``end_example``).
+    """
+    hp = lin.hp
+    loss = np.int64(hp[HP_LOSS])
+    tau = hp[HP_TAU]
+    if iw <= 0.0:
+        return
+    if not loss_value(loss, tau, yhat, y) > 0.0:
+        return
+    tab = lin.table
+    p = hp[HP_POWER_T]
+    eta = hp[HP_ETA]
+    if hp[HP_SGD] != 0.0:
+        t_eff = hp[HP_INITIAL_T] + hp[HP_CLOCK] + iw
+        sigma = eta * iw * t_eff ** (-p)
+        u = -sigma * loss_derivative(loss, tau, yhat, y)
+        if u == 0.0:
+            return
+        for j in range(start, end):
+            v = np.float64(val[j])
+            if not math.isfinite(v):
+                continue
+            s = slot(lin, idx[j], m)
+            tab[s, 0] = np.float32(np.float64(tab[s, 0]) + u * v)
+        return
+    d = loss_derivative(loss, tau, yhat, y)
+    g2 = iw * d * d
+    if g2 == 0.0:
+        return
+    half = p == 0.5
+    nexp = 2.0 * (1.0 - p)
+    nx = 0.0
+    q = 0.0
+    for j in range(start, end):
+        x = np.float64(val[j])
+        if not math.isfinite(x):
+            continue
+        s = slot(lin, idx[j], m)
+        x2 = x * x
+        ax = abs(x)
+        if x2 < X2_MIN:
+            x2 = X2_MIN
+            ax = X_MIN
+        G = np.float32(np.float64(tab[s, 1]) + g2 * x2)
+        tab[s, 1] = G
+        Nv = np.float64(tab[s, 2])
+        if ax > Nv:
+            if Nv > 0.0:
+                if half:
+                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) * (Nv / ax))
+                else:
+                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) * (Nv / ax) ** nexp)
+            tab[s, 2] = np.float32(ax)
+            Nv = np.float64(tab[s, 2])
+        nx += x2 / (Nv * Nv)
+        if half:
+            r = 1.0 / (math.sqrt(np.float64(G)) * Nv)
+        else:
+            r = np.float64(G) ** (-p) * Nv ** (-nexp)
+        q += x2 * r
+    lin.T[m] += iw
+    lin.S[m] += iw * nx
+    if half:
+        M = math.sqrt(lin.T[m] / lin.S[m])
+    else:
+        M = (lin.S[m] / lin.T[m]) ** (-(1.0 - p))
+    q = M * q
+    u = update_amount(loss, tau, yhat, y, eta * iw, q)
+    if u != u:
+        hp[HP_NAN] += 1.0
+        return
+    if u == 0.0:
+        return
+    for j in range(start, end):
+        v = np.float64(val[j])
+        if not math.isfinite(v):
+            continue
+        s = slot(lin, idx[j], m)
+        Gs = np.float64(tab[s, 1])
+        Ns = np.float64(tab[s, 2])
+        if half:
+            r = 1.0 / (math.sqrt(Gs) * Ns)
+        else:
+            r = Gs ** (-p) * Ns ** (-nexp)
+        tab[s, 0] = np.float32(np.float64(tab[s, 0]) + M * u * v * r)
+
+
+@njit(cache=True)
+def end_example(lin, iw):
+    """Advance the SGD clock once per trained example (after all its regressors learned)."""
+    lin.hp[HP_CLOCK] += iw
+
+
+@njit(cache=True)
+def score_learn_score(lin, idx, val, start, end, m, y, iw):
+    """Score, learn toward ``y``, re-score: returns (pre-update raw, post-update raw)."""
+    f = score(lin, idx, val, start, end, m)
+    learn(lin, idx, val, start, end, m, y, iw, clip_score(lin, f))
+    return f, score(lin, idx, val, start, end, m)
+
+
+def make_hp(lcfg, bits: int, n_models: int, mode: int) -> np.ndarray:
+    """Build the ``hp`` vector from a LearnerConfig (see ``HP_*``)."""
+    hp = np.zeros(N_HP, dtype=np.float64)
+    hp[HP_ETA] = lcfg.eta
+    hp[HP_POWER_T] = lcfg.power_t
+    hp[HP_INITIAL_T] = lcfg.t0
+    hp[HP_LOSS] = LOSS_IDS[lcfg.loss]
+    hp[HP_TAU] = lcfg.quantile_tau
+    hp[HP_SGD] = 1.0 if lcfg.sgd else 0.0
+    hp[HP_W] = max(1, int(n_models))
+    hp[HP_MODE] = mode
+    hp[HP_MASK] = (1 << int(bits)) - 1
+    if lcfg.loss == "logistic":
+        hp[HP_LO], hp[HP_HI] = -50.0, 50.0
+    else:
+        hp[HP_LO], hp[HP_HI] = -1.0, 1.0
+    return hp

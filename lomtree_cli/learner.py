@@ -1,0 +1,102 @@
+"""LinearLearner: owns the shared hashed weight table and the per-regressor normaliser state.
+
+A thin Python holder around ``kernels.linear.LinearArrays``; every reduction receives one and
+passes ``learner.arrays`` to its compiled kernels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .config import LearnerConfig
+from .kernels import linear as K
+
+
+class LinearLearner:
+    """The base learner of ALGORITHMS.md §2 for ``n_models`` regressors over ``2**bits`` slots.
+
+    Parameters
+    ----------
+    lcfg : LearnerConfig
+    bits : hash bits (table size ``2**bits``)
+    n_models : W, the number of regressors (grows on demand in CPT mode)
+    mode : ``K.MODE_STRIDE`` or ``K.MODE_CPT``
+    """
+
+    def __init__(self, lcfg: LearnerConfig, bits: int, n_models: int, mode: int = K.MODE_STRIDE):
+        self.config = lcfg
+        self.bits = int(bits)
+        self.mode = int(mode)
+        n = max(1, int(n_models))
+        table = np.zeros((1 << self.bits, 3), dtype=np.float32)
+        S = np.zeros(n, dtype=np.float64)
+        T = np.zeros(n, dtype=np.float64)
+        t0 = lcfg.t0
+        if not lcfg.sgd and t0 > 0:
+            table[:, 1] = t0
+            S[:] = t0
+            T[:] = t0
+        self.arrays = K.LinearArrays(table, S, T, K.make_hp(lcfg, self.bits, n, self.mode))
+
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def n_models(self) -> int:
+        return int(self.arrays.S.shape[0])
+
+    def ensure_models(self, n: int) -> None:
+        """Grow the per-regressor arrays to at least ``n`` (capacity doubles; CPT)."""
+        cur = self.n_models
+        if n <= cur:
+            return
+        new = max(n, 2 * cur)
+        fill = self.config.t0 if (not self.config.sgd and self.config.t0 > 0) else 0.0
+        S = np.full(new, fill, dtype=np.float64)
+        T = np.full(new, fill, dtype=np.float64)
+        S[:cur] = self.arrays.S
+        T[:cur] = self.arrays.T
+        self.arrays = K.LinearArrays(self.arrays.table, S, T, self.arrays.hp)
+
+    @property
+    def eta(self) -> float:
+        return float(self.arrays.hp[K.HP_ETA])
+
+    def decay(self, factor: float) -> None:
+        """Multiply the learning rate by ``factor`` (end of a pass)."""
+        self.arrays.hp[K.HP_ETA] *= factor
+
+    @property
+    def nan_count(self) -> int:
+        return int(self.arrays.hp[K.HP_NAN])
+
+    def state(self) -> dict:
+        """Arrays to save (bit-exact); see model_io."""
+        a = self.arrays
+        out = {"w": a.table[:, 0].copy(), "model_S": a.S.copy(), "model_T": a.T.copy()}
+        if not self.config.sgd:
+            out["G"] = a.table[:, 1].copy()
+            out["N"] = a.table[:, 2].copy()
+        return out
+
+    def meta(self) -> dict:
+        hp = self.arrays.hp
+        return {"eta_current": float(hp[K.HP_ETA]), "sgd_t": float(hp[K.HP_CLOCK])}
+
+    def load_state(self, arrays: dict, meta: dict) -> None:
+        """Restore from ``state()``/``meta()`` output (shapes are checked by the caller)."""
+        a = self.arrays
+        size = 1 << self.bits
+        w = arrays["w"]
+        if w.shape != (size,) or w.dtype != np.float32:
+            raise ValueError("weight table has the wrong shape or type")
+        a.table[:, 0] = w
+        if not self.config.sgd:
+            a.table[:, 1] = arrays["G"]
+            a.table[:, 2] = arrays["N"]
+        S, T = arrays["model_S"], arrays["model_T"]
+        if S.shape != T.shape or S.ndim != 1 or S.dtype != np.float64 or T.dtype != np.float64:
+            raise ValueError("model_S/model_T have the wrong shape or type")
+        hp = a.hp.copy()
+        hp[K.HP_ETA] = float(meta["eta_current"])
+        hp[K.HP_CLOCK] = float(meta["sgd_t"])
+        hp[K.HP_W] = max(1, int(hp[K.HP_W]))
+        self.arrays = K.LinearArrays(a.table, S.copy(), T.copy(), hp)

@@ -1,0 +1,236 @@
+"""Model files: save, load, inspect (ALGORITHMS.md §5).
+
+Format (``format_version`` 1): an uncompressed ``.npz`` (a zip of ``.npy`` members) holding
+
+- ``header``: uint8 array of UTF-8 JSON: ``format`` = ``"lomtree-model"``, ``format_version``,
+  ``program_version``, ``reduction``, the three configs (``input``, ``learner``, ``reduction``),
+  learner and reduction ``meta`` scalars (current learning rate, SGD clock, tree counters, RNG
+  state, ...), ``passes_done``, and ``checksums``: the SHA-256 of every other member's bytes;
+- ``learner/<name>``: the weight table stored sparsely (``nz`` = slots whose w, G or N bit pattern
+  is non-zero, then ``w``, ``G``, ``N`` at those slots) plus ``model_S``, ``model_T``;
+- ``reduction/<name>``: one member per entry of the reduction's ``state()``.
+
+Loading uses ``numpy.load(allow_pickle=False)``: no code is ever run. Magic, version, member
+set, dtypes and checksums are verified before anything is used; any problem is a
+``ModelFormatError`` (one line, exit code 2). Saving iterates ``state()`` so save and load cannot
+drift, writes ``<path>.<pid>.writing`` in the target directory, fsyncs, then ``os.replace``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+
+import numpy as np
+
+from . import __version__
+from .config import InputConfig, LearnerConfig, ReductionConfig, from_dict, to_dict
+from .errors import LomtreeError, ModelFormatError
+
+MAGIC = "lomtree-model"
+FORMAT_VERSION = 1
+
+
+def _digest(a: np.ndarray) -> str:
+    h = hashlib.sha256()
+    h.update(str(a.dtype.str).encode())
+    h.update(repr(a.shape).encode())
+    h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def _sparse_table(state: dict) -> dict:
+    """w/G/N dense columns -> nz slots + values (bit-exact: -0.0 is kept)."""
+    cols = [c for c in ("w", "G", "N") if c in state]
+    nzmask = np.zeros(state["w"].shape[0], dtype=bool)
+    for c in cols:
+        nzmask |= state[c].view(np.uint32) != 0
+    nz = np.flatnonzero(nzmask).astype(np.int64)
+    out = {"learner/nz": nz, "learner/size": np.array([state["w"].shape[0]], dtype=np.int64)}
+    for c in cols:
+        out[f"learner/{c}"] = state[c][nz]
+    out["learner/model_S"] = state["model_S"]
+    out["learner/model_T"] = state["model_T"]
+    return out
+
+
+def model_arrays(learner, reduction) -> dict:
+    arrays = _sparse_table(learner.state())
+    for name, a in reduction.state().items():
+        arrays[f"reduction/{name}"] = np.asarray(a)
+    return arrays
+
+
+def save_model(path: str, input_cfg: InputConfig, learner, reduction, passes_done: int = 0) -> None:
+    """Write the model atomically to ``path``."""
+    arrays = model_arrays(learner, reduction)
+    header = {
+        "format": MAGIC,
+        "format_version": FORMAT_VERSION,
+        "program_version": __version__,
+        "reduction": reduction.name,
+        "input": to_dict(input_cfg),
+        "learner": to_dict(learner.config),
+        "reduction_config": to_dict(reduction.config),
+        "learner_meta": learner.meta(),
+        "reduction_meta": reduction.meta(),
+        "passes_done": int(passes_done),
+        "checksums": {name: _digest(a) for name, a in arrays.items()},
+    }
+    blob = np.frombuffer(json.dumps(header, sort_keys=True).encode("utf-8"), dtype=np.uint8)
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.writing")
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, header=blob, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+class LoadedModel:
+    """What ``load_model`` returns: configs, the learner, the reduction and the header."""
+
+    def __init__(self, header, input_cfg, learner, reduction):
+        self.header = header
+        self.input_config = input_cfg
+        self.learner = learner
+        self.reduction = reduction
+
+    @property
+    def passes_done(self) -> int:
+        return int(self.header.get("passes_done", 0))
+
+
+def _read_members(path: str):
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise ModelFormatError(f"{path}: model file not found") from None
+    except IsADirectoryError:
+        raise ModelFormatError(f"{path}: is a directory, not a model file") from None
+    except PermissionError:
+        raise ModelFormatError(f"{path}: permission denied") from None
+    except Exception as e:  # noqa: BLE001 - any failure to open is a format problem
+        raise ModelFormatError(f"{path}: not a lomtree model file ({type(e).__name__})") from None
+    if not isinstance(npz, np.lib.npyio.NpzFile):
+        raise ModelFormatError(f"{path}: not a lomtree model file")
+    try:
+        with npz:
+            names = list(npz.files)
+            if "header" not in names:
+                raise ModelFormatError(f"{path}: not a lomtree model file (no header)")
+            data = {name: npz[name] for name in names}
+    except LomtreeError:
+        raise
+    except Exception as e:  # noqa: BLE001 - truncated or corrupt zip members
+        raise ModelFormatError(f"{path}: corrupt or truncated model file ({type(e).__name__})") from None
+    return data
+
+
+def load_model(path: str) -> LoadedModel:
+    """Load and verify a model file; ModelFormatError on any problem."""
+    data = _read_members(path)
+    raw = data.pop("header")
+    try:
+        if raw.dtype != np.uint8 or raw.ndim != 1:
+            raise ValueError
+        header = json.loads(raw.tobytes().decode("utf-8"))
+        if not isinstance(header, dict):
+            raise ValueError
+    except Exception:  # noqa: BLE001
+        raise ModelFormatError(f"{path}: corrupt model header") from None
+    if header.get("format") != MAGIC:
+        raise ModelFormatError(f"{path}: not a lomtree model file (format {header.get('format')!r})")
+    version = header.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ModelFormatError(
+            f"{path}: model format version {version!r} is not supported (this lomtree reads {FORMAT_VERSION})"
+        )
+    checks = header.get("checksums")
+    if not isinstance(checks, dict) or set(checks) != set(data):
+        raise ModelFormatError(f"{path}: corrupt model file (member list does not match the header)")
+    for name, a in data.items():
+        if a.dtype.hasobject or _digest(a) != checks[name]:
+            raise ModelFormatError(f"{path}: corrupt model file (checksum mismatch in {name})")
+    try:
+        return _build(header, data)
+    except LomtreeError as e:
+        raise ModelFormatError(f"{path}: corrupt model file ({e})") from None
+    except Exception as e:  # noqa: BLE001 - inconsistent but checksum-valid content
+        raise ModelFormatError(f"{path}: corrupt model file ({type(e).__name__}: {e})") from None
+
+
+def _build(header: dict, data: dict) -> LoadedModel:
+    from .learner import LinearLearner
+    from .reductions import get_reduction_class
+
+    input_cfg = from_dict(InputConfig, header["input"])
+    lcfg = from_dict(LearnerConfig, header["learner"])
+    rcfg = from_dict(ReductionConfig, header["reduction_config"])
+    if rcfg.name != header["reduction"]:
+        raise ValueError("reduction name mismatch")
+    cls = get_reduction_class(rcfg.name)
+    size = int(data["learner/size"][0])
+    if size != 1 << input_cfg.bits:
+        raise ValueError("weight table size does not match bits")
+    S = data["learner/model_S"]
+    learner = LinearLearner(lcfg, input_cfg.bits, max(1, S.shape[0]), cls.slot_mode)
+    if cls.slot_mode == learner.mode and cls.n_models_for(rcfg) and cls.needs_k:
+        if learner.n_models != cls.n_models_for(rcfg):
+            raise ValueError("regressor count does not match the reduction")
+    nz = data["learner/nz"]
+    if nz.dtype != np.int64 or nz.ndim != 1 or (nz.size and (nz.min() < 0 or nz.max() >= size)):
+        raise ValueError("bad slot index list")
+    dense = {}
+    cols = ("w",) if lcfg.sgd else ("w", "G", "N")
+    for c in cols:
+        vals = data[f"learner/{c}"]
+        if vals.dtype != np.float32 or vals.shape != nz.shape:
+            raise ValueError(f"bad {c} values")
+        col = np.zeros(size, dtype=np.float32)
+        col[nz] = vals
+        dense[c] = col
+    dense["model_S"] = S
+    dense["model_T"] = data["learner/model_T"]
+    learner.load_state(dense, header["learner_meta"])
+    reduction = cls(rcfg, learner)
+    red_arrays = {name[len("reduction/"):]: a for name, a in data.items() if name.startswith("reduction/")}
+    reduction.load_state(red_arrays, header.get("reduction_meta", {}))
+    return LoadedModel(header, input_cfg, learner, reduction)
+
+
+def inspect_model(path: str) -> dict:
+    """A JSON-able description of the model at ``path``."""
+    m = load_model(path)
+    info = {
+        "file": path,
+        "file_bytes": os.path.getsize(path),
+        "format_version": m.header["format_version"],
+        "program_version": m.header.get("program_version"),
+        "reduction": m.reduction.name,
+        "k": m.reduction.config.k,
+        "bits": m.input_config.bits,
+        "format": m.input_config.format,
+        "noconstant": m.input_config.noconstant,
+        "hash_seed": m.input_config.hash_seed,
+        "loss": m.learner.config.loss,
+        "update": "sgd" if m.learner.config.sgd else "adaptive,normalized,invariant",
+        "learning_rate": m.learner.eta,
+        "passes_done": m.passes_done,
+        "regressors": m.learner.n_models,
+        "nonzero_weights": int(np.count_nonzero(m.learner.arrays.table[:, 0])),
+    }
+    info.update(m.reduction.inspect())
+    return info
+
+
+__all__ = ["save_model", "load_model", "inspect_model", "LoadedModel", "MAGIC", "FORMAT_VERSION"]

@@ -1,0 +1,115 @@
+"""The reduction interface and the registry of reductions.
+
+A reduction turns one multiclass example into calls of binary regressors of the shared
+``LinearLearner``. Every reduction implements the same small contract so the driver, the model
+files and the tests treat all of them alike:
+
+- ``n_models_for(rcfg)`` (static): W, how many regressors it needs (stride of the weight table);
+- ``process(batch, train)``: progressive validation over one chunk, in one compiled call: for each
+  example, predict with the current model, then learn if ``train[i]``; returns the predictions
+  (int64, shape (n,)) made *before* each update, and per-example losses (float64, shape (n,)) or
+  None to let the driver compute the multiclass 0/1 loss ``iw * (pred != label)``;
+- ``state()`` / ``meta()`` / ``load_state(arrays, meta)``: everything needed to predict and to
+  continue training exactly (arrays are numpy, meta is JSON-able scalars);
+- ``inspect()``: a JSON-able description for ``lomtree inspect``;
+- optional ``predict_top(batch, n)``: the ``n`` most probable labels with probabilities.
+
+Labels are 1-based at this interface (0 = unlabeled); kernels use 0-based ids inside.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import ClassVar
+
+import numpy as np
+
+from ..config import ReductionConfig
+from ..errors import ConfigError
+from ..kernels.linear import MODE_STRIDE
+
+#: reduction name -> "module:Class" (imported lazily so --help does not import numba)
+REGISTRY = {
+    "oaa": "lomtree_cli.reductions.oaa:OneAgainstAll",
+    "lomtree": "lomtree_cli.reductions.lomtree:LomTree",
+    "filter": "lomtree_cli.reductions.filter_tree:FilterTree",
+    "rtree": "lomtree_cli.reductions.random_tree:RandomTree",
+    "cpt": "lomtree_cli.reductions.cpt:ConditionalProbabilityTree",
+    "table": "lomtree_cli.reductions.table:LabelFrequencyTable",
+}
+
+
+def get_reduction_class(name: str):
+    """The class registered under ``name``; ConfigError if unknown or not available."""
+    try:
+        target = REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"unknown reduction {name!r}") from None
+    mod_name, cls_name = target.split(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ModuleNotFoundError as e:
+        if e.name == mod_name:
+            raise ConfigError(f"reduction {name!r} is not available in this build") from None
+        raise
+    return getattr(mod, cls_name)
+
+
+class Reduction:
+    """Base class; see the module docstring for the contract."""
+
+    name: ClassVar[str] = ""
+    slot_mode: ClassVar[int] = MODE_STRIDE
+    needs_k: ClassVar[bool] = True
+    #: True when ``process`` returns its own losses (CPT: squared loss of P(y|x))
+    own_loss: ClassVar[bool] = False
+    #: the loss this reduction uses when the user gives none (LOMtree: quantile)
+    default_loss: ClassVar[str] = "squared"
+
+    def __init__(self, rcfg: ReductionConfig, learner):
+        self.config = rcfg
+        self.learner = learner
+
+    @staticmethod
+    def n_models_for(rcfg: ReductionConfig) -> int:
+        raise NotImplementedError
+
+    @property
+    def k(self) -> int:
+        return int(self.config.k or 0)
+
+    def invalid_labels(self, labels: np.ndarray) -> np.ndarray:
+        """Boolean mask of labels this reduction cannot take (> k); 0 = unlabeled is fine."""
+        if not self.needs_k:
+            return np.zeros(labels.shape[0], dtype=bool)
+        return labels > self.k
+
+    def process(self, batch, train: np.ndarray):
+        raise NotImplementedError
+
+    def predict(self, batch) -> np.ndarray:
+        """Predictions only; nothing in the model changes."""
+        preds, _ = self.process(batch, np.zeros(len(batch), dtype=bool))
+        return preds
+
+    def predict_top(self, batch, n: int):
+        raise ConfigError(f"--probabilities/--top-k are not available for reduction {self.name}")
+
+    def end_pass(self) -> None:
+        """Hook at the end of each pass (nothing by default)."""
+
+    def state(self) -> dict:
+        return {}
+
+    def meta(self) -> dict:
+        return {}
+
+    def load_state(self, arrays: dict, meta: dict) -> None:
+        """Restore from ``state()``/``meta()``; raise ValueError on inconsistent arrays."""
+
+    def summary_extra(self) -> dict:
+        """Extra lines for the run summary (e.g. LOMtree's number of swaps)."""
+        return {}
+
+    def inspect(self) -> dict:
+        return {"reduction": self.name, "k": self.config.k, "regressors": self.n_models_for(self.config)}

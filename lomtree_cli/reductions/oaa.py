@@ -1,0 +1,106 @@
+"""One-against-all (OAA): the O(k) reference reduction (ALGORITHMS.md §3.1).
+
+k regressors, model id ``i - 1`` for class ``i``. Predict ``argmax_i clip(f_{i-1}(x))`` (ties to
+the smallest i); train every regressor, ``+1`` for the true class and ``-1`` for the others,
+reusing the pre-update predictions. With logistic loss ``predict_top`` gives probabilities
+``sigmoid(f_i) / sum_j sigmoid(f_j)``; with the other losses ``(clip(f_i)+1)/2`` normalised.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..kernels import linear as K
+from .base import Reduction
+
+
+@njit(cache=True)
+def _scores_all(lin, indices, values, s, e, k, out):
+    """Raw scores of the k regressors into out[:k], features outer / classes inner.
+
+    Each class's sum is accumulated in feature order, so the values equal ``K.score``; the loop
+    order only makes the k slots of one feature contiguous in memory.
+    """
+    for c in range(k):
+        out[c] = 0.0
+    tab = lin.table
+    W = np.int64(lin.hp[K.HP_W])
+    mask = np.int64(lin.hp[K.HP_MASK])
+    for j in range(s, e):
+        base = np.int64(indices[j]) * W
+        v = np.float64(values[j])
+        for c in range(k):
+            out[c] += np.float64(tab[(base + c) & mask, 0]) * v
+
+
+@njit(cache=True)
+def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, scratch):
+    """Progressive predict-then-learn over a chunk.
+
+    preds : int64, shape (n,) out: predicted label (1-based) before each update
+    scratch : float64, shape (k,)
+    """
+    n = labels.shape[0]
+    for i in range(n):
+        s = indptr[i]
+        e = indptr[i + 1]
+        _scores_all(lin, indices, values, s, e, k, scratch)
+        best = -np.inf
+        arg = 0
+        for c in range(k):
+            f = K.clip_score(lin, scratch[c])
+            scratch[c] = f
+            if f > best:
+                best = f
+                arg = c
+        preds[i] = arg + 1
+        if train[i]:
+            y = labels[i] - 1
+            iw = weights[i]
+            for c in range(k):
+                K.learn(lin, indices, values, s, e, c, 1.0 if c == y else -1.0, iw, scratch[c])
+            K.end_example(lin, iw)
+
+
+@njit(cache=True)
+def oaa_scores(lin, indptr, indices, values, k, out):
+    """Clipped scores of every class, out: float64 (n, k)."""
+    for i in range(indptr.shape[0] - 1):
+        _scores_all(lin, indices, values, indptr[i], indptr[i + 1], k, out[i])
+        for c in range(k):
+            out[i, c] = K.clip_score(lin, out[i, c])
+
+
+class OneAgainstAll(Reduction):
+    name = "oaa"
+
+    @staticmethod
+    def n_models_for(rcfg) -> int:
+        return int(rcfg.k)
+
+    def process(self, batch, train):
+        n = len(batch)
+        preds = np.zeros(n, dtype=np.int64)
+        scratch = np.zeros(self.k, dtype=np.float64)
+        oaa_process(self.learner.arrays, batch.indptr, batch.indices, batch.values, batch.labels,
+                    batch.weights, np.ascontiguousarray(train, dtype=np.bool_), self.k, preds, scratch)
+        return preds, None
+
+    def predict_top(self, batch, n):
+        scores = np.zeros((len(batch), self.k), dtype=np.float64)
+        oaa_scores(self.learner.arrays, batch.indptr, batch.indices, batch.values, self.k, scores)
+        if self.learner.config.loss == "logistic":
+            p = 1.0 / (1.0 + np.exp(-scores))
+        else:
+            p = (scores + 1.0) / 2.0
+        tot = p.sum(axis=1, keepdims=True)
+        tot[tot == 0] = 1.0
+        p = p / tot
+        order = np.argsort(-p, axis=1, kind="stable")[:, :n]
+        top_p = np.take_along_axis(p, order, axis=1)
+        lab = batch.labels
+        p_true = np.zeros(len(batch))
+        ok = (lab >= 1) & (lab <= self.k)
+        p_true[ok] = p[np.nonzero(ok)[0], lab[ok] - 1]
+        return order.astype(np.int64) + 1, top_p, p_true
