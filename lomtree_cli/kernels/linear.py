@@ -75,21 +75,29 @@ class LinearArrays(NamedTuple):
 
 
 @njit(cache=True, inline="always")
-def slot(lin, h, m):
-    """Slot of hashed feature ``h`` for regressor ``m`` (int64)."""
+def slot_params(lin, m):
+    """(mult, off, mask) with ``slot(h, m) = (h * mult + off) & mask`` for both modes."""
     mask = np.int64(lin.hp[HP_MASK])
     if lin.hp[HP_MODE] == MODE_STRIDE:
-        return (np.int64(h) * np.int64(lin.hp[HP_W]) + np.int64(m)) & mask
-    return (np.int64(h) + np.int64(m) * np.int64(CPT_MULT)) & mask
+        return np.int64(lin.hp[HP_W]), np.int64(m), mask
+    return np.int64(1), np.int64(m) * np.int64(CPT_MULT), mask
+
+
+@njit(cache=True, inline="always")
+def slot(lin, h, m):
+    """Slot of hashed feature ``h`` for regressor ``m`` (int64)."""
+    mult, off, mask = slot_params(lin, m)
+    return (np.int64(h) * mult + off) & mask
 
 
 @njit(cache=True)
 def score(lin, idx, val, start, end, m):
     """Raw score ``f_m(x) = sum_j w[slot(h_j, m)] * v_j`` (float64, sequential sum)."""
     tab = lin.table
+    mult, off, mask = slot_params(lin, m)
     s = 0.0
     for j in range(start, end):
-        s += np.float64(tab[slot(lin, idx[j], m), 0]) * np.float64(val[j])
+        s += np.float64(tab[(np.int64(idx[j]) * mult + off) & mask, 0]) * np.float64(val[j])
     return s
 
 
@@ -206,6 +214,7 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
     tab = lin.table
     p = hp[HP_POWER_T]
     eta = hp[HP_ETA]
+    mult, off, mask = slot_params(lin, m)
     if hp[HP_SGD] != 0.0:
         t_eff = hp[HP_INITIAL_T] + hp[HP_CLOCK] + iw
         sigma = eta * iw * t_eff ** (-p)
@@ -216,7 +225,7 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
             v = np.float64(val[j])
             if not math.isfinite(v):
                 continue
-            s = slot(lin, idx[j], m)
+            s = (np.int64(idx[j]) * mult + off) & mask
             tab[s, 0] = np.float32(np.float64(tab[s, 0]) + u * v)
         return
     d = loss_derivative(loss, tau, yhat, y)
@@ -231,7 +240,7 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         x = np.float64(val[j])
         if not math.isfinite(x):
             continue
-        s = slot(lin, idx[j], m)
+        s = (np.int64(idx[j]) * mult + off) & mask
         x2 = x * x
         ax = abs(x)
         if x2 < X2_MIN:
@@ -271,7 +280,7 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         v = np.float64(val[j])
         if not math.isfinite(v):
             continue
-        s = slot(lin, idx[j], m)
+        s = (np.int64(idx[j]) * mult + off) & mask
         Gs = np.float64(tab[s, 1])
         Ns = np.float64(tab[s, 2])
         if half:
