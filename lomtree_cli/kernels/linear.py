@@ -201,13 +201,15 @@ def update_amount(loss, tau, yhat, y, sigma, q):
 def learn(lin, idx, val, start, end, m, y, iw, yhat):
     """Update regressor ``m`` on example ``idx/val[start:end]`` toward ``y`` in {-1,+1}.
 
-    ``yhat`` is the clipped pre-update prediction. Does nothing when ``iw <= 0`` or
-    ``l(yhat, y) == 0``. Does not advance the SGD clock (see ``end_example``).
+    ``yhat`` is the clipped pre-update prediction. Does nothing when ``iw <= 0``,
+    ``l(yhat, y) == 0`` or the example has no features (**Choice**: then there is no weight to
+    move, and the normaliser state S, T is left alone too, so a featureless example cannot
+    make the normaliser infinite). Does not advance the SGD clock (see ``end_example``).
     """
     hp = lin.hp
     loss = np.int64(hp[HP_LOSS])
     tau = hp[HP_TAU]
-    if iw <= 0.0:
+    if iw <= 0.0 or end <= start:
         return
     if not loss_value(loss, tau, yhat, y) > 0.0:
         return

@@ -1,0 +1,161 @@
+"""The compiled base learner against the pure-Python reference and the spec's test vectors."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lomtree_cli.config import LearnerConfig
+from lomtree_cli.kernels import linear as K
+from lomtree_cli.learner import LinearLearner
+from tests.reference.linear_ref import RefLinear
+
+
+def make(bits=18, n_models=1, **kw):
+    lcfg = LearnerConfig(**kw)
+    return LinearLearner(lcfg, bits, n_models)
+
+
+def step(lrn, idx, val, m, y, iw=1.0):
+    a = lrn.arrays
+    f = K.score(a, idx, val, 0, len(idx), m)
+    K.learn(a, idx, val, 0, len(idx), m, y, iw, K.clip_score(a, f))
+    K.end_example(a, iw)
+    return f
+
+
+def test_spec_vectors_default_update():
+    """ALGORITHMS.md §9: two examples `| a`, squared loss, eta 0.5."""
+    lrn = make()
+    idx = np.array([95318, 116060], np.int64)
+    val = np.ones(2, np.float32)
+    assert step(lrn, idx, val, 0, 1.0) == 0.0
+    w = lrn.arrays.table[:, 0]
+    assert w[95318] == pytest.approx(0.25346565, abs=1e-7)
+    assert w[116060] == pytest.approx(0.25346565, abs=1e-7)
+    f2 = step(lrn, idx, val, 0, -1.0)
+    assert f2 == pytest.approx(0.50693131, abs=1e-7)
+    assert w[95318] == pytest.approx(0.00963910, abs=1e-7)
+
+
+def test_no_update_without_loss():
+    lrn = make()
+    idx = np.array([1, 2], np.int64)
+    val = np.array([1.0, 1.0], np.float32)
+    lrn.arrays.table[K.slot(lrn.arrays, 1, 0), 0] = 3.0  # score 3 -> clipped to 1
+    before = lrn.arrays.table.copy()
+    step(lrn, idx, val, 0, 1.0)
+    np.testing.assert_array_equal(before, lrn.arrays.table)  # squared loss at clip(3)=1, y=1 is 0
+
+
+def test_zero_importance_does_nothing():
+    lrn = make()
+    idx = np.array([5], np.int64)
+    val = np.array([2.0], np.float32)
+    before = lrn.arrays.table.copy()
+    a = lrn.arrays
+    K.learn(a, idx, val, 0, 1, 0, 1.0, 0.0, 0.0)
+    np.testing.assert_array_equal(before, a.table)
+
+
+def test_importance_invariance_squared():
+    """One example with iw=2 moves the score less than twice... but never past the label."""
+    lrn = make(learning_rate=10.0)
+    idx = np.array([3], np.int64)
+    val = np.array([1.0], np.float32)
+    step(lrn, idx, val, 0, 1.0, iw=1000.0)
+    f = K.score(lrn.arrays, idx, val, 0, 1, 0)
+    assert 0 < f <= 1.0 + 1e-6  # importance-aware: never overshoots the target
+
+
+@pytest.mark.parametrize("loss", ["logistic", "hinge", "quantile", "squared"])
+def test_logistic_and_friends_move_toward_label(loss):
+    lrn = make(loss=loss)
+    idx = np.array([7, 9], np.int64)
+    val = np.array([0.5, -1.5], np.float32)
+    f0 = K.score(lrn.arrays, idx, val, 0, 2, 0)
+    step(lrn, idx, val, 0, 1.0)
+    f1 = K.score(lrn.arrays, idx, val, 0, 2, 0)
+    assert f1 > f0
+
+
+def test_logistic_solver_matches_lambert_definition():
+    for z in (-40.0, -3.0, 0.0, 0.7, 1.0, 5.0, 101.0, 1e6):
+        a = K._solve_logistic(z)
+        assert a + math.exp(a) == pytest.approx(z, rel=1e-9, abs=1e-9)
+
+
+examples = st.lists(
+    st.tuples(
+        st.lists(st.tuples(st.integers(0, 40), st.sampled_from([1.0, -1.0, 0.5, 2.0, 1e-30, 3.25, -0.125])),
+                 min_size=0, max_size=6),
+        st.integers(0, 2),                      # model
+        st.sampled_from([-1.0, 1.0]),           # label
+        st.sampled_from([1.0, 0.5, 2.0, 0.0]),  # importance
+    ),
+    min_size=1, max_size=25,
+)
+
+
+@settings(deadline=None, max_examples=120)
+@given(
+    exs=examples,
+    loss=st.sampled_from(["squared", "logistic", "hinge", "quantile"]),
+    sgd=st.booleans(),
+    power_t=st.sampled_from([0.5, 0.3, 0.0]),
+    bits=st.sampled_from([4, 18]),
+    initial_t=st.sampled_from([None, 2.0]),
+    mode=st.sampled_from([K.MODE_STRIDE, K.MODE_CPT]),
+)
+def test_kernel_matches_reference(exs, loss, sgd, power_t, bits, initial_t, mode):
+    """Scores and every weight agree with the reference (bits=4 forces collisions and duplicates)."""
+    lcfg = LearnerConfig(loss=loss, sgd=sgd, power_t=power_t, initial_t=initial_t, quantile_tau=0.3)
+    lrn = LinearLearner(lcfg, bits, 3, mode)
+    ref = RefLinear(bits=bits, n_models=3, loss=loss, power_t=power_t, initial_t=initial_t, tau=0.3, sgd=sgd,
+                    mode="stride" if mode == K.MODE_STRIDE else "cpt")
+    mask = (1 << bits) - 1
+    for feats, m, y, iw in exs:
+        idx = np.array([h & mask for h, _ in feats], np.int64)
+        val = np.array([v for _, v in feats], np.float32)
+        a = lrn.arrays
+        f = K.score(a, idx, val, 0, len(idx), m)
+        fr = ref.score(idx, val, m)
+        assert f == pytest.approx(fr, rel=1e-6, abs=1e-6)
+        K.learn(a, idx, val, 0, len(idx), m, y, iw, K.clip_score(a, f))
+        ref.learn(idx, val, m, y, iw, ref.clip(fr))
+        if iw > 0:
+            K.end_example(a, iw)
+            ref.end_example(iw)
+    np.testing.assert_allclose(lrn.arrays.table[:, 0], ref.dense_w(), rtol=1e-5, atol=1e-6)
+    if not sgd:
+        for m in range(3):
+            s_ref, t_ref = ref._ST(m)
+            assert lrn.arrays.S[m] == pytest.approx(s_ref, rel=1e-6)
+            assert lrn.arrays.T[m] == pytest.approx(t_ref, rel=1e-9)
+
+
+def test_slot_schemes():
+    lrn = LinearLearner(LearnerConfig(), 10, 7, K.MODE_STRIDE)
+    assert K.slot(lrn.arrays, 5, 3) == (5 * 7 + 3) % 1024
+    lrn = LinearLearner(LearnerConfig(), 10, 7, K.MODE_CPT)
+    assert K.slot(lrn.arrays, 5, 3) == (5 + 3 * 0x9E3779B1) % 1024
+
+
+def test_sgd_clock_and_defaults():
+    lrn = make(sgd=True)
+    assert lrn.eta == 10.0
+    idx = np.array([1], np.int64)
+    val = np.array([1.0], np.float32)
+    step(lrn, idx, val, 0, 1.0)
+    # t_eff = 1 + 0 + 1 = 2; sigma = 10 * 2^-0.5; u = -sigma * 2(0-1)
+    assert lrn.arrays.table[K.slot(lrn.arrays, 1, 0), 0] == pytest.approx(np.float32(20 / math.sqrt(2)))
+    assert lrn.arrays.hp[K.HP_CLOCK] == 1.0
+
+
+def test_ensure_models_grows_and_keeps_state():
+    lrn = LinearLearner(LearnerConfig(), 8, 2, K.MODE_CPT)
+    lrn.arrays.S[1] = 5.0
+    lrn.ensure_models(9)
+    assert lrn.n_models >= 9 and lrn.arrays.S[1] == 5.0
