@@ -2,6 +2,42 @@
 
 Logarithmic-time tree reductions (LOMtree, Filter tree, Random tree, CPT) next to
 one-against-all, over a VW-style hashed linear learner.
+
+Numba cache: numba's ``cache=True`` revalidates a compiled function only against its own source
+file, not against the kernels it calls in other modules; after an edit of ``kernels/linear.py``
+a cached reduction kernel would keep the old code. So, before numba is imported, the cache
+directory is set to one keyed by a hash of every compiled-code source of the package (unless the
+user set ``NUMBA_CACHE_DIR``). Reading the sources costs about a millisecond.
 """
 
+import hashlib as _hashlib
+import os as _os
+
 __version__ = "0.1.0"
+
+
+def _numba_cache_dir() -> str:
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    h = _hashlib.sha1(__version__.encode())
+    for sub in ("kernels", "reductions"):
+        d = _os.path.join(here, sub)
+        try:
+            names = sorted(n for n in _os.listdir(d) if n.endswith(".py"))
+        except OSError:
+            continue
+        for n in names:
+            h.update(n.encode())
+            with open(_os.path.join(d, n), "rb") as f:
+                h.update(f.read())
+    key = h.hexdigest()[:16]
+    base = _os.path.join(here, "__pycache__")
+    if not _os.access(here, _os.W_OK):
+        base = _os.path.join(_os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache"), "lomtree")
+    return _os.path.join(base, f"numba-{key}")
+
+
+if "NUMBA_CACHE_DIR" not in _os.environ:
+    try:
+        _os.environ["NUMBA_CACHE_DIR"] = _numba_cache_dir()
+    except OSError:
+        pass

@@ -1,0 +1,1 @@
+"""Numba kernels: flat arrays in, flat arrays out, one compiled call per chunk."""

@@ -1,0 +1,566 @@
+"""Parse kernels: a uint8 buffer of complete lines → CSR arrays, one compiled call per chunk.
+
+Grammar implemented (ALGORITHMS.md §1.1, §1.4)::
+
+    vw_line     := label_section ( "|" namespace )+
+    label_sec   := [ ignored "\\t" ] { token }            tokens split on runs of ' ', '\\t'
+    namespace   := [ ns_name [ ":" float ] ] { ws feature }
+    feature     := name [ ":" float ]  |  ":" float
+    name        := 1+ bytes, none of ' ', '\\t', ':', '|', '\\r'
+    float       := [+-]? ( digits [ "." digits? ] | "." digits ) ( [eE] [+-]? digits )?
+
+    libsvm_line := label { ws index ":" float } [ ws ] [ "#" comment ]
+
+Choices (the spec leaves them open; the reference parser ``tests/reference/parser_ref.py``
+implements the same ones):
+
+* The line end ``\\n`` and any number of trailing ``\\r`` are removed. Inside a line, ``\\r`` is
+  whitespace (like ' ' and '\\t'), both in the label and in the feature section. A line whose
+  bytes are all ' ', '\\t', '\\r' is blank: skipped, but it counts for line numbers.
+* Label section: the last token is the tag if it starts with ``'`` (stripped) or ends right
+  before the first ``|``. A bare ``'`` gives the empty tag ``''``. Errors are checked in this
+  order: ``label_tokens`` (after tag removal), ``label_int``, ``weight``.
+* Values: the final value is ``float32(float64(value) * float64(ns_weight))``; a value that
+  parses but is not finite in float64 is ``feat_value`` (also ``ns_weight``, ``weight``); a
+  finite value that overflows float32 is also ``feat_value`` (kind 3 = out of range). A final
+  value equal to 0 (including float32 underflow) is dropped.
+* Anonymous features (``:v``) get index ``(nh + c) & mask``; ``c`` counts every anonymous
+  feature of the namespace occurrence, including dropped zero-valued ones (VW increments its
+  counter before the zero test).
+* ``ns_name`` and ``feat_value``/``ns_weight`` columns point at the offending byte/token; the
+  reported token runs to the next whitespace or ``|``. ``no_bar`` has column 0.
+* LIBSVM: ``#`` anywhere starts a comment (the rest of the line is ignored); a line that is
+  empty after that is blank. The label is a ``float`` that must be integral, and
+  ``label + label_offset`` must be in ``[1, 2**31)``. A label token containing ``,`` is
+  ``libsvm_multilabel``. The index hash is ``index & mask`` (seed 0, hash_seed is not added),
+  computed with wrapping uint64 arithmetic. Index 0 is allowed.
+
+Float parsing is done here (no Python): up to 19 significant digits are kept in a uint64
+(further digits are truncated), then ``m * 10**e`` is computed exactly-rounded by the Clinger fast
+path when ``m < 2**53`` and ``|e| <= 22``, otherwise in double-double arithmetic against a table of
+double-double powers of ten (error far below 1 ulp; results equal ``float(token)`` except possibly
+in near-halfway cases of > 19 digits).
+
+Outputs of ``parse_vw_chunk`` / ``parse_libsvm_chunk`` (n examples, nnz features, m errors):
+
+    labels : int64 (n,)         0 = unlabeled
+    weights : float64 (n,)
+    indptr : int64 (n + 1,)
+    indices : int64 (nnz,)      masked
+    values : float32 (nnz,)
+    line_numbers : int64 (n,)
+    tags : int64 (n, 2)         byte span [start, end) of the tag in ``buf``, or (-1, -1)
+    errors : int64 (m, 6)       rows (line, column, reason code, tok_start, tok_end, kind)
+    next_line : int64           line number of the line after the last one consumed
+
+In strict mode (``skip_invalid`` False) the kernel stops at the first bad line: ``errors`` has one
+row and the outputs hold the examples before it. ``kind``: 0 not a number / malformed, 1 not
+finite, 2 negative, 3 out of range.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+from numba import njit
+
+from .hashing import hash_bytes_xxh32
+
+# reason codes (ALGORITHMS.md §1.2); index into REASONS
+REASONS = (
+    "",
+    "no_bar",
+    "label_int",
+    "label_tokens",
+    "weight",
+    "ns_name",
+    "ns_weight",
+    "feat_value",
+    "libsvm_label",
+    "libsvm_pair",
+    "libsvm_index",
+    "libsvm_value",
+    "libsvm_multilabel",
+)
+NO_BAR, LABEL_INT, LABEL_TOKENS, WEIGHT, NS_NAME, NS_WEIGHT, FEAT_VALUE = 1, 2, 3, 4, 5, 6, 7
+LIBSVM_LABEL, LIBSVM_PAIR, LIBSVM_INDEX, LIBSVM_VALUE, LIBSVM_MULTILABEL = 8, 9, 10, 11, 12
+BLANK = -1
+KIND_NAN, KIND_INF, KIND_NEG, KIND_RANGE = 0, 1, 2, 3
+
+_M32 = np.uint64(0xFFFFFFFF)
+_U10 = np.uint64(10)
+_LABEL_LIMIT = 2**31
+
+
+def _pow10_table(lo: int, hi: int):
+    """Double-double 10**k for k in [lo, hi]: (hi part, lo part, scaled flag), exact to ~2**-106.
+
+    Entries with k < -280 are stored times 2**200 (scaled = 1) to stay clear of subnormals.
+    """
+    n = hi - lo + 1
+    ph = np.empty(n, np.float64)
+    pl = np.empty(n, np.float64)
+    sc = np.zeros(n, np.int64)
+    for j, k in enumerate(range(lo, hi + 1)):
+        f = Fraction(10) ** k
+        if k < -280:
+            f *= Fraction(2) ** 200
+            sc[j] = 1
+        h = float(f)
+        ph[j] = h
+        pl[j] = float(f - Fraction(h))
+    return ph, pl, sc
+
+
+_P10_LO = -350
+_P10_HI = 308
+_P10_H, _P10_L, _P10_S = _pow10_table(_P10_LO, _P10_HI)
+_EXACT10 = np.array([10.0**k for k in range(23)], np.float64)
+_TWO_M200 = 2.0**-200
+_TWO_M60 = 2.0**-60
+_TWO_P60 = 2.0**60
+_SPLITTER = 134217729.0  # 2**27 + 1
+
+
+@njit(cache=True, inline="always")
+def _is_ws(c):
+    return c == 32 or c == 9 or c == 13
+
+
+@njit(cache=True, inline="always")
+def _split(a):
+    if abs(a) > 1e290:
+        a2 = a * _TWO_M60
+        t = _SPLITTER * a2
+        h = t - (t - a2)
+        return h * _TWO_P60, (a2 - h) * _TWO_P60
+    t = _SPLITTER * a
+    h = t - (t - a)
+    return h, a - h
+
+
+@njit(cache=True)
+def _scale_pow10(m, e10):
+    """Correctly rounded (but for near-ties) float64 of ``m * 10**e10``; m: uint64 > 0."""
+    if m < np.uint64(9007199254740992) and -22 <= e10 <= 22:
+        fm = np.float64(m)
+        if e10 >= 0:
+            return fm * _EXACT10[e10]
+        return fm / _EXACT10[-e10]
+    # m as double-double (m < 1e19 < 2**64)
+    mh = np.float64(m)
+    um = np.uint64(mh)
+    if m >= um:
+        ml = np.float64(m - um)
+    else:
+        ml = -np.float64(um - m)
+    j = e10 - _P10_LO
+    ph = _P10_H[j]
+    pl = _P10_L[j]
+    p = mh * ph
+    if not np.isfinite(p):
+        return p
+    ah, al = _split(mh)
+    bh, bl = _split(ph)
+    err = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    err += mh * pl + ml * ph
+    r = p + err
+    if _P10_S[j] == 1:
+        r = r * _TWO_M200
+    return r
+
+
+@njit(cache=True)
+def parse_float(buf, i, e):
+    """Parse the ``float`` rule at ``buf[i:e]``; stop at the first byte that cannot continue it.
+
+    Returns
+    -------
+    (value float64, end int64, ok bool): ``ok`` False when no valid float starts at ``i``.
+    """
+    start = i
+    neg = False
+    if i < e and (buf[i] == 43 or buf[i] == 45):
+        neg = buf[i] == 45
+        i += 1
+    m = np.uint64(0)
+    nd = 0
+    e10 = 0
+    any_digit = False
+    while i < e and 48 <= buf[i] <= 57:
+        d = np.int64(buf[i]) - 48
+        any_digit = True
+        if m == 0 and d == 0:
+            pass
+        elif nd < 19:
+            m = m * _U10 + np.uint64(d)
+            nd += 1
+        else:
+            e10 += 1
+        i += 1
+    if i < e and buf[i] == 46:
+        i += 1
+        while i < e and 48 <= buf[i] <= 57:
+            d = np.int64(buf[i]) - 48
+            any_digit = True
+            if m == 0 and d == 0:
+                e10 -= 1
+            elif nd < 19:
+                m = m * _U10 + np.uint64(d)
+                nd += 1
+                e10 -= 1
+            i += 1
+    if not any_digit:
+        return 0.0, start, False
+    if i < e and (buf[i] == 101 or buf[i] == 69):
+        j = i + 1
+        eneg = False
+        if j < e and (buf[j] == 43 or buf[j] == 45):
+            eneg = buf[j] == 45
+            j += 1
+        if j < e and 48 <= buf[j] <= 57:
+            x = 0
+            while j < e and 48 <= buf[j] <= 57:
+                if x < 100000:
+                    x = x * 10 + (np.int64(buf[j]) - 48)
+                j += 1
+            e10 += -x if eneg else x
+            i = j
+    if m == 0:
+        v = 0.0
+    elif nd + e10 > 309:
+        v = np.inf
+    elif nd + e10 < -325:
+        v = 0.0
+    else:
+        v = _scale_pow10(m, e10)
+    return (-v if neg else v), i, True
+
+
+@njit(cache=True, inline="always")
+def _hash_scanned(buf, s, e, alldig, seed):
+    """Rule H for ``buf[s:e]`` (non-empty) when the caller already knows whether it is all digits."""
+    if alldig:
+        acc = np.uint64(0)
+        for j in range(s, e):
+            acc = acc * _U10 + np.uint64(buf[j] - 48)
+        return acc + seed
+    return np.uint64(hash_bytes_xxh32(buf, s, e, seed))
+
+
+@njit(cache=True, inline="always")
+def _token_end(buf, i, e):
+    """End of the token starting at ``i``: next ' ', '\\t', '\\r', '|' or ``e``."""
+    while i < e and not _is_ws(buf[i]) and buf[i] != 124:
+        i += 1
+    return i
+
+
+@njit(cache=True)
+def _parse_vw_line(buf, s, e, seed, mask, indices, values, nnz):
+    """Parse one VW line ``buf[s:e]`` (no line end); features are written from ``nnz`` on.
+
+    Returns (nnz, label, weight, tag_s, tag_e, code, err_pos, tok_s, tok_e, kind);
+    code 0 = ok, BLANK = blank line, else a reason code (err_pos -1 = no column).
+    """
+    blank = True
+    for j in range(s, e):
+        if not _is_ws(buf[j]):
+            blank = False
+            break
+    if blank:
+        return nnz, 0, 1.0, -1, -1, BLANK, -1, s, e, 0
+    bar = s
+    while bar < e and buf[bar] != 124:
+        bar += 1
+    if bar == e:
+        return nnz, 0, 1.0, -1, -1, NO_BAR, -1, s, e, 0
+    # ---- label section
+    ls = s
+    for j in range(s, bar):
+        if buf[j] == 9:
+            ls = j + 1
+            break
+    ntok = 0
+    t0s = t0e = t1s = t1e = t2s = t2e = ts = te = 0
+    j = ls
+    while j < bar:
+        while j < bar and _is_ws(buf[j]):
+            j += 1
+        if j >= bar:
+            break
+        ts = j
+        while j < bar and not _is_ws(buf[j]):
+            j += 1
+        te = j
+        if ntok == 0:
+            t0s, t0e = ts, te
+        elif ntok == 1:
+            t1s, t1e = ts, te
+        elif ntok == 2:
+            t2s, t2e = ts, te
+        ntok += 1
+    tag_s = -1
+    tag_e = -1
+    if ntok > 0 and (buf[ts] == 39 or te == bar):
+        tag_s = ts + 1 if buf[ts] == 39 else ts
+        tag_e = te
+        ntok -= 1
+    if ntok > 2:
+        return nnz, 0, 1.0, -1, -1, LABEL_TOKENS, t2s, t2s, t2e, 0
+    label = 0
+    weight = 1.0
+    if ntok >= 1:
+        for j in range(t0s, t0e):
+            c = buf[j]
+            if c < 48 or c > 57:
+                return nnz, 0, 1.0, -1, -1, LABEL_INT, t0s, t0s, t0e, 0
+            if label < _LABEL_LIMIT:
+                label = label * 10 + (np.int64(c) - 48)
+        if label < 1 or label >= _LABEL_LIMIT:
+            return nnz, 0, 1.0, -1, -1, LABEL_INT, t0s, t0s, t0e, KIND_RANGE
+    if ntok == 2:
+        w, q, ok = parse_float(buf, t1s, t1e)
+        if not ok or q != t1e:
+            return nnz, 0, 1.0, -1, -1, WEIGHT, t1s, t1s, t1e, KIND_NAN
+        if not np.isfinite(w):
+            return nnz, 0, 1.0, -1, -1, WEIGHT, t1s, t1s, t1e, KIND_INF
+        if w < 0:
+            return nnz, 0, 1.0, -1, -1, WEIGHT, t1s, t1s, t1e, KIND_NEG
+        weight = w
+    # ---- feature section; buf[p] == '|' at the top of the loop
+    p = bar
+    while p < e:
+        p += 1
+        nh = np.uint64(seed)
+        nsw = 1.0
+        anon = np.uint64(0)
+        if p < e and not _is_ws(buf[p]) and buf[p] != 124:
+            if buf[p] == 58:
+                return nnz, 0, 1.0, -1, -1, NS_NAME, p, p, _token_end(buf, p, e), 0
+            ns_s = p
+            alldig = True
+            while p < e and not _is_ws(buf[p]) and buf[p] != 124 and buf[p] != 58:
+                alldig = alldig and 48 <= buf[p] <= 57
+                p += 1
+            nh = _hash_scanned(buf, ns_s, p, alldig, seed) & _M32
+            if p < e and buf[p] == 58:
+                vs = p + 1
+                w, q, ok = parse_float(buf, vs, e)
+                tok_e = _token_end(buf, vs, e)
+                if not ok or q != tok_e:
+                    return nnz, 0, 1.0, -1, -1, NS_WEIGHT, vs, vs, tok_e, KIND_NAN
+                if not np.isfinite(w):
+                    return nnz, 0, 1.0, -1, -1, NS_WEIGHT, vs, vs, tok_e, KIND_INF
+                nsw = w
+                p = q
+        while True:
+            while p < e and _is_ws(buf[p]):
+                p += 1
+            if p >= e or buf[p] == 124:
+                break
+            fs = p
+            alldig = True
+            while p < e and not _is_ws(buf[p]) and buf[p] != 124 and buf[p] != 58:
+                alldig = alldig and 48 <= buf[p] <= 57
+                p += 1
+            fe = p
+            v = 1.0
+            vs = fs  # error position for a float32 overflow of ns_weight alone
+            if p < e and buf[p] == 58:
+                vs = p + 1
+                v, q, ok = parse_float(buf, vs, e)
+                tok_e = _token_end(buf, vs, e)
+                if not ok or q != tok_e:
+                    return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, tok_e, KIND_NAN
+                if not np.isfinite(v):
+                    return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, tok_e, KIND_INF
+                p = q
+                fv = np.float32(v * nsw)
+            else:
+                fv = np.float32(nsw)
+            if not np.isfinite(fv):
+                return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, _token_end(buf, vs, e), KIND_RANGE
+            if fe == fs:
+                h = nh + anon
+                anon += np.uint64(1)
+            elif fv != 0:
+                h = _hash_scanned(buf, fs, fe, alldig, nh)
+            else:
+                h = np.uint64(0)
+            if fv != 0:
+                indices[nnz] = np.int64(h & mask)
+                values[nnz] = fv
+                nnz += 1
+    return nnz, label, weight, tag_s, tag_e, 0, -1, 0, 0, 0
+
+
+@njit(cache=True)
+def _parse_libsvm_line(buf, s, e, mask, label_offset, indices, values, nnz):
+    """Parse one LIBSVM line ``buf[s:e]``; same return convention as ``_parse_vw_line``."""
+    ce = s
+    while ce < e and buf[ce] != 35:
+        ce += 1
+    p = s
+    while p < ce and _is_ws(buf[p]):
+        p += 1
+    if p >= ce:
+        return nnz, 0, 1.0, -1, -1, BLANK, -1, s, e, 0
+    ls = p
+    while p < ce and not _is_ws(buf[p]):
+        p += 1
+    le = p
+    for j in range(ls, le):
+        if buf[j] == 44:
+            return nnz, 0, 1.0, -1, -1, LIBSVM_MULTILABEL, ls, ls, le, 0
+    lv, q, ok = parse_float(buf, ls, le)
+    if not ok or q != le or not np.isfinite(lv) or lv != np.floor(lv):
+        return nnz, 0, 1.0, -1, -1, LIBSVM_LABEL, ls, ls, le, KIND_NAN
+    lab = lv + np.float64(label_offset)
+    if lab < 1.0 or lab >= 2147483648.0:
+        return nnz, 0, 1.0, -1, -1, LIBSVM_LABEL, ls, ls, le, KIND_RANGE
+    label = np.int64(lab)
+    while True:
+        while p < ce and _is_ws(buf[p]):
+            p += 1
+        if p >= ce:
+            break
+        ts = p
+        colon = -1
+        while p < ce and not _is_ws(buf[p]):
+            if colon < 0 and buf[p] == 58:
+                colon = p
+            p += 1
+        te = p
+        if colon < 0:
+            return nnz, 0, 1.0, -1, -1, LIBSVM_PAIR, ts, ts, te, 0
+        if colon == ts:
+            return nnz, 0, 1.0, -1, -1, LIBSVM_INDEX, ts, ts, colon, 0
+        idx = np.uint64(0)
+        for j in range(ts, colon):
+            c = buf[j]
+            if c < 48 or c > 57:
+                return nnz, 0, 1.0, -1, -1, LIBSVM_INDEX, ts, ts, colon, 0
+            idx = idx * _U10 + np.uint64(c - 48)
+        v, q, ok = parse_float(buf, colon + 1, te)
+        if not ok or q != te:
+            return nnz, 0, 1.0, -1, -1, LIBSVM_VALUE, colon + 1, colon + 1, te, KIND_NAN
+        if not np.isfinite(v):
+            return nnz, 0, 1.0, -1, -1, LIBSVM_VALUE, colon + 1, colon + 1, te, KIND_INF
+        fv = np.float32(v)
+        if not np.isfinite(fv):
+            return nnz, 0, 1.0, -1, -1, LIBSVM_VALUE, colon + 1, colon + 1, te, KIND_RANGE
+        if fv != 0:
+            indices[nnz] = np.int64(idx & mask)
+            values[nnz] = fv
+            nnz += 1
+    return nnz, label, 1.0, -1, -1, 0, -1, 0, 0, 0
+
+
+@njit(cache=True)
+def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_index, add_constant,
+                 skip_invalid):
+    """Shared driver of both formats; see the module docstring for the outputs."""
+    n = buf.shape[0]
+    n_lines = 1
+    for j in range(n):
+        if buf[j] == 10:
+            n_lines += 1
+    labels = np.empty(n_lines, np.int64)
+    weights = np.empty(n_lines, np.float64)
+    indptr = np.empty(n_lines + 1, np.int64)
+    line_numbers = np.empty(n_lines, np.int64)
+    tags = np.empty((n_lines, 2), np.int64)
+    errors = np.empty((n_lines, 6), np.int64)
+    cap = (n + n_lines) // 2 + n_lines + 16
+    indices = np.empty(cap, np.int64)
+    values = np.empty(cap, np.float32)
+    umask = np.uint64(mask)
+    useed = np.uint64(seed)
+    indptr[0] = 0
+    n_ex = 0
+    n_err = 0
+    nnz = 0
+    line = first_line
+    pos = 0
+    while pos < n:
+        e = pos
+        while e < n and buf[e] != 10:
+            e += 1
+        nxt = e + 1
+        le = e
+        while le > pos and buf[le - 1] == 13:
+            le -= 1
+        if is_libsvm:
+            r = _parse_libsvm_line(buf, pos, le, umask, label_offset, indices, values, nnz)
+        else:
+            r = _parse_vw_line(buf, pos, le, useed, umask, indices, values, nnz)
+        code = r[5]
+        if code == 0:
+            nnz = r[0]
+            if add_constant:
+                indices[nnz] = constant_index
+                values[nnz] = 1.0
+                nnz += 1
+            labels[n_ex] = r[1]
+            weights[n_ex] = r[2]
+            tags[n_ex, 0] = r[3]
+            tags[n_ex, 1] = r[4]
+            line_numbers[n_ex] = line
+            n_ex += 1
+            indptr[n_ex] = nnz
+        elif code != BLANK:
+            errors[n_err, 0] = line
+            errors[n_err, 1] = r[6] - pos + 1 if r[6] >= 0 else 0
+            errors[n_err, 2] = code
+            errors[n_err, 3] = r[7]
+            errors[n_err, 4] = r[8]
+            errors[n_err, 5] = r[9]
+            n_err += 1
+            if not skip_invalid:
+                line += 1
+                break
+        line += 1
+        pos = nxt
+    return (
+        labels[:n_ex].copy(),
+        weights[:n_ex].copy(),
+        indptr[: n_ex + 1].copy(),
+        indices[:nnz].copy(),
+        values[:nnz].copy(),
+        line_numbers[:n_ex].copy(),
+        tags[:n_ex].copy(),
+        errors[:n_err].copy(),
+        line,
+    )
+
+
+@njit(cache=True)
+def parse_vw_chunk(buf, first_line, mask, seed, constant_index, add_constant, skip_invalid):
+    """Parse VW text lines in ``buf`` (uint8, complete lines; the last may lack ``\\n``).
+
+    Parameters
+    ----------
+    buf : uint8, shape (nbytes,)
+    first_line : int64, line number of the first line of ``buf``
+    mask : int64, ``2**bits - 1``
+    seed : int64, hash seed S (< 2**32)
+    constant_index : int64, ``11650396 & mask``
+    add_constant, skip_invalid : bool
+
+    Returns the 9-tuple described in the module docstring.
+    """
+    return _parse_chunk(buf, first_line, False, mask, seed, 0, constant_index, add_constant,
+                        skip_invalid)
+
+
+@njit(cache=True)
+def parse_libsvm_chunk(buf, first_line, mask, label_offset, constant_index, add_constant,
+                       skip_invalid):
+    """Parse LIBSVM lines in ``buf``; parameters and result as ``parse_vw_chunk``.
+
+    ``label_offset`` : int64, added to every label; the sum must be in ``[1, 2**31)``.
+    """
+    return _parse_chunk(buf, first_line, True, mask, 0, label_offset, constant_index,
+                        add_constant, skip_invalid)

@@ -1,0 +1,247 @@
+"""VW text / LIBSVM input → ``ExampleBatch`` chunks, driving the numba parse kernels.
+
+Public API::
+
+    open_input(path) -> (binary stream, display name)
+    iter_batches(paths, cfg, chunk_bytes=1 << 20, flush=False) -> Iterator[ExampleBatch]
+    parse_bytes(data, cfg, source="<bytes>") -> ExampleBatch
+
+Python loops over chunks only: each chunk of complete lines is parsed and hashed by one call of
+``kernels.parse.parse_vw_chunk`` / ``parse_libsvm_chunk``. Python touches single lines only to
+decode tags (when a chunk has any) and to build ``InputError`` messages for bad lines.
+
+Reading: streams are read with ``read1`` (one underlying read, so a pipe yields what is there).
+Without ``flush``, data is accumulated up to ``chunk_bytes`` before a chunk is parsed; with
+``flush=True`` a batch is yielded as soon as at least one complete line is available (for
+``lomtree predict --flush`` as a co-process). Line numbers are per file, 1-based, and count
+blank lines. A UTF-8 BOM is stripped at the start of each file; columns are counted after it.
+Batches never mix files. In strict mode, the examples of a chunk that precede its first bad line
+are yielded as a batch before the ``InputError`` is raised (so a co-process still gets the
+predictions of the good lines); ``parse_bytes`` raises directly.
+
+Grammar choices are listed in ``kernels/parse.py``.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import sys
+from typing import BinaryIO, Iterator
+
+import numpy as np
+
+from .batch import ExampleBatch
+from .config import InputConfig
+from .errors import InputError
+from .kernels.parse import (
+    KIND_INF,
+    KIND_NEG,
+    KIND_RANGE,
+    REASONS,
+    parse_libsvm_chunk,
+    parse_vw_chunk,
+)
+
+BOM = b"\xef\xbb\xbf"
+_MAX_SHOWN = 60  # longest token quoted in an error message
+
+
+def open_input(path: str) -> tuple[BinaryIO, str]:
+    """Open ``path`` for binary reading; ``'-'`` is stdin (display name ``<stdin>``).
+
+    ``.gz``, ``.bz2`` and ``.xz`` files are decompressed on the fly.
+
+    Raises
+    ------
+    InputError(path, 0, 'open', ...) when the file cannot be opened.
+    """
+    if path == "-":
+        return sys.stdin.buffer, "<stdin>"
+    try:
+        if path.endswith(".gz"):
+            f = gzip.open(path, "rb")
+        elif path.endswith(".bz2"):
+            f = bz2.open(path, "rb")
+        elif path.endswith(".xz"):
+            f = lzma.open(path, "rb")
+        else:
+            f = open(path, "rb")
+    except OSError as exc:
+        raise InputError(path, 0, "open", f"cannot open input: {exc.strerror or exc}") from None
+    return f, path
+
+
+def _quote(tok: bytes) -> str:
+    s = tok.decode("utf-8", errors="replace")
+    if len(s) > _MAX_SHOWN:
+        s = s[: _MAX_SHOWN - 3] + "..."
+    return "'" + s + "'"
+
+
+def _detail(reason: str, tok: bytes, kind: int) -> str:
+    """Human text of one error; ``tok`` is the offending token's bytes."""
+    q = _quote(tok)
+    if reason == "no_bar":
+        return "no '|' in line"
+    if reason == "label_int":
+        if kind == KIND_RANGE and tok.isdigit() and int(tok) > 0:
+            return f"bad label {q} (must be an integer >= 1 and < 2^31)"
+        return f"bad label {q} (must be an integer >= 1)"
+    if reason == "label_tokens":
+        return f"more than two tokens in label section (extra token {q})"
+    if reason == "weight":
+        if kind == KIND_NEG:
+            return f"bad importance weight {q} (must be >= 0)"
+        if kind == KIND_INF:
+            return f"bad importance weight {q} (not finite)"
+        return f"bad importance weight {q} (must be a number >= 0)"
+    if reason == "ns_name":
+        return f"empty namespace name before ':' in {q}"
+    if reason == "ns_weight":
+        if kind == KIND_INF:
+            return f"namespace weight {q} is not finite"
+        return f"namespace weight {q} is not a number"
+    if reason in ("feat_value", "libsvm_value"):
+        if kind == KIND_INF:
+            return f"feature value {q} is not finite"
+        if kind == KIND_RANGE:
+            return f"feature value {q} is out of float32 range"
+        return f"feature value {q} is not a number"
+    if reason == "libsvm_label":
+        if kind == KIND_RANGE:
+            return f"bad label {q} (label + label_offset must be >= 1 and < 2^31)"
+        return f"bad label {q} (must be an integer)"
+    if reason == "libsvm_pair":
+        return f"feature {q} is not index:value"
+    if reason == "libsvm_index":
+        return f"bad feature index {q} (must be digits 0-9)"
+    if reason == "libsvm_multilabel":
+        return f"multi-label {q} is not supported (one class per line)"
+    return reason
+
+
+def _make_error(data: bytes, row: np.ndarray, source: str) -> InputError:
+    line, col, code, ts, te, kind = (int(x) for x in row)
+    reason = REASONS[code]
+    return InputError(source, line, reason, _detail(reason, data[ts:te], kind), col)
+
+
+def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int):
+    """One kernel call on ``data`` (complete lines). Returns the kernel's 9-tuple."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    if cfg.format == "libsvm":
+        return parse_libsvm_chunk(buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.label_offset),
+                                  np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid))
+    return parse_vw_chunk(buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.hash_seed),
+                          np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid))
+
+
+def _build(data: bytes, res, source: str) -> tuple[ExampleBatch, list[InputError]]:
+    labels, weights, indptr, indices, values, line_numbers, tag_spans, errors, _ = res
+    tags = None
+    if tag_spans.shape[0] and (tag_spans[:, 0] >= 0).any():
+        tags = [
+            None if s < 0 else data[s:e].decode("utf-8", errors="replace")
+            for s, e in tag_spans.tolist()
+        ]
+    errs = [_make_error(data, row, source) for row in errors]
+    batch = ExampleBatch(
+        labels=labels,
+        weights=weights,
+        indptr=indptr,
+        indices=indices,
+        values=values,
+        line_numbers=line_numbers,
+        source=source,
+        tags=tags,
+    )
+    return batch, errs
+
+
+def parse_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>") -> ExampleBatch:
+    """Parse a whole buffer (one file's content) into one batch.
+
+    A leading UTF-8 BOM is ignored. Raises ``InputError`` on the first bad line unless
+    ``cfg.skip_invalid`` (then the errors are in ``batch.skipped``).
+    """
+    data = bytes(data)
+    if data.startswith(BOM):
+        data = data[3:]
+    batch, errs = _build(data, _parse_chunk(data, cfg, 1), source)
+    if errs and not cfg.skip_invalid:
+        raise errs[0]
+    batch.skipped = errs
+    return batch
+
+
+def _read_fn(stream):
+    read1 = getattr(stream, "read1", None)
+    return read1 if read1 is not None else stream.read
+
+
+def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: bool) -> Iterator[ExampleBatch]:
+    read = _read_fn(stream)
+    pending = bytearray()
+    bom_checked = False
+    line_no = 1
+    eof = False
+    while not eof:
+        data = read(chunk_bytes)
+        if not data:
+            eof = True
+        else:
+            pending += data
+        if not bom_checked:
+            if len(pending) >= 3 or eof or not BOM.startswith(bytes(pending)):
+                if pending.startswith(BOM):
+                    del pending[:3]
+                bom_checked = True
+            else:
+                continue
+        if eof:
+            cut = len(pending)
+        else:
+            if not flush and len(pending) < chunk_bytes:
+                continue
+            cut = pending.rfind(b"\n") + 1
+        if cut == 0:
+            continue
+        chunk = bytes(pending[:cut])
+        del pending[:cut]
+        res = _parse_chunk(chunk, cfg, line_no)
+        line_no = int(res[8])
+        batch, errs = _build(chunk, res, name)
+        if errs and not cfg.skip_invalid:
+            if len(batch):
+                yield batch
+            raise errs[0]
+        batch.skipped = errs
+        if len(batch) or errs:
+            yield batch
+
+
+def iter_batches(paths: list[str] | None, cfg: InputConfig, chunk_bytes: int = 1 << 20,
+                 flush: bool = False) -> Iterator[ExampleBatch]:
+    """Yield ``ExampleBatch`` chunks of the inputs ``paths`` in order (None or [] = stdin).
+
+    Parameters
+    ----------
+    paths : file paths (``'-'`` = stdin; ``.gz``/``.bz2``/``.xz`` decompressed), or None
+    cfg : InputConfig (format, bits, hash_seed, noconstant, label_offset, skip_invalid)
+    chunk_bytes : read size; a batch holds about this many bytes of complete lines
+    flush : yield as soon as one complete line is available (interactive / co-process use)
+
+    Raises
+    ------
+    InputError on a file that cannot be opened, or on the first bad line (strict mode).
+    """
+    chunk_bytes = max(1, int(chunk_bytes))
+    for path in (paths or ["-"]):
+        stream, name = open_input(path)
+        try:
+            yield from _iter_stream(stream, name, cfg, chunk_bytes, flush)
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
