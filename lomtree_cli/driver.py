@@ -160,11 +160,19 @@ def _silence_stdout():
 
 
 def _batches_for_pass(paths, input_cfg, opts, pass_index, cache):
+    """The batches of one pass: from the example cache when it is complete (a valid cache left by
+    an earlier run is read from pass 1 on, as VW does), otherwise parsed from the inputs; pass 1
+    writes the cache. If the cache could not be written, files are re-parsed; stdin cannot be."""
     from .parsing import iter_batches
 
-    if pass_index > 0 and cache is not None and cache.ready:
+    if cache is not None and cache.ready:
         yield from cache.read()
         return
+    if pass_index > 0 and "-" in paths:
+        from .cache import CacheError
+
+        why = getattr(cache, "failed", None) or "the example cache is not available"
+        raise CacheError(f"cannot read standard input again for pass {pass_index + 1}: {why}")
     writer = cache.writer() if (cache is not None and pass_index == 0) else None
     for batch in iter_batches(paths, input_cfg, chunk_bytes=opts.chunk_bytes, flush=opts.flush):
         if writer is not None:
@@ -250,6 +258,8 @@ class Runner:
                 train = labeled & ~hold & (weights > 0)
             else:
                 train = np.zeros(n, dtype=bool)
+            if self.learn:
+                self.learner.ensure_scratch(int(batch.n_features.max()))
             preds, losses = self.reduction.process(batch, train)
             zero_one = np.where(labeled & (preds != labels), weights, 0.0)
             if losses is None:
@@ -289,14 +299,20 @@ class Runner:
         return labs[:, 0], extra
 
 
-def _open_cache(opts: RunOptions, input_cfg: InputConfig, paths):
+def _open_cache(opts: RunOptions, input_cfg: InputConfig, paths, final_model: str | None = None):
+    """The example cache of a train run (None with one pass and no ``-c``).
+
+    ``opts.cache``: None (no ``-c``) = a temporary file deleted at the end; "" (``-c``) =
+    ``MODEL.cache`` next to ``-f`` (temporary without ``-f``); a path = that file, kept.
+    """
     if opts.passes <= 1 and not opts.use_cache:
         return None
     try:
         from .cache import ExampleCache
     except ModuleNotFoundError:
         return None
-    return ExampleCache.open(opts.cache, input_cfg, paths, opts, err=None if opts.quiet else (opts.err or sys.stderr))
+    return ExampleCache.open(opts.cache, input_cfg, paths, opts,
+                             err=None if opts.quiet else (opts.err or sys.stderr), model_path=final_model)
 
 
 def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: ReductionConfig, opts: RunOptions,
@@ -333,6 +349,8 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     holdout = opts.passes > 1 and not opts.holdout_off
     if holdout and opts.holdout_period < 1:
         raise ConfigError("--holdout-period must be >= 1")
+    if holdout and opts.early_terminate < 1:
+        raise ConfigError("--early-terminate must be >= 1")
     runner = Runner(input_cfg, learner, reduction, opts, learn=True)
     if not opts.quiet:
         _preamble(err, input_cfg, learner, reduction, paths)
@@ -340,7 +358,7 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     stop = _StopFlag()
     if opts.handle_signals:
         stop.install()
-    cache = _open_cache(opts, input_cfg, paths)
+    cache = _open_cache(opts, input_cfg, paths, final_model)
     best = math.inf
     best_pass = 0
     no_win = 0
@@ -503,6 +521,8 @@ def _finish(err, opts: RunOptions, runner: Runner, s: dict):
         err.write("weighted label sum = 0.000000\n")
         if s["holdout_loss"] is not None:
             err.write(f"average loss = {s['holdout_loss']:.6f} h\n")
+        elif "best_pass" in s:
+            err.write("average loss = undefined (no holdout)\n")
         else:
             err.write(f"average loss = {f(s['average_loss'])}\n")
         if "average_zero_one_loss" in s:

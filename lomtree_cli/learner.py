@@ -36,7 +36,8 @@ class LinearLearner:
             table[:, 1] = t0
             S[:] = t0
             T[:] = t0
-        self.arrays = K.LinearArrays(table, S, T, K.make_hp(lcfg, self.bits, n, self.mode))
+        self.arrays = K.LinearArrays(table, S, T, K.make_hp(lcfg, self.bits, n, self.mode),
+                                     np.zeros((1024, 3), dtype=np.float64))
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -54,7 +55,13 @@ class LinearLearner:
         T = np.full(new, fill, dtype=np.float64)
         S[:cur] = self.arrays.S
         T[:cur] = self.arrays.T
-        self.arrays = K.LinearArrays(self.arrays.table, S, T, self.arrays.hp)
+        self.arrays = self.arrays._replace(S=S, T=T)
+
+    def ensure_scratch(self, n_features: int) -> None:
+        """Let ``learn`` cache per-feature rates for examples of up to ``n_features`` features."""
+        if n_features > self.arrays.scratch.shape[0]:
+            size = max(int(n_features), 2 * self.arrays.scratch.shape[0])
+            self.arrays = self.arrays._replace(scratch=np.zeros((size, 3), dtype=np.float64))
 
     @property
     def eta(self) -> float:
@@ -99,4 +106,4 @@ class LinearLearner:
         hp[K.HP_ETA] = float(meta["eta_current"])
         hp[K.HP_CLOCK] = float(meta["sgd_t"])
         hp[K.HP_W] = max(1, int(hp[K.HP_W]))
-        self.arrays = K.LinearArrays(a.table, S.copy(), T.copy(), hp)
+        self.arrays = a._replace(S=S.copy(), T=T.copy(), hp=hp)

@@ -14,6 +14,9 @@ S, T : float64, shape (n_models,)
     Per-regressor normaliser state (VW's ``gd_per_model_states``).
 hp : float64, shape (N_HP,)
     Hyper-parameters and the mutable SGD clock, indexed by the ``HP_*`` constants.
+scratch : float64, shape (capacity, 3)
+    Per-feature work space of ``learn`` (rate r and the G, N it was computed from). Examples
+    longer than the capacity take the slower path that recomputes r; ``LinearLearner`` grows it.
 
 Slot of feature ``h`` for regressor ``m`` (§2.5)::
 
@@ -72,6 +75,7 @@ class LinearArrays(NamedTuple):
     S: np.ndarray
     T: np.ndarray
     hp: np.ndarray
+    scratch: np.ndarray
 
 
 @njit(cache=True, inline="always")
@@ -90,7 +94,7 @@ def slot(lin, h, m):
     return (np.int64(h) * mult + off) & mask
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def score(lin, idx, val, start, end, m):
     """Raw score ``f_m(x) = sum_j w[slot(h_j, m)] * v_j`` (float64, sequential sum)."""
     tab = lin.table
@@ -101,7 +105,7 @@ def score(lin, idx, val, start, end, m):
     return s
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def clip_score(lin, f):
     """Prediction ``clip(f, lo, hi)``; NaN becomes 0 (and is counted in hp[HP_NAN])."""
     if f != f:
@@ -116,7 +120,7 @@ def clip_score(lin, f):
     return f
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def loss_value(loss, tau, p, y):
     """``l(p, y)`` for y in {-1, +1} (ALGORITHMS.md §2.2)."""
     if loss == LOSS_SQUARED:
@@ -132,7 +136,7 @@ def loss_value(loss, tau, p, y):
     return (1.0 - tau) * (p - y)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def loss_derivative(loss, tau, p, y):
     """``dl/dp`` at (p, y)."""
     if loss == LOSS_SQUARED:
@@ -148,7 +152,7 @@ def loss_derivative(loss, tau, p, y):
     return 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _solve_logistic(z):
     """The a' with a' + exp(a') = z (Newton; start from the side that converges fast)."""
     if z > 1.0:
@@ -164,7 +168,7 @@ def _solve_logistic(z):
     return x
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def update_amount(loss, tau, yhat, y, sigma, q):
     """Importance-invariant update amount ``U_l(yhat, y, sigma, q)`` (ALGORITHMS.md §2.3)."""
     sq = sigma * q
@@ -197,7 +201,7 @@ def update_amount(loss, tau, yhat, y, sigma, q):
     return y * (a2 - a) / q
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def learn(lin, idx, val, start, end, m, y, iw, yhat):
     """Update regressor ``m`` on example ``idx/val[start:end]`` toward ``y`` in {-1,+1}.
 
@@ -236,6 +240,8 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         return
     half = p == 0.5
     nexp = 2.0 * (1.0 - p)
+    scr = lin.scratch
+    cached = end - start <= scr.shape[0]
     nx = 0.0
     q = 0.0
     for j in range(start, end):
@@ -250,21 +256,27 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
             ax = X_MIN
         G = np.float32(np.float64(tab[s, 1]) + g2 * x2)
         tab[s, 1] = G
-        Nv = np.float64(tab[s, 2])
-        if ax > Nv:
-            if Nv > 0.0:
+        Nf = tab[s, 2]
+        if ax > np.float64(Nf):
+            if Nf > 0.0:
                 if half:
-                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) * (Nv / ax))
+                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) * (np.float64(Nf) / ax))
                 else:
-                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) * (Nv / ax) ** nexp)
-            tab[s, 2] = np.float32(ax)
-            Nv = np.float64(tab[s, 2])
+                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) * (np.float64(Nf) / ax) ** nexp)
+            Nf = np.float32(ax)
+            tab[s, 2] = Nf
+        Nv = np.float64(Nf)
         nx += x2 / (Nv * Nv)
         if half:
             r = 1.0 / (math.sqrt(np.float64(G)) * Nv)
         else:
             r = np.float64(G) ** (-p) * Nv ** (-nexp)
         q += x2 * r
+        if cached:
+            k = j - start
+            scr[k, 0] = r
+            scr[k, 1] = np.float64(G)
+            scr[k, 2] = Nv
     lin.T[m] += iw
     lin.S[m] += iw * nx
     if half:
@@ -278,6 +290,7 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         return
     if u == 0.0:
         return
+    Mu = M * u
     for j in range(start, end):
         v = np.float64(val[j])
         if not math.isfinite(v):
@@ -285,20 +298,24 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         s = (np.int64(idx[j]) * mult + off) & mask
         Gs = np.float64(tab[s, 1])
         Ns = np.float64(tab[s, 2])
-        if half:
+        # r is a function of the slot's current (G, N): reuse the first pass's value unless a
+        # later feature of this example (a duplicate or a collision) changed them since
+        if cached and scr[j - start, 1] == Gs and scr[j - start, 2] == Ns:
+            r = scr[j - start, 0]
+        elif half:
             r = 1.0 / (math.sqrt(Gs) * Ns)
         else:
             r = Gs ** (-p) * Ns ** (-nexp)
-        tab[s, 0] = np.float32(np.float64(tab[s, 0]) + M * u * v * r)
+        tab[s, 0] = np.float32(np.float64(tab[s, 0]) + Mu * v * r)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def end_example(lin, iw):
     """Advance the SGD clock once per trained example (after all its regressors learned)."""
     lin.hp[HP_CLOCK] += iw
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def score_learn_score(lin, idx, val, start, end, m, y, iw):
     """Score, learn toward ``y``, re-score: returns (pre-update raw, post-update raw)."""
     f = score(lin, idx, val, start, end, m)
