@@ -8,8 +8,10 @@ file; the functions return a summary dict (the JSON report).
 Choices (documented for users):
 - the unit of work is a chunk of examples (one compiled call each); SIGINT/SIGTERM stop the run
   at the next chunk boundary, which is an example boundary: the model written is complete;
-- passes after the first read the binary example cache (``cache.py``) when one is available,
-  otherwise they re-parse the input files (stdin needs the cache);
+- with ``--passes > 1`` (or ``-c``) pass 1 writes the binary example cache (``cache.py``; a
+  temporary file unless ``-c``) and later passes read it; a valid cache left by an earlier run
+  (same inputs, sizes, mtimes and parsing options) is read from pass 1 on, as VW does. If the
+  cache cannot be written, files are re-parsed in every pass (stdin then fails clearly);
 - with holdout active (passes > 1, not ``--holdout-off``), every ``holdout_period``-th example of
   each pass is evaluated only, in every pass including the first; the model kept is the snapshot
   of the pass with the best holdout loss (VW keeps the last pass unless it stopped early).
@@ -401,8 +403,15 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
         stop.restore()
         if cache is not None:
             cache.close()
-    if final_model is not None and not (holdout and snapshot_written and completed):
-        model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + passes_used)
+    # with holdout the file already holds the best pass (also after an interrupt: a half pass is not
+    # validated, so the best complete pass is kept); otherwise write the model as it is now
+    if final_model is not None and not (holdout and snapshot_written):
+        if opts.handle_signals:
+            stop.install()  # a signal during the save only sets the flag: the save completes
+        try:
+            model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + passes_used)
+        finally:
+            stop.restore()
     summary = _summary(runner, reduction, input_cfg, passes_used, start,
                        best if holdout and math.isfinite(best) else None)
     if holdout:
