@@ -1,0 +1,688 @@
+"""LOMtree: the online logarithmic-time multiclass tree (ALGORITHMS.md §3.4).
+
+Choromanska & Langford, *Logarithmic Time Online Multiclass prediction*, NIPS 2015, Algorithm 1
+with node swapping (VW's ``--log_multi k``). Every internal node ``v`` owns a binary regressor
+``h_v``; each class ``y`` is pushed to the side where its expected score ``e_v(y)`` lies relative
+to the node's expected score ``E_v`` (routing target ``c = -1 if E_v > e_v(y) else +1``), which
+increases ``J(h) = 2 sum_i pi_i |P(h>0) - P(h>0|i)|`` (pure and balanced splits). Examples
+descend by the sign of the post-update score; leaves predict their most frequent label. At most
+``T`` internal nodes are created; afterwards a leaf that holds many examples not of its majority
+label (``C_j - maxcnt_j > R_S (C_root + 1)``) recycles the smallest leaf of the tree and its
+parent (the *swap*), and ``UPDATE_C`` keeps ``C_v`` (smallest leaf count below ``v``) correct.
+
+Design (choices the spec leaves open)
+-------------------------------------
+Node records, int64, shape (capacity, ``NF``) — columns ``N_PARENT, N_LEFT, N_RIGHT`` (``-1`` =
+none), ``N_INTERNAL`` (0/1), ``N_MODEL`` (regressor id, ``-1`` for a leaf), ``N_C``, ``N_EN``
+(training calls), ``N_MAXCNT``, ``N_MAXLAB`` (1-based; starts at 1), ``N_NCLS`` (number of live
+class records), ``N_GEN`` (generation, bumped when a swap resets the node). ``Esum`` is a separate
+float64 vector. Node capacity starts at ``min(2T+1, 1024)`` and doubles up to ``2T+1`` (the most
+nodes a tree with ``T`` internal nodes can have), so memory follows the nodes actually created,
+also for ``T = k-1`` with ``k = 10^6``. The root is node 0.
+
+Class records (``cnt(y)``, ``n(y)``, ``msum(y)`` of one node) live in one open-addressing hash
+table keyed by ``(node, label)``: int64 ``rec_i`` shape (capacity, 5) = ``R_NODE`` (``-1`` = empty
+slot), ``R_GEN``, ``R_LABEL``, ``R_CNT``, ``R_N``; float64 ``rec_f`` = ``msum``. Linear probing from
+a SplitMix64 hash of the key; a key occupies at most one slot. A record is *live* iff its
+generation equals its node's ``N_GEN``: a swap resets a node in ``O(1)`` by bumping the
+generation (no scan of the table); a stale record met again under the same key is reset and
+reused, other stale records are dropped at the next rehash. Before each example the kernel
+guarantees ``occupied + depth_bound + 1 <= capacity / 2`` (one example touches at most
+``depth + 1`` records; ``depth_bound`` is the deepest depth ever created, an upper bound because
+swaps only move subtrees up), rehashing the live records into a table with load <= 1/4 (doubling
+as needed). So one statistics look-up is ``O(1)`` expected, and no step ever scans the labels of
+a node: training costs ``O(depth)`` regressor calls plus ``O(depth)`` look-ups and
+``UPDATE_C``/``SWAP`` walks. Memory grows with (node, label) pairs actually seen.
+
+* ``T`` default ``k - 1`` (``--max-internal-nodes``; VW hard-codes ``k-1``): enough internal
+  nodes for a tree with one leaf per class; more (the paper explores up to ``64k-1``) lets
+  frequent classes occupy several leaves. ``W = max(1, T)`` regressors are striped over the
+  table (§2.5), model ids ``0..T-1`` assigned at creation and reused by swaps.
+* Swap guard (spec choice; VW has none): when the smallest leaf's parent is the root, or the
+  smallest leaf is the splitting leaf itself (only with ``R_S = 0``), the swap is refused and the
+  leaf stays a leaf for this example.
+* The recycled regressor keeps its weights (VW fidelity; resetting would need a scan over the
+  model's slots). Its optimiser state (``G, N, S, T``) is kept as well.
+* An empty new leaf predicts its parent's label (``maxlab`` inherited at the split).
+* Counts are unweighted; ``iw`` only scales the regressor updates. ``iw = 0`` examples are not
+  trained (driver contract).
+* Scores in ``E_v`` and ``e_v(y)`` are the raw post-update scores (float64 sums, means computed
+  on use), descent ``left iff s < 0`` (0 and NaN go right).
+
+Model state (``state()``): node arrays ``parent, left, right, internal, model, C, En, maxcnt,
+maxlab`` (int64) and ``Esum`` (float64), each of length ``n_nodes``; class records in CSR form
+``cls_ptr`` (n_nodes+1), ``cls_label, cls_cnt, cls_n`` (int64), ``cls_msum`` (float64), records
+of a node sorted by label. ``load_state`` checks every invariant it can (links form one tree,
+``C`` of an internal node = min of its children, ``En = sum n(y)``, ``maxcnt = max cnt(y)``,
+label ranges, counters) and raises ValueError otherwise; the hash table is rebuilt, so saving
+then loading continues bit-exactly (record sums do not depend on the table layout).
+
+References
+----------
+A. Choromanska, J. Langford. Logarithmic Time Online Multiclass prediction. NIPS 2015
+(arXiv:1406.1822), Algorithm 1, Lemma 3. VW ``vowpalwabbit/core/src/reductions/log_multi.cc``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..kernels import linear as K
+from .base import Reduction
+
+# node columns
+N_PARENT = 0
+N_LEFT = 1
+N_RIGHT = 2
+N_INTERNAL = 3
+N_MODEL = 4
+N_C = 5
+N_EN = 6
+N_MAXCNT = 7
+N_MAXLAB = 8
+N_NCLS = 9
+N_GEN = 10
+NF = 11
+
+# record columns
+R_NODE = 0
+R_GEN = 1
+R_LABEL = 2
+R_CNT = 3
+R_N = 4
+RF = 5
+
+# glob: counters, int64
+G_NNODES = 0
+G_TUSED = 1
+G_NSWAPS = 2
+G_OCC = 3  # occupied hash slots (live + stale)
+G_LIVE = 4  # live records
+G_T = 5  # max internal nodes
+G_RS = 6  # swap resistance
+G_DEPTH = 7  # depth bound (deepest node ever created)
+G_NODECAP_MAX = 8  # 2T + 1
+NG = 9
+
+MIN_HASH_CAP = 64
+NODE_CAP0 = 1024
+
+
+@njit(cache=True, inline="always")
+def _hash(node, label, hmask):
+    z = np.uint64(node) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(label)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return np.int64(z & np.uint64(hmask))
+
+
+@njit(cache=True)
+def _init_leaf(node_i, node_f, v):
+    node_i[v, N_PARENT] = -1
+    node_i[v, N_LEFT] = -1
+    node_i[v, N_RIGHT] = -1
+    node_i[v, N_INTERNAL] = 0
+    node_i[v, N_MODEL] = -1
+    node_i[v, N_C] = 0
+    node_i[v, N_EN] = 0
+    node_i[v, N_MAXCNT] = 0
+    node_i[v, N_MAXLAB] = 1
+    node_i[v, N_NCLS] = 0
+    node_i[v, N_GEN] = 0
+    node_f[v] = 0.0
+
+
+@njit(cache=True)
+def _reset_node(node_i, node_f, glob, v):
+    """SetNode of the paper: empty leaf, class records dropped by a generation bump (O(1))."""
+    glob[G_LIVE] -= node_i[v, N_NCLS]
+    node_i[v, N_NCLS] = 0
+    node_i[v, N_GEN] += 1
+    node_i[v, N_LEFT] = -1
+    node_i[v, N_RIGHT] = -1
+    node_i[v, N_INTERNAL] = 0
+    node_i[v, N_MODEL] = -1
+    node_i[v, N_EN] = 0
+    node_i[v, N_MAXCNT] = 0
+    node_i[v, N_MAXLAB] = 1
+    node_f[v] = 0.0
+
+
+@njit(cache=True)
+def _record(node_i, rec_i, rec_f, glob, j, y):
+    """Slot of the live record (j, y), created (zeroed) if absent."""
+    hmask = rec_i.shape[0] - 1
+    g = node_i[j, N_GEN]
+    h = _hash(j, y, hmask)
+    while True:
+        nd = rec_i[h, R_NODE]
+        if nd == -1:
+            rec_i[h, R_NODE] = j
+            rec_i[h, R_GEN] = g
+            rec_i[h, R_LABEL] = y
+            rec_i[h, R_CNT] = 0
+            rec_i[h, R_N] = 0
+            rec_f[h] = 0.0
+            glob[G_OCC] += 1
+            glob[G_LIVE] += 1
+            node_i[j, N_NCLS] += 1
+            return h
+        if nd == j and rec_i[h, R_LABEL] == y:
+            if rec_i[h, R_GEN] != g:
+                rec_i[h, R_GEN] = g
+                rec_i[h, R_CNT] = 0
+                rec_i[h, R_N] = 0
+                rec_f[h] = 0.0
+                glob[G_LIVE] += 1
+                node_i[j, N_NCLS] += 1
+            return h
+        h = (h + 1) & hmask
+
+
+@njit(cache=True)
+def _rehash(node_i, rec_i, rec_f, glob, need):
+    """New table holding the live records with load <= 1/4 after adding ``need`` more."""
+    cap = rec_i.shape[0]
+    live = glob[G_LIVE]
+    while 4 * (live + need) > cap:
+        cap *= 2
+    ni = np.empty((cap, RF), dtype=np.int64)
+    ni[:, R_NODE] = -1
+    nf = np.zeros(cap, dtype=np.float64)
+    hmask = cap - 1
+    occ = 0
+    for r in range(rec_i.shape[0]):
+        nd = rec_i[r, R_NODE]
+        if nd == -1 or rec_i[r, R_GEN] != node_i[nd, N_GEN]:
+            continue
+        h = _hash(nd, rec_i[r, R_LABEL], hmask)
+        while ni[h, R_NODE] != -1:
+            h = (h + 1) & hmask
+        for c in range(RF):
+            ni[h, c] = rec_i[r, c]
+        nf[h] = rec_f[r]
+        occ += 1
+    glob[G_OCC] = occ
+    glob[G_LIVE] = occ
+    return ni, nf
+
+
+@njit(cache=True)
+def _grow_nodes(node_i, node_f, glob):
+    cap = node_i.shape[0]
+    new = min(2 * cap, glob[G_NODECAP_MAX])
+    ni = np.empty((new, NF), dtype=np.int64)
+    nf = np.zeros(new, dtype=np.float64)
+    ni[:cap] = node_i
+    nf[:cap] = node_f
+    return ni, nf
+
+
+@njit(cache=True)
+def update_c(node_i, v):
+    """UPDATE_C(v): restore ``C_u = min(C_left, C_right)`` on the path above ``v``."""
+    while v != 0:
+        p = node_i[v, N_PARENT]
+        if node_i[p, N_C] == node_i[v, N_C]:
+            return
+        v = p
+        a = node_i[node_i[v, N_LEFT], N_C]
+        b = node_i[node_i[v, N_RIGHT], N_C]
+        node_i[v, N_C] = a if a < b else b
+
+
+@njit(cache=True)
+def _swap(node_i, node_f, glob, j):
+    """SWAP(j): recycle the smallest leaf and its parent; returns (L, R) or (-1, -1) if refused."""
+    s = 0
+    while node_i[s, N_INTERNAL] != 0:
+        lf = node_i[s, N_LEFT]
+        rt = node_i[s, N_RIGHT]
+        s = lf if node_i[lf, N_C] < node_i[rt, N_C] else rt
+    pa = node_i[s, N_PARENT]
+    if s == j or pa <= 0:  # guard: s is the root or its parent is the root, or s = j
+        return -1, -1
+    gpa = node_i[pa, N_PARENT]
+    sib = node_i[pa, N_LEFT] if node_i[pa, N_RIGHT] == s else node_i[pa, N_RIGHT]
+    if node_i[gpa, N_LEFT] == pa:
+        node_i[gpa, N_LEFT] = sib
+    else:
+        node_i[gpa, N_RIGHT] = sib
+    node_i[sib, N_PARENT] = gpa
+    update_c(node_i, sib)
+    model = node_i[pa, N_MODEL]
+    _reset_node(node_i, node_f, glob, s)
+    _reset_node(node_i, node_f, glob, pa)
+    node_i[j, N_MODEL] = model
+    glob[G_NSWAPS] += 1
+    return s, pa
+
+
+@njit(cache=True)
+def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob):
+    """Algorithm 1 for one example (capacity for 2 nodes and depth+1 records guaranteed)."""
+    T = glob[G_T]
+    RS = glob[G_RS]
+    j = 0
+    depth = 0
+    while True:
+        r = _record(node_i, rec_i, rec_f, glob, j, y)
+        cnt = rec_i[r, R_CNT] + 1
+        rec_i[r, R_CNT] = cnt
+        if cnt > node_i[j, N_MAXCNT]:
+            node_i[j, N_MAXCNT] = cnt
+            node_i[j, N_MAXLAB] = y
+        if node_i[j, N_INTERNAL] == 0:
+            if node_i[j, N_NCLS] < 2:
+                break
+            Cj = node_i[j, N_C]
+            if glob[G_TUSED] < T:
+                L = glob[G_NNODES]
+                R = L + 1
+                _init_leaf(node_i, node_f, L)
+                _init_leaf(node_i, node_f, R)
+                glob[G_NNODES] += 2
+                node_i[j, N_MODEL] = glob[G_TUSED]
+                glob[G_TUSED] += 1
+            elif Cj - node_i[j, N_MAXCNT] > RS * (node_i[0, N_C] + 1):
+                L, R = _swap(node_i, node_f, glob, j)
+                if L < 0:
+                    break
+            else:
+                break
+            node_i[j, N_LEFT] = L
+            node_i[j, N_RIGHT] = R
+            node_i[L, N_PARENT] = j
+            node_i[R, N_PARENT] = j
+            node_i[L, N_C] = Cj // 2
+            node_i[R, N_C] = Cj - Cj // 2
+            update_c(node_i, L)
+            node_i[L, N_MAXLAB] = node_i[j, N_MAXLAB]
+            node_i[R, N_MAXLAB] = node_i[j, N_MAXLAB]
+            node_i[j, N_INTERNAL] = 1
+            if depth + 1 > glob[G_DEPTH]:
+                glob[G_DEPTH] = depth + 1
+        # j is internal: train its regressor toward the routing target
+        en_j = node_i[j, N_EN]
+        E = node_f[j] / en_j if en_j > 0 else 0.0
+        ny = rec_i[r, R_N]
+        e = rec_f[r] / ny if ny > 0 else 0.0
+        z = -1.0 if E > e else 1.0
+        m = node_i[j, N_MODEL]
+        f = K.score(lin, idx, val, st, en, m)
+        K.learn(lin, idx, val, st, en, m, z, iw, K.clip_score(lin, f))
+        s = K.score(lin, idx, val, st, en, m)
+        node_f[j] += s
+        node_i[j, N_EN] = en_j + 1
+        rec_f[r] += s
+        rec_i[r, R_N] = ny + 1
+        j = node_i[j, N_LEFT] if s < 0 else node_i[j, N_RIGHT]
+        depth += 1
+    node_i[j, N_C] += 1
+    update_c(node_i, j)
+
+
+@njit(cache=True)
+def predict_one(lin, idx, val, st, en, node_i):
+    """Descend by the sign of each node's score; the leaf's most frequent label (1-based)."""
+    j = 0
+    while node_i[j, N_INTERNAL] != 0:
+        f = K.score(lin, idx, val, st, en, node_i[j, N_MODEL])
+        j = node_i[j, N_LEFT] if f < 0 else node_i[j, N_RIGHT]
+    return node_i[j, N_MAXLAB]
+
+
+@njit(cache=True)
+def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i, node_f, rec_i, rec_f,
+                    glob, preds):
+    """Progressive predict-then-learn over one chunk.
+
+    preds : int64, shape (n,) out. Returns the (possibly regrown) node and record arrays.
+    """
+    n = labels.shape[0]
+    for i in range(n):
+        st = indptr[i]
+        en = indptr[i + 1]
+        preds[i] = predict_one(lin, indices, values, st, en, node_i)
+        if train[i]:
+            if glob[G_NNODES] + 2 > node_i.shape[0] and node_i.shape[0] < glob[G_NODECAP_MAX]:
+                node_i, node_f = _grow_nodes(node_i, node_f, glob)
+            need = glob[G_DEPTH] + 2
+            if 2 * (glob[G_OCC] + need) > rec_i.shape[0]:
+                rec_i, rec_f = _rehash(node_i, rec_i, rec_f, glob, need)
+            _train_one(lin, indices, values, st, en, labels[i], weights[i], node_i, node_f, rec_i, rec_f, glob)
+            K.end_example(lin, weights[i])
+    return node_i, node_f, rec_i, rec_f
+
+
+@njit(cache=True)
+def lomtree_predict(lin, indptr, indices, values, node_i, preds):
+    for i in range(indptr.shape[0] - 1):
+        preds[i] = predict_one(lin, indices, values, indptr[i], indptr[i + 1], node_i)
+
+
+@njit(cache=True)
+def _insert_records(node_i, rec_i, rec_f, glob, rnode, rlabel, rcnt, rn, rmsum):
+    """Rebuild the hash table from record lists (after load); False on a duplicate key."""
+    for q in range(rnode.shape[0]):
+        j = rnode[q]
+        before = glob[G_LIVE]
+        h = _record(node_i, rec_i, rec_f, glob, j, rlabel[q])
+        if glob[G_LIVE] == before:
+            return False
+        rec_i[h, R_CNT] = rcnt[q]
+        rec_i[h, R_N] = rn[q]
+        rec_f[h] = rmsum[q]
+    return True
+
+
+_NODE_FIELDS = (("parent", N_PARENT), ("left", N_LEFT), ("right", N_RIGHT), ("internal", N_INTERNAL),
+                ("model", N_MODEL), ("C", N_C), ("En", N_EN), ("maxcnt", N_MAXCNT), ("maxlab", N_MAXLAB))
+_CLS_FIELDS = ("cls_ptr", "cls_label", "cls_cnt", "cls_n", "cls_msum")
+
+
+class LomTree(Reduction):
+    """The LOMtree reduction (``-r lomtree -k K``); see the module docstring."""
+
+    name = "lomtree"
+    default_loss = "quantile"
+
+    def __init__(self, rcfg, learner):
+        super().__init__(rcfg, learner)
+        self.T = self.max_internal(rcfg)
+        self.R_S = int(rcfg.swap_resistance)
+        cap_max = 2 * self.T + 1
+        node_cap = min(cap_max, NODE_CAP0)
+        self.node_i = np.zeros((node_cap, NF), dtype=np.int64)
+        self.node_f = np.zeros(node_cap, dtype=np.float64)
+        _init_leaf(self.node_i, self.node_f, 0)
+        self.rec_i = np.full((MIN_HASH_CAP, RF), -1, dtype=np.int64)
+        self.rec_f = np.zeros(MIN_HASH_CAP, dtype=np.float64)
+        self.glob = np.zeros(NG, dtype=np.int64)
+        self.glob[G_NNODES] = 1
+        self.glob[G_T] = self.T
+        self.glob[G_RS] = self.R_S
+        self.glob[G_NODECAP_MAX] = cap_max
+
+    @staticmethod
+    def max_internal(rcfg) -> int:
+        k = int(rcfg.k)
+        T = rcfg.max_internal_nodes
+        return max(0, k - 1) if T is None else int(T)
+
+    @staticmethod
+    def n_models_for(rcfg) -> int:
+        return max(1, LomTree.max_internal(rcfg))
+
+    # -- counters --------------------------------------------------------------------------
+    @property
+    def n_nodes(self) -> int:
+        return int(self.glob[G_NNODES])
+
+    @property
+    def n_swaps(self) -> int:
+        return int(self.glob[G_NSWAPS])
+
+    @property
+    def t_used(self) -> int:
+        return int(self.glob[G_TUSED])
+
+    # -- running ---------------------------------------------------------------------------
+    def process(self, batch, train):
+        n = len(batch)
+        preds = np.zeros(n, dtype=np.int64)
+        train = np.ascontiguousarray(train, dtype=np.bool_)
+        if not train.any():
+            lomtree_predict(self.learner.arrays, batch.indptr, batch.indices, batch.values, self.node_i, preds)
+            return preds, None
+        self.node_i, self.node_f, self.rec_i, self.rec_f = lomtree_process(
+            self.learner.arrays, batch.indptr, batch.indices, batch.values, batch.labels, batch.weights, train,
+            self.node_i, self.node_f, self.rec_i, self.rec_f, self.glob, preds)
+        return preds, None
+
+    # -- state -----------------------------------------------------------------------------
+    def records(self):
+        """Live class records sorted by (node, label): node, label, cnt, n (int64), msum (float64)."""
+        ri = self.rec_i
+        occ = ri[:, R_NODE] >= 0
+        live = occ.copy()
+        live[occ] = ri[occ, R_GEN] == self.node_i[ri[occ, R_NODE], N_GEN]
+        sel = np.flatnonzero(live)
+        node = ri[sel, R_NODE]
+        label = ri[sel, R_LABEL]
+        order = np.lexsort((label, node))
+        sel = sel[order]
+        return (ri[sel, R_NODE].copy(), ri[sel, R_LABEL].copy(), ri[sel, R_CNT].copy(), ri[sel, R_N].copy(),
+                self.rec_f[sel].copy())
+
+    def state(self) -> dict:
+        nn = self.n_nodes
+        out = {name: self.node_i[:nn, col].copy() for name, col in _NODE_FIELDS}
+        out["Esum"] = self.node_f[:nn].copy()
+        node, label, cnt, n, msum = self.records()
+        ptr = np.zeros(nn + 1, dtype=np.int64)
+        np.cumsum(np.bincount(node, minlength=nn), out=ptr[1:])
+        out.update(cls_ptr=ptr, cls_label=label, cls_cnt=cnt, cls_n=n, cls_msum=msum)
+        return out
+
+    def meta(self) -> dict:
+        return {"T": self.T, "swap_resistance": self.R_S, "t_used": self.t_used, "n_swaps": self.n_swaps,
+                "n_nodes": self.n_nodes, "depth_bound": int(self.glob[G_DEPTH])}
+
+    def load_state(self, arrays: dict, meta: dict) -> None:
+        names = [n for n, _ in _NODE_FIELDS] + ["Esum", *_CLS_FIELDS]
+        missing = [n for n in names if n not in arrays]
+        if missing:
+            raise ValueError(f"lomtree state lacks {', '.join(missing)}")
+        extra = set(arrays) - set(names)
+        if extra:
+            raise ValueError(f"unexpected lomtree arrays {sorted(extra)}")
+        for key in ("T", "swap_resistance", "t_used", "n_swaps", "n_nodes", "depth_bound"):
+            if not isinstance(meta.get(key), int) or isinstance(meta.get(key), bool) or meta[key] < 0:
+                raise ValueError(f"lomtree meta {key!r} missing or invalid")
+        if meta["T"] != self.T or meta["swap_resistance"] != self.R_S:
+            raise ValueError("lomtree T/swap_resistance do not match the configuration")
+        nn = meta["n_nodes"]
+        k = self.k
+        if not 1 <= nn <= 2 * self.T + 1:
+            raise ValueError("node count out of range")
+        for name in names:
+            a = arrays[name]
+            want = np.float64 if name in ("Esum", "cls_msum") else np.int64
+            if a.dtype != want or a.ndim != 1:
+                raise ValueError(f"lomtree array {name} has the wrong type or shape")
+        for name, _ in _NODE_FIELDS:
+            if arrays[name].shape[0] != nn:
+                raise ValueError(f"lomtree array {name} has the wrong length")
+        if arrays["Esum"].shape[0] != nn:
+            raise ValueError("lomtree array Esum has the wrong length")
+        parent, left, right = arrays["parent"], arrays["left"], arrays["right"]
+        internal, model, C = arrays["internal"], arrays["model"], arrays["C"]
+        En, maxcnt, maxlab = arrays["En"], arrays["maxcnt"], arrays["maxlab"]
+        t_used = meta["t_used"]
+        if t_used > self.T or nn != 2 * t_used + 1:
+            raise ValueError("t_used is inconsistent with the node count")
+        if not np.isin(internal, (0, 1)).all():
+            raise ValueError("bad internal flags")
+        isint = internal == 1
+        lf = left[isint]
+        rt = right[isint]
+        if ((lf < 1) | (lf >= nn) | (rt < 1) | (rt >= nn) | (lf == rt)).any():
+            raise ValueError("bad child links")
+        if ((left[~isint] != -1) | (right[~isint] != -1)).any():
+            raise ValueError("a leaf has children")
+        ids = np.flatnonzero(isint)
+        if parent[0] != -1 or (nn > 1 and ((parent[lf] != ids).any() or (parent[rt] != ids).any())):
+            raise ValueError("parent links do not match child links")
+        # every non-root node is a child of exactly one internal node -> with n-1 edges it is a tree
+        kids = np.concatenate([lf, rt])
+        if kids.size != nn - 1 or np.unique(kids).size != nn - 1:
+            raise ValueError("links do not form one tree")
+        seen = np.zeros(nn, dtype=bool)  # reachability from the root (no cycles)
+        stack = [0]
+        while stack:
+            v = stack.pop()
+            if seen[v]:
+                raise ValueError("links do not form one tree")
+            seen[v] = True
+            if isint[v]:
+                stack.append(int(left[v]))
+                stack.append(int(right[v]))
+        if not seen.all():
+            raise ValueError("links do not form one tree")
+        W = self.n_models_for(self.config)
+        if ((model[isint] < 0) | (model[isint] >= W)).any() or (model[~isint] != -1).any():
+            raise ValueError("bad regressor ids")
+        if isint.sum() and np.unique(model[isint]).size != isint.sum():
+            raise ValueError("two internal nodes share a regressor")
+        if (C < 0).any() or (En < 0).any() or (maxcnt < 0).any() or ((maxlab < 1) | (maxlab > k)).any():
+            raise ValueError("bad node counters")
+        if ids.size and (C[ids] != np.minimum(C[left[ids]], C[right[ids]])).any():
+            raise ValueError("C of an internal node is not the minimum of its children")
+        ptr = arrays["cls_ptr"]
+        lab, cnt, cn, msum = arrays["cls_label"], arrays["cls_cnt"], arrays["cls_n"], arrays["cls_msum"]
+        nrec = lab.shape[0]
+        if ptr.shape[0] != nn + 1 or ptr[0] != 0 or ptr[-1] != nrec or (np.diff(ptr) < 0).any():
+            raise ValueError("bad cls_ptr")
+        if cnt.shape[0] != nrec or cn.shape[0] != nrec or msum.shape[0] != nrec:
+            raise ValueError("class record arrays differ in length")
+        if ((lab < 1) | (lab > k) | (cnt < 1) | (cn < 0) | (cn > cnt)).any():
+            raise ValueError("bad class records")
+        rnode = np.repeat(np.arange(nn, dtype=np.int64), np.diff(ptr))
+        if nrec > 1 and ((rnode[1:] == rnode[:-1]) & (lab[1:] <= lab[:-1])).any():
+            raise ValueError("class records of a node are not sorted by label")
+        if (np.bincount(rnode, weights=cn, minlength=nn) != En).any():
+            raise ValueError("En does not match the class records")
+        mx = np.zeros(nn, dtype=np.int64)
+        np.maximum.at(mx, rnode, cnt)
+        if (mx != maxcnt).any():
+            raise ValueError("maxcnt does not match the class records")
+        has = maxcnt > 0
+        if has.any():
+            pos = np.searchsorted(lab + rnode * (k + 1), maxlab[has] + np.flatnonzero(has) * (k + 1))
+            ok = pos < nrec
+            ok[ok] = (rnode[pos[ok]] == np.flatnonzero(has)[ok]) & (lab[pos[ok]] == maxlab[has][ok])
+            if not ok.all() or (cnt[pos] != maxcnt[has]).any():
+                raise ValueError("maxlab does not match the class records")
+        # build
+        cap_max = 2 * self.T + 1
+        cap = min(cap_max, max(NODE_CAP0, 1 << int(nn).bit_length()))
+        node_i = np.zeros((cap, NF), dtype=np.int64)
+        node_f = np.zeros(cap, dtype=np.float64)
+        for name, col in _NODE_FIELDS:
+            node_i[:nn, col] = arrays[name]
+        node_f[:nn] = arrays["Esum"]
+        glob = np.zeros(NG, dtype=np.int64)
+        glob[G_NNODES] = nn
+        glob[G_TUSED] = t_used
+        glob[G_NSWAPS] = meta["n_swaps"]
+        glob[G_T] = self.T
+        glob[G_RS] = self.R_S
+        glob[G_DEPTH] = meta["depth_bound"]
+        glob[G_NODECAP_MAX] = cap_max
+        hcap = MIN_HASH_CAP
+        while 4 * (nrec + meta["depth_bound"] + 2) > hcap:
+            hcap *= 2
+        rec_i = np.full((hcap, RF), -1, dtype=np.int64)
+        rec_f = np.zeros(hcap, dtype=np.float64)
+        if not _insert_records(node_i, rec_i, rec_f, glob, rnode, lab.copy(), cnt.copy(), cn.copy(), msum.copy()):
+            raise ValueError("duplicate class record")
+        depths = self._depths(node_i[:nn, N_PARENT])
+        if depths.max() > meta["depth_bound"]:
+            raise ValueError("depth_bound is smaller than the tree depth")
+        self.node_i, self.node_f, self.rec_i, self.rec_f, self.glob = node_i, node_f, rec_i, rec_f, glob
+
+    # -- reporting -------------------------------------------------------------------------
+    @staticmethod
+    def _depths(parent: np.ndarray) -> np.ndarray:
+        """Depth of every node (root 0) from parent links (vectorised pointer jumping)."""
+        nn = parent.shape[0]
+        depth = np.zeros(nn, dtype=np.int64)
+        anc = parent.copy()
+        while True:
+            act = anc >= 0
+            if not act.any():
+                return depth
+            depth[act] += 1
+            anc[act] = parent[anc[act]]
+
+    def summary_extra(self) -> dict:
+        return {"number_of_swaps": self.n_swaps}
+
+    def inspect(self) -> dict:
+        """Tree shape and split quality.
+
+        Per internal node ``v`` with children ``l, r``, let ``n_l(y)``, ``n_r(y)`` be the class
+        counts recorded at the children (examples of ``y`` that reached the child since it was
+        created or last recycled), ``n_l = sum_y n_l(y)``, ``n_r`` likewise, ``n = n_l + n_r``
+        (nodes with ``n = 0`` are skipped):
+
+        * balance(v) = ``min(n_l, n_r) / n`` — the fraction of the node's examples that went the
+          smaller way; in [0, 1/2], 1/2 is perfectly balanced (empirical ``beta`` of the paper's
+          Definition 2: the split is beta-balanced iff balance >= beta);
+        * purity(v) = ``sum_y max(n_l(y), n_r(y)) / n`` — the fraction of the node's examples
+          whose label goes mostly to one side; in [1/2, 1], 1 is perfectly pure (the paper's
+          Definition 1 with ``alpha = 1 - purity``: ``sum_y pi_y min(P(h>0|y), P(h<0|y))``).
+
+        Per level (depth of ``v``): number of nodes, min and example-weighted mean balance, min
+        and example-weighted mean purity. Depths: max leaf depth and the average leaf depth
+        weighted by the examples recorded at each leaf.
+        """
+        nn = self.n_nodes
+        st = self.state()
+        parent, left, right = st["parent"], st["left"], st["right"]
+        isint = st["internal"] == 1
+        depth = self._depths(parent)
+        node, label, cnt, _, _ = self.records()
+        tot = np.bincount(node, weights=cnt, minlength=nn).astype(np.int64)
+        leaves = np.flatnonzero(~isint)
+        lw = tot[leaves]
+        info = {
+            "reduction": self.name,
+            "k": self.k,
+            "regressors": self.n_models_for(self.config),
+            "max_internal_nodes": self.T,
+            "swap_resistance": self.R_S,
+            "internal_nodes": int(isint.sum()),
+            "leaves": int(leaves.size),
+            "max_depth": int(depth[leaves].max()),
+            "avg_depth_weighted": float((depth[leaves] * lw).sum() / lw.sum()) if lw.sum() else 0.0,
+            "number_of_swaps": self.n_swaps,
+            "distinct_leaf_labels": int(np.unique(st["maxlab"][leaves]).size),
+            "class_records": int(node.size),
+        }
+        levels = []
+        ids = np.flatnonzero(isint)
+        if ids.size:
+            nl = tot[left[ids]]
+            nr = tot[right[ids]]
+            n = nl + nr
+            # purity: sum over labels of max(left count, right count) per parent
+            side_parent = parent[node]
+            is_child = side_parent >= 0
+            pnode = side_parent[is_child]
+            plab = label[is_child]
+            pc = cnt[is_child]
+            key = pnode * (self.k + 1) + plab
+            uk, inv = np.unique(key, return_inverse=True)
+            best = np.zeros(uk.size, dtype=np.int64)
+            np.maximum.at(best, inv, pc)
+            pure_num = np.bincount(uk // (self.k + 1), weights=best, minlength=nn)[ids]
+            ok = n > 0
+            bal = np.where(ok, np.minimum(nl, nr) / np.maximum(n, 1), 0.0)
+            pur = np.where(ok, pure_num / np.maximum(n, 1), 0.0)
+            d = depth[ids]
+            for lev in np.unique(d[ok]):
+                sel = ok & (d == lev)
+                w = n[sel]
+                levels.append({
+                    "level": int(lev), "nodes": int(sel.sum()), "examples": int(w.sum()),
+                    "balance_min": round(float(bal[sel].min()), 4),
+                    "balance_mean": round(float((bal[sel] * w).sum() / w.sum()), 4),
+                    "purity_min": round(float(pur[sel].min()), 4),
+                    "purity_mean": round(float((pur[sel] * w).sum() / w.sum()), 4),
+                })
+        info["levels"] = levels
+        return info

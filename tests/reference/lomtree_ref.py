@@ -1,0 +1,170 @@
+"""Slow pure-Python LOMtree (ALGORITHMS.md §3.4), written from the spec for comparison tests.
+
+One Python object per node holding a dict of class statistics; no hashing tricks, no flat
+arrays. The regressors come from ``tests/reference/linear_ref.RefLinear`` (or any object with
+``score``, ``clip``, ``learn``, ``end_example``), so the whole reference is independent of the
+numba kernels.
+
+Usage::
+
+    ref = RefLomTree(k=5, T=4, swap_resistance=4, lin=RefLinear(bits=10, n_models=4, loss="quantile"))
+    pred = ref.predict(idx, val)
+    ref.train(idx, val, y, iw)
+"""
+
+from __future__ import annotations
+
+
+class Node:
+    def __init__(self):
+        self.parent = None
+        self.left = None
+        self.right = None
+        self.internal = False
+        self.model = None
+        self.C = 0
+        self.Esum = 0.0
+        self.En = 0
+        self.classes = {}  # label -> [cnt, n, msum]
+        self.maxcnt = 0
+        self.maxlab = 1
+
+    def reset(self):
+        """SetNode: an empty leaf (C and parent are set by the caller)."""
+        self.left = self.right = None
+        self.internal = False
+        self.model = None
+        self.Esum = 0.0
+        self.En = 0
+        self.classes = {}
+        self.maxcnt = 0
+        self.maxlab = 1
+
+
+class RefLomTree:
+    def __init__(self, k, lin, T=None, swap_resistance=4):
+        self.k = k
+        self.T = k - 1 if T is None else T
+        self.RS = swap_resistance
+        self.lin = lin
+        self.nodes = [Node()]  # node 0 is the root; ids are creation order
+        self.t = 0
+        self.swaps = 0
+        self.log = []  # (event, details) for debugging / step tests
+
+    # helpers ------------------------------------------------------------------------------
+    def _update_c(self, v):
+        nodes = self.nodes
+        while v != 0:
+            p = nodes[v].parent
+            if nodes[p].C == nodes[v].C:
+                break
+            v = p
+            nodes[v].C = min(nodes[nodes[v].left].C, nodes[nodes[v].right].C)
+
+    def _swap(self, j):
+        nodes = self.nodes
+        s = 0
+        while nodes[s].internal:
+            a, b = nodes[s].left, nodes[s].right
+            s = a if nodes[a].C < nodes[b].C else b
+        pa = nodes[s].parent
+        if s == j or pa is None or pa == 0:
+            self.log.append(("swap_refused", j))
+            return None
+        gpa = nodes[pa].parent
+        sib = nodes[pa].left if nodes[pa].right == s else nodes[pa].right
+        if nodes[gpa].left == pa:
+            nodes[gpa].left = sib
+        else:
+            nodes[gpa].right = sib
+        nodes[sib].parent = gpa
+        self._update_c(sib)
+        model = nodes[pa].model
+        nodes[s].reset()
+        nodes[pa].reset()
+        nodes[j].model = model
+        self.swaps += 1
+        self.log.append(("swap", j, s, pa))
+        return s, pa
+
+    # algorithm ----------------------------------------------------------------------------
+    def predict(self, idx, val):
+        v = 0
+        nodes = self.nodes
+        while nodes[v].internal:
+            f = self.lin.score(idx, val, nodes[v].model)
+            v = nodes[v].left if f < 0 else nodes[v].right
+        return nodes[v].maxlab
+
+    def train(self, idx, val, y, iw=1.0):
+        nodes = self.nodes
+        j = 0
+        while True:
+            nd = nodes[j]
+            rec = nd.classes.setdefault(y, [0, 0, 0.0])
+            rec[0] += 1
+            if rec[0] > nd.maxcnt:
+                nd.maxcnt = rec[0]
+                nd.maxlab = y
+            if not nd.internal:
+                if len(nd.classes) < 2:
+                    break
+                if self.t < self.T:
+                    L, R = len(nodes), len(nodes) + 1
+                    nodes.append(Node())
+                    nodes.append(Node())
+                    nd.model = self.t
+                    self.t += 1
+                    self.log.append(("split", j, L, R))
+                elif nd.C - nd.maxcnt > self.RS * (nodes[0].C + 1):
+                    got = self._swap(j)
+                    if got is None:
+                        break
+                    L, R = got
+                else:
+                    break
+                nd.left, nd.right = L, R
+                nodes[L].parent = nodes[R].parent = j
+                nodes[L].C = nd.C // 2
+                nodes[R].C = nd.C - nodes[L].C
+                self._update_c(L)
+                nodes[L].maxlab = nodes[R].maxlab = nd.maxlab
+                nd.internal = True
+            E = nd.Esum / nd.En if nd.En else 0.0
+            e = rec[2] / rec[1] if rec[1] else 0.0
+            z = -1.0 if E > e else 1.0
+            f = self.lin.score(idx, val, nd.model)
+            self.lin.learn(idx, val, nd.model, z, iw, self.lin.clip(f))
+            s = self.lin.score(idx, val, nd.model)
+            self.log.append(("train", j, y, z, s))
+            nd.Esum += s
+            nd.En += 1
+            rec[2] += s
+            rec[1] += 1
+            j = nd.left if s < 0 else nd.right
+        nodes[j].C += 1
+        self._update_c(j)
+        self.lin.end_example(iw)
+
+    # views for comparisons -----------------------------------------------------------------
+    def arrays(self):
+        """Dict of plain lists in the layout of ``LomTree.state()``."""
+        out = {k: [] for k in ("parent", "left", "right", "internal", "model", "C", "En", "maxcnt", "maxlab",
+                               "Esum")}
+        recs = []
+        for v, nd in enumerate(self.nodes):
+            out["parent"].append(-1 if nd.parent is None else nd.parent)
+            out["left"].append(-1 if nd.left is None else nd.left)
+            out["right"].append(-1 if nd.right is None else nd.right)
+            out["internal"].append(int(nd.internal))
+            out["model"].append(-1 if nd.model is None else nd.model)
+            out["C"].append(nd.C)
+            out["En"].append(nd.En)
+            out["maxcnt"].append(nd.maxcnt)
+            out["maxlab"].append(nd.maxlab)
+            out["Esum"].append(nd.Esum)
+            for lab in sorted(nd.classes):
+                recs.append((v, lab, *nd.classes[lab]))
+        out["records"] = recs
+        return out
