@@ -21,18 +21,23 @@ class LinearLearner:
     bits : hash bits (table size ``2**bits``)
     n_models : W, the number of regressors (grows on demand in CPT mode)
     mode : ``K.MODE_STRIDE`` or ``K.MODE_CPT``
+    predict_only : keep only the weights (no G, N): a third of the memory, and ``learn`` is a
+        no-op on such a table. Plain SGD needs only the weights too.
     """
 
-    def __init__(self, lcfg: LearnerConfig, bits: int, n_models: int, mode: int = K.MODE_STRIDE):
+    def __init__(self, lcfg: LearnerConfig, bits: int, n_models: int, mode: int = K.MODE_STRIDE,
+                 predict_only: bool = False):
         self.config = lcfg
         self.bits = int(bits)
         self.mode = int(mode)
+        self.predict_only = bool(predict_only)
         n = max(1, int(n_models))
-        table = np.zeros((1 << self.bits, 3), dtype=np.float32)
+        cols = 1 if (lcfg.sgd or predict_only) else 3
+        table = np.zeros((1 << self.bits, cols), dtype=np.float32)
         S = np.zeros(n, dtype=np.float64)
         T = np.zeros(n, dtype=np.float64)
         t0 = lcfg.t0
-        if not lcfg.sgd and t0 > 0:
+        if cols == 3 and t0 > 0:
             table[:, 1] = t0
             S[:] = t0
             T[:] = t0
@@ -76,12 +81,25 @@ class LinearLearner:
         return int(self.arrays.hp[K.HP_NAN])
 
     def state(self) -> dict:
-        """Arrays to save (bit-exact); see model_io."""
+        """Arrays to save, bit-exact and sparse: the slots whose w, G or N bit pattern is not 0.
+
+        ``nz`` int64 (slots), ``w`` (and ``G``, ``N`` unless SGD) float32 at those slots,
+        ``size`` int64 (1,) = 2**bits, ``model_S``, ``model_T`` float64 (n_models,).
+        """
+        if self.predict_only:
+            raise ValueError("a predict-only learner has no optimiser state to save")
         a = self.arrays
-        out = {"w": a.table[:, 0].copy(), "model_S": a.S.copy(), "model_T": a.T.copy()}
+        bits_view = a.table.view(np.uint32)
+        nzmask = bits_view[:, 0] != 0
+        for c in range(1, a.table.shape[1]):
+            nzmask |= bits_view[:, c] != 0
+        nz = np.flatnonzero(nzmask).astype(np.int64)
+        out = {"nz": nz, "size": np.array([a.table.shape[0]], dtype=np.int64), "w": a.table[nz, 0]}
         if not self.config.sgd:
-            out["G"] = a.table[:, 1].copy()
-            out["N"] = a.table[:, 2].copy()
+            out["G"] = a.table[nz, 1]
+            out["N"] = a.table[nz, 2]
+        out["model_S"] = a.S.copy()
+        out["model_T"] = a.T.copy()
         return out
 
     def meta(self) -> dict:
@@ -89,16 +107,23 @@ class LinearLearner:
         return {"eta_current": float(hp[K.HP_ETA]), "sgd_t": float(hp[K.HP_CLOCK])}
 
     def load_state(self, arrays: dict, meta: dict) -> None:
-        """Restore from ``state()``/``meta()`` output (shapes are checked by the caller)."""
+        """Restore from ``state()``/``meta()`` output; ValueError on inconsistent arrays."""
         a = self.arrays
         size = 1 << self.bits
-        w = arrays["w"]
-        if w.shape != (size,) or w.dtype != np.float32:
-            raise ValueError("weight table has the wrong shape or type")
-        a.table[:, 0] = w
-        if not self.config.sgd:
-            a.table[:, 1] = arrays["G"]
-            a.table[:, 2] = arrays["N"]
+        nz = arrays["nz"]
+        if arrays["size"].shape != (1,) or int(arrays["size"][0]) != size:
+            raise ValueError("weight table size does not match bits")
+        if nz.dtype != np.int64 or nz.ndim != 1:
+            raise ValueError("bad slot index list")
+        if nz.size and (nz[0] < 0 or nz[-1] >= size or np.any(nz[1:] <= nz[:-1])):
+            raise ValueError("bad slot index list")
+        cols = ["w"] if self.config.sgd else ["w", "G", "N"]
+        for i, c in enumerate(cols):
+            v = arrays[c]
+            if v.dtype != np.float32 or v.shape != nz.shape:
+                raise ValueError(f"bad {c} values")
+            if i < a.table.shape[1]:
+                a.table[nz, i] = v
         S, T = arrays["model_S"], arrays["model_T"]
         if S.shape != T.shape or S.ndim != 1 or S.dtype != np.float64 or T.dtype != np.float64:
             raise ValueError("model_S/model_T have the wrong shape or type")

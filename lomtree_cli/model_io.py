@@ -5,7 +5,7 @@ Format (``format_version`` 1): an uncompressed ``.npz`` (a zip of ``.npy`` membe
 - ``header``: uint8 array of UTF-8 JSON: ``format`` = ``"lomtree-model"``, ``format_version``,
   ``program_version``, ``reduction``, the three configs (``input``, ``learner``, ``reduction``),
   learner and reduction ``meta`` scalars (current learning rate, SGD clock, tree counters, RNG
-  state, ...), ``passes_done``, and ``checksums``: the SHA-256 of every other member's bytes;
+  state, ...), ``passes_done``, and ``checksums``: the xxh3-128 checksum of every other member's dtype, shape and bytes;
 - ``learner/<name>``: the weight table stored sparsely (``nz`` = slots whose w, G or N bit pattern
   is non-zero, then ``w``, ``G``, ``N`` at those slots) plus ``model_S``, ``model_T``;
 - ``reduction/<name>``: one member per entry of the reduction's ``state()``.
@@ -18,12 +18,12 @@ drift, writes ``<path>.<pid>.writing`` in the target directory, fsyncs, then ``o
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
 
 import numpy as np
+import xxhash
 
 from . import __version__
 from .config import InputConfig, LearnerConfig, ReductionConfig, from_dict, to_dict
@@ -34,30 +34,16 @@ FORMAT_VERSION = 1
 
 
 def _digest(a: np.ndarray) -> str:
-    h = hashlib.sha256()
+    """Checksum of an array member: xxh3-128 of its dtype, shape and bytes (fast; not for security)."""
+    h = xxhash.xxh3_128()
     h.update(str(a.dtype.str).encode())
     h.update(repr(a.shape).encode())
-    h.update(np.ascontiguousarray(a).tobytes())
+    h.update(memoryview(np.ascontiguousarray(a)).cast("B"))
     return h.hexdigest()
 
 
-def _sparse_table(state: dict) -> dict:
-    """w/G/N dense columns -> nz slots + values (bit-exact: -0.0 is kept)."""
-    cols = [c for c in ("w", "G", "N") if c in state]
-    nzmask = np.zeros(state["w"].shape[0], dtype=bool)
-    for c in cols:
-        nzmask |= state[c].view(np.uint32) != 0
-    nz = np.flatnonzero(nzmask).astype(np.int64)
-    out = {"learner/nz": nz, "learner/size": np.array([state["w"].shape[0]], dtype=np.int64)}
-    for c in cols:
-        out[f"learner/{c}"] = state[c][nz]
-    out["learner/model_S"] = state["model_S"]
-    out["learner/model_T"] = state["model_T"]
-    return out
-
-
 def model_arrays(learner, reduction) -> dict:
-    arrays = _sparse_table(learner.state())
+    arrays = {f"learner/{name}": a for name, a in learner.state().items()}
     for name, a in reduction.state().items():
         arrays[f"reduction/{name}"] = np.asarray(a)
     return arrays
@@ -136,8 +122,11 @@ def _read_members(path: str):
     return data
 
 
-def load_model(path: str) -> LoadedModel:
-    """Load and verify a model file; ModelFormatError on any problem."""
+def load_model(path: str, predict_only: bool = False) -> LoadedModel:
+    """Load and verify a model file; ModelFormatError on any problem.
+
+    ``predict_only`` keeps only the weights (no optimiser state): for ``lomtree predict``.
+    """
     data = _read_members(path)
     raw = data.pop("header")
     try:
@@ -162,14 +151,14 @@ def load_model(path: str) -> LoadedModel:
         if a.dtype.hasobject or _digest(a) != checks[name]:
             raise ModelFormatError(f"{path}: corrupt model file (checksum mismatch in {name})")
     try:
-        return _build(header, data)
+        return _build(header, data, predict_only)
     except LomtreeError as e:
         raise ModelFormatError(f"{path}: corrupt model file ({e})") from None
     except Exception as e:  # noqa: BLE001 - inconsistent but checksum-valid content
         raise ModelFormatError(f"{path}: corrupt model file ({type(e).__name__}: {e})") from None
 
 
-def _build(header: dict, data: dict) -> LoadedModel:
+def _build(header: dict, data: dict, predict_only: bool = False) -> LoadedModel:
     from .learner import LinearLearner
     from .reductions import get_reduction_class
 
@@ -179,29 +168,14 @@ def _build(header: dict, data: dict) -> LoadedModel:
     if rcfg.name != header["reduction"]:
         raise ValueError("reduction name mismatch")
     cls = get_reduction_class(rcfg.name)
-    size = int(data["learner/size"][0])
-    if size != 1 << input_cfg.bits:
-        raise ValueError("weight table size does not match bits")
     S = data["learner/model_S"]
-    learner = LinearLearner(lcfg, input_cfg.bits, max(1, S.shape[0]), cls.slot_mode)
-    if cls.slot_mode == learner.mode and cls.n_models_for(rcfg) and cls.needs_k:
-        if learner.n_models != cls.n_models_for(rcfg):
-            raise ValueError("regressor count does not match the reduction")
-    nz = data["learner/nz"]
-    if nz.dtype != np.int64 or nz.ndim != 1 or (nz.size and (nz.min() < 0 or nz.max() >= size)):
-        raise ValueError("bad slot index list")
-    dense = {}
-    cols = ("w",) if lcfg.sgd else ("w", "G", "N")
-    for c in cols:
-        vals = data[f"learner/{c}"]
-        if vals.dtype != np.float32 or vals.shape != nz.shape:
-            raise ValueError(f"bad {c} values")
-        col = np.zeros(size, dtype=np.float32)
-        col[nz] = vals
-        dense[c] = col
-    dense["model_S"] = S
-    dense["model_T"] = data["learner/model_T"]
-    learner.load_state(dense, header["learner_meta"])
+    if S.ndim != 1:
+        raise ValueError("bad model_S")
+    learner = LinearLearner(lcfg, input_cfg.bits, max(1, S.shape[0]), cls.slot_mode, predict_only=predict_only)
+    if cls.needs_k and learner.n_models != cls.n_models_for(rcfg):
+        raise ValueError("regressor count does not match the reduction")
+    learner.load_state({name[len("learner/"):]: a for name, a in data.items() if name.startswith("learner/")},
+                       header["learner_meta"])
     reduction = cls(rcfg, learner)
     red_arrays = {name[len("reduction/"):]: a for name, a in data.items() if name.startswith("reduction/")}
     reduction.load_state(red_arrays, header.get("reduction_meta", {}))
@@ -210,7 +184,7 @@ def _build(header: dict, data: dict) -> LoadedModel:
 
 def inspect_model(path: str) -> dict:
     """A JSON-able description of the model at ``path``."""
-    m = load_model(path)
+    m = load_model(path, predict_only=True)
     info = {
         "file": path,
         "file_bytes": os.path.getsize(path),

@@ -215,6 +215,8 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
     tau = hp[HP_TAU]
     if iw <= 0.0 or end <= start:
         return
+    if hp[HP_SGD] == 0.0 and lin.table.shape[1] < 3:
+        return  # a predict-only table has no optimiser state
     if not loss_value(loss, tau, yhat, y) > 0.0:
         return
     tab = lin.table
