@@ -77,7 +77,7 @@ class RefLinear:
         if self.loss == "squared":
             return (p - y) ** 2
         if self.loss == "logistic":
-            return math.log(1 + math.exp(-y * p))
+            return math.log1p(math.exp(-y * p))
         if self.loss == "hinge":
             return max(0.0, 1 - y * p)
         return self.tau * (y - p) if y > p else (1 - self.tau) * (p - y)
@@ -117,6 +117,8 @@ class RefLinear:
         z = a + math.exp(a) + sigma * q
         # bisection (independent of the kernel's Newton): a' + exp(a') = z, increasing in a'
         lo, hi = a, a + sigma * q
+        if z > 1:
+            hi = min(hi, math.log(z))  # a' > 0 implies exp(a') < z
         for _ in range(200):
             mid = (lo + hi) / 2
             if mid + math.exp(mid) < z:

@@ -1,0 +1,130 @@
+"""Shared numba helpers for the fixed-structure trees (ALGORITHMS.md §3.2, §3.3).
+
+- ``splitmix64_next(state)``: SplitMix64 (Steele, Lea, Flood 2014), the portable RNG used for the
+  Rtree permutation and by other reductions (CPT random insertion). ``state`` is a ``uint64``
+  array of shape (1,) advanced in place, so it can be stored in a model file and resumed.
+- ``fisher_yates_permutation(k, seed)``: the permutation ``π`` of ``1..k`` of §3.3.
+- ``build_bracket(k)``: VW's ``--ect`` single-elimination bracket (§3.2): leaves ``0..k-1``,
+  internal nodes ``k..2k-2``, an odd node out gets a bye into the next round.
+
+All arithmetic of the RNG is done in ``uint64`` (numba: never mix with int64, that silently
+promotes to float64).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from . import linear as K
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_S30 = np.uint64(30)
+_S27 = np.uint64(27)
+_S31 = np.uint64(31)
+
+
+@njit(cache=True)
+def splitmix64_next(state):
+    """Advance ``state`` (uint64, shape (1,)) and return the next SplitMix64 output (uint64).
+
+    ``st += 0x9E3779B97F4A7C15; z = st; z = (z ^ z>>30)*0xBF58476D1CE4E5B9;
+    z = (z ^ z>>27)*0x94D049BB133111EB; return z ^ z>>31`` (all mod 2^64).
+    """
+    st = state[0] + _GOLDEN
+    state[0] = st
+    z = st
+    z = (z ^ (z >> _S30)) * _MIX1
+    z = (z ^ (z >> _S27)) * _MIX2
+    return z ^ (z >> _S31)
+
+
+@njit(cache=True)
+def fisher_yates_permutation(k, state):
+    """The Rtree permutation ``π`` of ``1..k`` (int32, shape (k,)), advancing ``state``.
+
+    ``a = [1..k]``; for ``i = k-1 … 1``: ``j = next() mod (i+1)``; swap ``a[i], a[j]``
+    (ALGORITHMS.md §3.3). ``state`` is a uint64 array of shape (1,) holding the SplitMix64 state,
+    initialised by the caller to the seed. The modulo is taken in uint64 (no int64 mixing).
+    """
+    a = np.empty(k, dtype=np.int32)
+    for i in range(k):
+        a[i] = i + 1
+    for i in range(k - 1, 0, -1):
+        r = splitmix64_next(state)
+        j = np.int64(r % np.uint64(i + 1))
+        t = a[i]
+        a[i] = a[j]
+        a[j] = t
+    return a
+
+
+def permutation_from_seed(k: int, seed: int) -> np.ndarray:
+    """``fisher_yates_permutation(k, [seed])`` as a convenience for Python callers."""
+    st = np.array([seed], dtype=np.uint64)
+    return fisher_yates_permutation(np.int64(k), st)
+
+
+@njit(cache=True)
+def build_bracket(k):
+    """VW's ``--ect`` single-elimination bracket over ``k`` leaves (ALGORITHMS.md §3.2).
+
+    Returns ``(parent, left, right)``, each int32 of shape (2k-1,): leaves are ids ``0..k-1``,
+    internal nodes ``k..2k-2`` in creation order, the root is ``2k-2`` (``0`` when k = 1);
+    ``-1`` = none. Each round pairs neighbours ``(level[2j], level[2j+1])``; an odd node out gets
+    a bye and is appended at the end of the next round. Depth ``<= ceil(log2 k)``.
+    """
+    n = 2 * k - 1
+    parent = np.full(n, -1, dtype=np.int32)
+    left = np.full(n, -1, dtype=np.int32)
+    right = np.full(n, -1, dtype=np.int32)
+    level = np.arange(k).astype(np.int32)
+    nxt = k
+    size = k
+    while size > 1:
+        half = size // 2
+        new = np.empty(half + (size & 1), dtype=np.int32)
+        for j in range(half):
+            a = level[2 * j]
+            b = level[2 * j + 1]
+            left[nxt] = a
+            right[nxt] = b
+            parent[a] = nxt
+            parent[b] = nxt
+            new[j] = nxt
+            nxt += 1
+        if size & 1:
+            new[half] = level[size - 1]
+        level = new
+        size = new.shape[0]
+    return parent, left, right
+
+
+@njit(cache=True)
+def node_depths(parent):
+    """int32, shape (2k-1,): depth of every node (root 0). Parents have larger ids than children."""
+    n = parent.shape[0]
+    d = np.zeros(n, dtype=np.int32)
+    for v in range(n - 1, -1, -1):
+        p = parent[v]
+        if p >= 0:
+            d[v] = d[p] + 1
+    return d
+
+
+@njit(cache=True)
+def descend(lin, idx, val, start, end, left, right, root, k):
+    """Top-down prediction through a bracket: the leaf id (0..k-1) reached.
+
+    At internal node ``a`` (regressor ``a - k``) go right iff ``clip(f_{a-k}(x)) > 0`` (ties left).
+    """
+    node = root
+    while node >= k:
+        f = K.clip_score(lin, K.score(lin, idx, val, start, end, node - k))
+        if f > 0.0:
+            node = right[node]
+        else:
+            node = left[node]
+    return node
