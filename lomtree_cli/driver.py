@@ -184,6 +184,67 @@ def _batches_for_pass(paths, input_cfg, opts, pass_index, cache):
         writer.close()
 
 
+_END = object()
+
+
+def prefetch(iterable, depth: int = 2, should_stop=None):
+    """Iterate ``iterable`` in a background thread, up to ``depth`` items ahead (VW's parser thread).
+
+    The parse kernels and the reductions' chunk kernels are compiled with ``nogil=True``, and
+    gzip/bz2/lzma release the GIL while decompressing, so parsing chunk i+1 overlaps learning on
+    chunk i on a second core. Items arrive in order; an exception in the producer (e.g. an
+    ``InputError``) is raised here, after the items before it. ``should_stop()`` is polled while
+    waiting so a signal ends the wait. ``LOMTREE_THREADS=0`` turns the thread off (debugging).
+    """
+    if os.environ.get("LOMTREE_THREADS", "1") == "0":
+        yield from iterable
+        return
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=max(1, depth))
+    halt = threading.Event()
+
+    def put(item):
+        while not halt.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work():
+        try:
+            for item in iterable:
+                if not put((item, None)):
+                    return
+            put((_END, None))
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            put((_END, e))
+
+    t = threading.Thread(target=work, name="lomtree-parser", daemon=True)
+    t.start()
+    try:
+        while True:
+            try:
+                item, err = q.get(timeout=0.2)
+            except queue.Empty:
+                if should_stop is not None and should_stop():
+                    return
+                continue
+            if item is _END:
+                if err is not None:
+                    raise err
+                return
+            yield item
+    finally:
+        halt.set()
+        t.join(timeout=2.0)
+        if not t.is_alive() and hasattr(iterable, "close"):
+            iterable.close()
+
+
 class Runner:
     """One run (train or predict) over the inputs; see ``train`` and ``predict``."""
 
@@ -376,7 +437,8 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
         for p in range(opts.passes):
             if p > 0 and holdout:
                 runner.progress.holdout_reporting = True
-            completed = runner.run_pass(_batches_for_pass(paths, input_cfg, opts, p, cache), p, holdout, writer, stop)
+            batches = prefetch(_batches_for_pass(paths, input_cfg, opts, p, cache), should_stop=lambda: stop.signum != 0)
+            completed = runner.run_pass(batches, p, holdout, writer, stop)
             passes_used = p + 1
             if not completed:
                 break
@@ -447,7 +509,8 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
     if (opts.probabilities or opts.top_k) and writer.f is not None:
         loaded.reduction.predict_top(ExampleBatch.empty(), max(1, opts.top_k))  # fail early if unsupported
     try:
-        runner.run_pass(_batches_for_pass(paths, input_cfg, opts, 0, None), 0, False, writer, stop)
+        batches = prefetch(_batches_for_pass(paths, input_cfg, opts, 0, None), should_stop=lambda: stop.signum != 0)
+        runner.run_pass(batches, 0, False, writer, stop)
     finally:
         writer.close()
         stop.restore()
@@ -546,8 +609,16 @@ def _finish(err, opts: RunOptions, runner: Runner, s: dict):
     if opts.report:
         import json
 
-        tmp = opts.report + ".writing"
-        with open(tmp, "w") as fh:
-            json.dump(s, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        os.replace(tmp, opts.report)
+        text = json.dumps(s, indent=2, sort_keys=True) + "\n"
+        if opts.report == "-":
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        elif os.path.exists(opts.report) and not os.path.isfile(opts.report):
+            # /dev/stdout, a FIFO, ...: write in place; a rename would replace the device node
+            with open(opts.report, "w") as fh:
+                fh.write(text)
+        else:
+            tmp = opts.report + ".writing"
+            with open(tmp, "w") as fh:
+                fh.write(text)
+            os.replace(tmp, opts.report)

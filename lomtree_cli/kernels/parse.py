@@ -536,7 +536,7 @@ def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_
     )
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def parse_vw_chunk(buf, first_line, mask, seed, constant_index, add_constant, skip_invalid):
     """Parse VW text lines in ``buf`` (uint8, complete lines; the last may lack ``\\n``).
 
@@ -555,7 +555,7 @@ def parse_vw_chunk(buf, first_line, mask, seed, constant_index, add_constant, sk
                         skip_invalid)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def parse_libsvm_chunk(buf, first_line, mask, label_offset, constant_index, add_constant,
                        skip_invalid):
     """Parse LIBSVM lines in ``buf``; parameters and result as ``parse_vw_chunk``.

@@ -65,7 +65,7 @@ class TreeArrays(NamedTuple):
     pos: np.ndarray
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def filter_process(lin, tree, indptr, indices, values, labels, weights, train, k, preds):
     """Progressive predict-then-learn over a chunk (Filter tree).
 

@@ -334,7 +334,7 @@ def predict_one(lin, idx, val, st, en, node_i):
     return node_i[j, N_MAXLAB]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i, node_f, rec_i, rec_f,
                     glob, preds):
     """Progressive predict-then-learn over one chunk.
@@ -357,7 +357,7 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
     return node_i, node_f, rec_i, rec_f
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def lomtree_predict(lin, indptr, indices, values, node_i, preds):
     for i in range(indptr.shape[0] - 1):
         preds[i] = predict_one(lin, indices, values, indptr[i], indptr[i + 1], node_i)

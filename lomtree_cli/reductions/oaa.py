@@ -34,7 +34,7 @@ def _scores_all(lin, indices, values, s, e, k, out):
             out[c] += np.float64(tab[(base + c) & mask, 0]) * v
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, scratch):
     """Progressive predict-then-learn over a chunk.
 
@@ -63,7 +63,7 @@ def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, 
             K.end_example(lin, iw)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def oaa_scores(lin, indptr, indices, values, k, out):
     """Clipped scores of every class, out: float64 (n, k)."""
     for i in range(indptr.shape[0] - 1):

@@ -48,7 +48,7 @@ from .filter_tree import BracketTree
 N_PERM_SHOWN = 20
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rtree_process(lin, tree, indptr, indices, values, labels, weights, train, k, preds, path):
     """Progressive predict-then-learn over a chunk (Rtree).
 
