@@ -261,6 +261,7 @@ class Runner:
         self.warned_nan = False
         self.skipped_shown = 0
         self.bar = None
+        self.need_predictions = True
 
     # -- helpers -----------------------------------------------------------------------------
     def _warn(self, msg: str):
@@ -415,6 +416,8 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     if holdout and opts.early_terminate < 1:
         raise ConfigError("--early-terminate must be >= 1")
     runner = Runner(input_cfg, learner, reduction, opts, learn=True)
+    runner.need_predictions = opts.predictions is not None or not (opts.quiet or opts.progress_bar)
+    reduction.set_need_predictions(runner.need_predictions)
     if not opts.quiet:
         _preamble(err, input_cfg, learner, reduction, paths)
     writer = PredictionWriter(opts.predictions, opts.flush)
@@ -575,7 +578,7 @@ def _summary(runner: Runner, reduction, input_cfg, passes, start, holdout_loss):
         "bits": input_cfg.bits,
     }
     if reduction.own_loss:
-        s["average_zero_one_loss"] = (pr.zero_one / pr.wl) if pr.wl > 0 else None
+        s["average_zero_one_loss"] = (pr.zero_one / pr.wl) if (pr.wl > 0 and runner.need_predictions) else None
     s.update(reduction.summary_extra())
     return s
 

@@ -50,7 +50,8 @@ PAR_RANDOM = 1
 PAR_EXACT = 2
 PAR_LOGISTIC = 3
 PAR_FORCE_P = 4
-N_PAR = 5
+PAR_NEED_PRED = 5  # 0: progressive predictions not wanted (no argmax; preds 0)
+N_PAR = 6
 
 _H1 = np.uint64(0xBF58476D1CE4E5B9)
 _H2 = np.uint64(0x94D049BB133111EB)
@@ -391,7 +392,9 @@ def cpt_process(lin, tree, lmap, rng, params, indptr, indices, values, labels, w
         s = indptr[i]
         e = indptr[i + 1]
         # progressive evaluation
-        if exact:
+        if params[PAR_NEED_PRED] == 0.0:
+            preds[i] = 0
+        elif exact:
             if best_first(lin, tree, indices, values, s, e, logistic, 1, lab1, p1, hp, hn) == 1:
                 preds[i] = lab1[0]
             else:

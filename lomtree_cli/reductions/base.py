@@ -95,6 +95,9 @@ class Reduction:
     def predict_top(self, batch, n: int):
         raise ConfigError(f"--probabilities/--top-k are not available for reduction {self.name}")
 
+    def set_need_predictions(self, need: bool) -> None:
+        """Whether ``process`` must compute progressive predictions (no-op where they are free)."""
+
     def end_pass(self) -> None:
         """Hook at the end of each pass (nothing by default)."""
 

@@ -41,7 +41,8 @@ Choices (ALGORITHMS.md §8 open questions):
   keyed by path probability (ties: smaller node id first); the first leaf popped is the exact
   argmax, and continuing until N leaves are popped gives the exact top N (``--top-k``, always
   exact). ``greedy`` descends to the child with the larger conditional (``p > 0.5`` -> right).
-  The argmax is always computed (the driver reports its 0/1 loss). Empty tree -> prediction 0.
+  During training the argmax is computed only when someone reads it (a predictions file or the
+  progress table; then the summary also gives its 0/1 loss). Empty tree -> prediction 0.
 * **Regressor ids:** node ``i`` uses regressor ``i`` (root 0, then two per inserted label), in
   CPT slot mode ``slot(h, m) = (h + m * 0x9E3779B1) mod 2^b`` (§2.5); per-regressor normaliser
   arrays grow by doubling.
@@ -110,6 +111,11 @@ class ConditionalProbabilityTree(Reduction):
         self.params[C.PAR_EXACT] = 1.0 if rcfg.cpt_predict == "exact" else 0.0
         self.params[C.PAR_LOGISTIC] = 1.0 if learner.config.loss == "logistic" else 0.0
         self.params[C.PAR_FORCE_P] = math.nan
+        self.params[C.PAR_NEED_PRED] = 1.0
+
+    def set_need_predictions(self, need: bool) -> None:
+        """Without a reader for the progressive predictions, skip the argmax search (§3.5)."""
+        self.params[C.PAR_NEED_PRED] = 1.0 if need else 0.0
 
     @staticmethod
     def n_models_for(rcfg) -> int:
