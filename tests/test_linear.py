@@ -159,3 +159,45 @@ def test_ensure_models_grows_and_keeps_state():
     lrn.arrays.S[1] = 5.0
     lrn.ensure_models(9)
     assert lrn.n_models >= 9 and lrn.arrays.S[1] == 5.0
+
+
+@settings(deadline=None, max_examples=80)
+@given(
+    exs=st.lists(st.tuples(
+        st.lists(st.tuples(st.integers(0, 3000), st.sampled_from([1.0, -1.0, 0.5, 2.0, 1e-30, 3.25])),
+                 min_size=0, max_size=8),
+        st.integers(0, 4), st.sampled_from([1.0, 0.5, 2.0, 0.0])), min_size=1, max_size=20),
+    loss=st.sampled_from(["squared", "logistic", "hinge", "quantile"]),
+    sgd=st.booleans(), power_t=st.sampled_from([0.5, 0.25]), bits=st.sampled_from([6, 16]),
+)
+def test_learn_block_equals_sequential_learns(exs, loss, sgd, power_t, bits):
+    """The fused k-regressor update is bit-identical to k sequential updates whenever the
+    disjointness check passes (bits=6 makes it fail often: then only the check is exercised)."""
+    k = 5
+    lcfg = LearnerConfig(loss=loss, sgd=sgd, power_t=power_t)
+    a_l = LinearLearner(lcfg, bits, k)
+    b_l = LinearLearner(lcfg, bits, k)
+    mask = (1 << bits) - 1
+    used = 0
+    for feats, y, iw in exs:
+        idx = np.array([h & mask for h, _ in feats], np.int64)
+        val = np.array([v for _, v in feats], np.float32)
+        a, b = a_l.arrays, b_l.arrays
+        yh = np.array([K.clip_score(a, K.score(a, idx, val, 0, len(idx), c)) for c in range(k)])
+        ys = np.array([1.0 if c == y else -1.0 for c in range(k)])
+        if not K.stride_block_disjoint(a, idx, 0, len(idx), k, np.zeros(max(1, len(idx)), np.int64)):
+            # check it: some two distinct bases really are closer than k
+            bases = sorted({(int(h) * k) & mask for h in idx})
+            gaps = [y2 - y1 for y1, y2 in zip(bases, bases[1:])] + [bases[0] + mask + 1 - bases[-1]]
+            assert min(gaps) < k
+            continue
+        used += 1
+        for c in range(k):
+            K.learn(a, idx, val, 0, len(idx), c, ys[c], iw, yh[c])
+        K.learn_block(b, idx, val, 0, len(idx), k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64))
+        if iw > 0:
+            K.end_example(a, iw)
+            K.end_example(b, iw)
+        np.testing.assert_array_equal(a.table, b.table)
+        np.testing.assert_array_equal(a.S, b.S)
+        np.testing.assert_array_equal(a.T, b.T)

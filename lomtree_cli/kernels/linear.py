@@ -342,3 +342,168 @@ def make_hp(lcfg, bits: int, n_models: int, mode: int) -> np.ndarray:
     else:
         hp[HP_LO], hp[HP_HI] = -1.0, 1.0
     return hp
+
+
+@njit(cache=True, error_model="numpy")
+def stride_block_disjoint(lin, idx, start, end, k, tmp):
+    """True when regressors ``0..k-1`` (stride mode) share no slot between different features of
+    this example, i.e. the slot ranges ``[h*W, h*W + k) mod 2^b`` of distinct bases do not overlap.
+
+    Equal bases (duplicate features, or hashes that collide for every regressor alike) are fine:
+    they behave as duplicates inside each regressor. tmp : int64, shape >= (end - start,).
+    """
+    n = end - start
+    if n <= 1:
+        return True
+    W = np.int64(lin.hp[HP_W])
+    mask = np.int64(lin.hp[HP_MASK])
+    size = mask + 1
+    if k > size:
+        return False
+    for j in range(n):
+        tmp[j] = (np.int64(idx[start + j]) * W) & mask
+    b = np.sort(tmp[:n])
+    first = b[0]
+    prev = b[0]
+    for j in range(1, n):
+        cur = b[j]
+        if cur != prev:
+            if cur - prev < k:
+                return False
+            prev = cur
+    if prev != first and first + size - prev < k:
+        return False
+    return True
+
+
+@njit(cache=True, error_model="numpy")
+def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
+    """Same result as ``for c in range(k): learn(lin, idx, val, start, end, c, ys[c], iw, yhats[c])``
+    when ``stride_block_disjoint`` holds (the regressors then touch disjoint slots, so the order
+    of their updates does not matter); loops features outer and regressors inner, so the k slots
+    of one feature are updated while they sit in the cache.
+
+    ys, yhats : float64 (k,); work : float64 (k, 4) scratch; act : int64 (k,) scratch.
+    """
+    hp = lin.hp
+    if iw <= 0.0 or end <= start:
+        return
+    sgd = hp[HP_SGD] != 0.0
+    tab = lin.table
+    if not sgd and tab.shape[1] < 3:
+        return
+    loss = np.int64(hp[HP_LOSS])
+    tau = hp[HP_TAU]
+    p = hp[HP_POWER_T]
+    eta = hp[HP_ETA]
+    W = np.int64(hp[HP_W])
+    mask = np.int64(hp[HP_MASK])
+    na = 0
+    for c in range(k):
+        if loss_value(loss, tau, yhats[c], ys[c]) > 0.0:
+            d = loss_derivative(loss, tau, yhats[c], ys[c])
+            if sgd:
+                t_eff = hp[HP_INITIAL_T] + hp[HP_CLOCK] + iw
+                u = -eta * iw * t_eff ** (-p) * d
+                if u != 0.0:
+                    work[c, 3] = u
+                    act[na] = c
+                    na += 1
+            else:
+                g2 = iw * d * d
+                if g2 != 0.0:
+                    work[c, 0] = g2
+                    work[c, 1] = 0.0
+                    work[c, 2] = 0.0
+                    act[na] = c
+                    na += 1
+    if na == 0:
+        return
+    if sgd:
+        for j in range(start, end):
+            v = np.float64(val[j])
+            if not math.isfinite(v):
+                continue
+            base = np.int64(idx[j]) * W
+            for a in range(na):
+                c = act[a]
+                s = (base + c) & mask
+                tab[s, 0] = np.float32(np.float64(tab[s, 0]) + work[c, 3] * v)
+        return
+    half = p == 0.5
+    nexp = 2.0 * (1.0 - p)
+    scr = lin.scratch
+    cached = (end - start) * na <= scr.shape[0]
+    pos = 0
+    for j in range(start, end):
+        x = np.float64(val[j])
+        if not math.isfinite(x):
+            pos += na
+            continue
+        base = np.int64(idx[j]) * W
+        x2 = x * x
+        ax = abs(x)
+        if x2 < X2_MIN:
+            x2 = X2_MIN
+            ax = X_MIN
+        for a in range(na):
+            c = act[a]
+            s = (base + c) & mask
+            G = np.float32(np.float64(tab[s, 1]) + work[c, 0] * x2)
+            tab[s, 1] = G
+            Nf = tab[s, 2]
+            if ax > np.float64(Nf):
+                if Nf > 0.0:
+                    if half:
+                        tab[s, 0] = np.float32(np.float64(tab[s, 0]) * (np.float64(Nf) / ax))
+                    else:
+                        tab[s, 0] = np.float32(np.float64(tab[s, 0]) * (np.float64(Nf) / ax) ** nexp)
+                Nf = np.float32(ax)
+                tab[s, 2] = Nf
+            Nv = np.float64(Nf)
+            work[c, 1] += x2 / (Nv * Nv)
+            if half:
+                r = 1.0 / (math.sqrt(np.float64(G)) * Nv)
+            else:
+                r = np.float64(G) ** (-p) * Nv ** (-nexp)
+            work[c, 2] += x2 * r
+            if cached:
+                scr[pos, 0] = r
+                scr[pos, 1] = np.float64(G)
+                scr[pos, 2] = Nv
+            pos += 1
+    for a in range(na):
+        c = act[a]
+        lin.T[c] += iw
+        lin.S[c] += iw * work[c, 1]
+        if half:
+            M = math.sqrt(lin.T[c] / lin.S[c])
+        else:
+            M = (lin.S[c] / lin.T[c]) ** (-(1.0 - p))
+        u = update_amount(loss, tau, yhats[c], ys[c], eta * iw, M * work[c, 2])
+        if u != u:
+            hp[HP_NAN] += 1.0
+            u = 0.0
+        work[c, 3] = M * u
+    pos = 0
+    for j in range(start, end):
+        v = np.float64(val[j])
+        if not math.isfinite(v):
+            pos += na
+            continue
+        base = np.int64(idx[j]) * W
+        for a in range(na):
+            c = act[a]
+            Mu = work[c, 3]
+            if Mu != 0.0:
+                s = (base + c) & mask
+                Gs = np.float64(tab[s, 1])
+                Ns = np.float64(tab[s, 2])
+                if cached and scr[pos, 1] == Gs and scr[pos, 2] == Ns:
+                    r = scr[pos, 0]
+                elif half:
+                    r = 1.0 / (math.sqrt(Gs) * Ns)
+                else:
+                    r = Gs ** (-p) * Ns ** (-nexp)
+                tab[s, 0] = np.float32(np.float64(tab[s, 0]) + Mu * v * r)
+            pos += 1

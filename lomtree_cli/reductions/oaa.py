@@ -42,6 +42,14 @@ def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, 
     scratch : float64, shape (k,)
     """
     n = labels.shape[0]
+    ys = np.empty(k, dtype=np.float64)
+    work = np.empty((k, 4), dtype=np.float64)
+    act = np.empty(k, dtype=np.int64)
+    maxf = 1
+    for i in range(n):
+        if indptr[i + 1] - indptr[i] > maxf:
+            maxf = indptr[i + 1] - indptr[i]
+    tmp = np.empty(maxf, dtype=np.int64)
     for i in range(n):
         s = indptr[i]
         e = indptr[i + 1]
@@ -58,8 +66,13 @@ def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, 
         if train[i]:
             y = labels[i] - 1
             iw = weights[i]
-            for c in range(k):
-                K.learn(lin, indices, values, s, e, c, 1.0 if c == y else -1.0, iw, scratch[c])
+            if K.stride_block_disjoint(lin, indices, s, e, k, tmp):
+                for c in range(k):
+                    ys[c] = 1.0 if c == y else -1.0
+                K.learn_block(lin, indices, values, s, e, k, ys, iw, scratch, work, act)
+            else:
+                for c in range(k):
+                    K.learn(lin, indices, values, s, e, c, 1.0 if c == y else -1.0, iw, scratch[c])
             K.end_example(lin, iw)
 
 
@@ -81,6 +94,9 @@ class OneAgainstAll(Reduction):
 
     def process(self, batch, train):
         n = len(batch)
+        if len(batch) and train.any():
+            # let learn_block cache one rate per (feature, class) pair of the longest example
+            self.learner.ensure_scratch(min(int(batch.n_features.max()) * self.k, 1 << 20))
         preds = np.zeros(n, dtype=np.int64)
         scratch = np.zeros(self.k, dtype=np.float64)
         oaa_process(self.learner.arrays, batch.indptr, batch.indices, batch.values, batch.labels,
