@@ -23,11 +23,12 @@ install: $(STAMP)
 dev: $(STAMP)
 	$(PIP) install --quiet -e '.[test,bench]'
 
-# The main job on an embedded default: a generated stream with 1,000 classes (no download).
+# The main job on an embedded default: a generated stream with 1,000 classes (no download): classes
+# share a 4,000-feature vocabulary, half of each prototype is dropped, Zipf class frequencies.
 demo: $(STAMP)
 	mkdir -p $(DEMO)
-	$(PY) -m data_scripts.synthetic -k 1000 -n 100000 --seed 1 --noise 0.2 --out $(DEMO)/train.vw \
-	    --test-out $(DEMO)/test.vw --test-n 10000
+	$(PY) -m data_scripts.synthetic -k 1000 -n 100000 --seed 1 --noise 0.5 --vocab 4000 --noise-features 6 \
+	    --zipf 0.7 --out $(DEMO)/train.vw --test-out $(DEMO)/test.vw --test-n 10000
 	$(VENV)/bin/lomtree train -r lomtree -k 1000 -b 22 $(DEMO)/train.vw -f $(DEMO)/model.lt --report $(DEMO)/train.json
 	$(VENV)/bin/lomtree predict -i $(DEMO)/model.lt $(DEMO)/test.vw -p $(DEMO)/preds.txt --report $(DEMO)/test.json
 	$(PY) -c "import json; r=json.load(open('$(DEMO)/test.json')); print('held-out error: %.4f on %d examples' % (r['average_loss'], r['examples']))"
@@ -38,13 +39,30 @@ test: $(STAMP)
 test-nojit: $(STAMP)
 	NUMBA_DISABLE_JIT=1 $(PY) -m pytest -q -p no:cacheprovider -x
 
+# The benchmark suite (issue #7; configs/*.toml, data_scripts/bench.py): every reduction on every
+# dataset (one pass and tuned passes) beside VW's --oaa/--log_multi/--ect, a synthetic k sweep and
+# the throughput-vs-VW figures -> bench/results.json, bench/results.md, bench/*.png.
 bench: dev
-	$(PY) -m data_scripts.prepare_all --data-dir $(DATA)
-	$(PY) -m data_scripts.bench_foundation --data-dir $(DATA)
+	$(PY) -m data_scripts.prepare_all --data-dir $(DATA) --synthetic-k 100 1000 10000 100000
+	$(PY) -m data_scripts.bench
 
+# The same on a small scale for development (under 5 minutes): Sector only, <= 3 passes, k = 100..10,000
+# for OAA, LOMtree and Filter tree.
 bench-quick: dev
-	$(PY) -m data_scripts.prepare_all --data-dir $(DATA)
-	$(PY) -m data_scripts.bench_foundation --data-dir $(DATA) --quick
+	$(PY) -m data_scripts.prepare_all --data-dir $(DATA) --synthetic-k 100 1000 10000
+	$(PY) -m data_scripts.bench --quick
+
+# Parser fuzzing (issue #8; not part of `make test`): atheris, coverage-guided, FUZZ_RUNS inputs per
+# parser (VW, LIBSVM); every input is also checked against the pure-Python reference parser.
+# New corpus entries go to bench/fuzz/corpus-*, crashes to bench/fuzz/.
+FUZZ_RUNS ?= 100000
+fuzz: $(STAMP)
+	$(PIP) install --quiet -e '.[test,fuzz]'
+	mkdir -p bench/fuzz/corpus-vw bench/fuzz/corpus-libsvm
+	$(PY) -m fuzz.fuzz_parsers --target vw -atheris_runs=$(FUZZ_RUNS) -max_len=1024 -timeout=20 \
+	    -dict=fuzz/parsers.dict -artifact_prefix=bench/fuzz/ bench/fuzz/corpus-vw fuzz/seeds/vw
+	$(PY) -m fuzz.fuzz_parsers --target libsvm -atheris_runs=$(FUZZ_RUNS) -max_len=1024 -timeout=20 \
+	    -dict=fuzz/parsers.dict -artifact_prefix=bench/fuzz/ bench/fuzz/corpus-libsvm fuzz/seeds/libsvm
 
 data: $(STAMP)
 	$(PY) -m data_scripts.prepare_all --data-dir $(DATA)
