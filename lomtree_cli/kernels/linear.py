@@ -384,6 +384,11 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
     of one feature are updated while they sit in the cache.
 
     ys, yhats : float64 (k,); work : float64 (k, 4) scratch; act : int64 (k,) scratch.
+
+    The per-slot arithmetic is written out here and in ``learn`` on purpose: moving it into
+    shared helper functions made OAA training 20-50% slower under numba 0.68 (measured on Sector,
+    with and without ``inline="always"``). ``test_learn_block_equals_sequential_learns`` keeps the
+    two bit-identical.
     """
     hp = lin.hp
     if iw <= 0.0 or end <= start:
