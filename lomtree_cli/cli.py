@@ -45,7 +45,7 @@ def _run(fn):
         click.echo("interrupted", err=True)
         sys.exit(130)
     except MemoryError:
-        _fail("out of memory (try fewer --bits)", 1)
+        _fail("out of memory (try fewer --bits or a smaller -k)", 1)
     except OSError as e:
         _fail(f"{getattr(e, 'filename', '') or ''}: {e.strerror or e}", 1)
 

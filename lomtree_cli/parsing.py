@@ -75,6 +75,8 @@ def open_input(path: str) -> tuple[BinaryIO, str]:
 
 def _quote(tok: bytes) -> str:
     s = tok.decode("utf-8", errors="replace")
+    if not s.isprintable():  # control bytes (ESC, form feed, U+2028, ...) are shown escaped
+        s = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in s)
     if len(s) > _MAX_SHOWN:
         s = s[: _MAX_SHOWN - 3] + "..."
     return "'" + s + "'"
@@ -86,7 +88,7 @@ def _detail(reason: str, tok: bytes, kind: int) -> str:
     if reason == "no_bar":
         return "no '|' in line"
     if reason == "label_int":
-        if kind == KIND_RANGE and tok.isdigit() and int(tok) > 0:
+        if kind == KIND_RANGE and tok.isdigit() and tok.strip(b"0"):  # > 0; no int(): tokens can be huge
             return f"bad label {q} (must be an integer >= 1 and < 2^31)"
         return f"bad label {q} (must be an integer >= 1)"
     if reason == "label_tokens":

@@ -1,0 +1,1 @@
+"""Fuzzing harnesses (atheris); run by ``make fuzz``, never by ``make test``."""
