@@ -1,0 +1,388 @@
+"""Tables (Markdown) and plots (PNG) from ``bench/results.json`` (see ``data_scripts.bench``).
+
+``write_all(results, out_dir)`` writes ``results.md`` and, when matplotlib is importable,
+``test_error.png``, ``time_vs_k.png`` and ``oaa_vs_lomtree_test_time.png``.  Everything here
+is a pure function of the results dict, so ``python -m data_scripts.bench --report-only``
+re-renders them without running anything.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+#: plot file names (relative to the output directory)
+PLOTS = {
+    "error": "test_error.png",
+    "time": "time_vs_k.png",
+    "ratio": "oaa_vs_lomtree_test_time.png",
+}
+
+#: display names
+NAMES = {"oaa": "OAA", "lomtree": "LOMtree", "filter": "Filter tree", "rtree": "Rtree", "cpt": "CPT",
+         "table": "label-frequency", "log_multi": "VW --log_multi", "ect": "VW --ect"}
+SYSTEM_ORDER = ["oaa", "lomtree", "filter", "rtree", "cpt", "table"]
+VW_ORDER = ["oaa", "log_multi", "ect"]
+
+
+def display_name(rec: dict) -> str:
+    if rec.get("system") == "vw":
+        return "VW --" + rec["reduction"]
+    return NAMES.get(rec["reduction"], rec["reduction"])
+
+
+def fmt_pct(x: float | None, digits: int = 2) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.{digits}f}"
+
+
+def fmt_error_ci(rec: dict) -> str:
+    """``'16.19 [14.9, 17.5]'``: test error % with its 95 % interval."""
+    if rec.get("error") is None:
+        return ""
+    return f"{100 * rec['error']:.2f} [{100 * rec['ci_low']:.1f}, {100 * rec['ci_high']:.1f}]"
+
+
+def fmt_num(x, digits: int = 2) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, float) and math.isnan(x):
+        return ""
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}f}"
+
+
+def md_table(headers: list[str], rows: list[list], align: str | None = None) -> str:
+    """A GitHub Markdown table; ``align`` is one char per column (``l``/``r``), default l then r."""
+    align = align or ("l" + "r" * (len(headers) - 1))
+    sep = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(str(h) for h in headers) + " |", "| " + " | ".join(sep) + " |"]
+    for r in rows:
+        lines.append("| " + " | ".join("" if c is None else str(c).replace("|", "\\|") for c in r) + " |")
+    return "\n".join(lines)
+
+
+def _sort_key(rec: dict):
+    if rec.get("system") == "vw":
+        return (1, VW_ORDER.index(rec["reduction"]) if rec["reduction"] in VW_ORDER else 9)
+    return (0, SYSTEM_ORDER.index(rec["reduction"]) if rec["reduction"] in SYSTEM_ORDER else 9)
+
+
+def results_table(results: list[dict]) -> str:
+    """One row per run on the real datasets: error with CI, paper, times, memory."""
+    rows = []
+    datasets = []
+    for r in results:
+        if not r.get("sweep") and r.get("dataset") not in datasets:
+            datasets.append(r.get("dataset"))
+    for ds in datasets:
+        for var in ("1pass", "tuned"):
+            recs = sorted((r for r in results if r.get("dataset") == ds and r.get("variant") == var
+                           and not r.get("sweep")), key=_sort_key)
+            for r in recs:
+                opts = r.get("options", {})
+                passes = f"{opts.get('passes', 1)}"
+                if r.get("passes_used") not in (None, opts.get("passes", 1)):
+                    passes += f" ({r['passes_used']} used)"
+                extra = ", ".join(f"{k}={v}" for k, v in opts.items() if k not in ("bits", "passes"))
+                if r.get("status") != "ok":
+                    rows.append([ds, display_name(r), passes, opts.get("bits", ""), extra,
+                                 r.get("status", "?").upper(), "", "", "", "", ""])
+                    continue
+                ntest = r["test"].get("examples") or 0
+                rows.append([
+                    ds, display_name(r), passes, opts.get("bits", ""), extra, fmt_error_ci(r),
+                    "" if r.get("paper_error") is None or var != "tuned" else f"{r['paper_error']:.2f}",
+                    fmt_num(r["train"]["seconds"]),
+                    fmt_num(1e6 * r["test"]["seconds"] / ntest if ntest else None, 1),
+                    fmt_num(r["train"]["peak_rss_mb"], 0), fmt_num(r["test"]["peak_rss_mb"], 0),
+                ])
+    return md_table(["dataset", "learner", "passes", "bits", "options", "test error % [95% CI]",
+                     "paper %", "train s", "test µs/ex", "train MB", "test MB"], rows, "lllrlrrrrrr")
+
+
+def comparison_table(comps: list[dict]) -> str:
+    rows = []
+    for c in comps:
+        verdict = "ok" if c["within_1_point"] else f"MISS by {c['diff_points'] - 1:.2f}"
+        rows.append([c["dataset"], c["variant"], f"{NAMES.get(c['reduction'])} vs VW --{c['vw']}",
+                     fmt_pct(c["ours_error"]), fmt_pct(c["vw_error"]), f"{c['diff_points']:+.2f}", verdict,
+                     _two(c["train_ratio"], c.get("train_cpu_ratio")), _two(c["test_ratio"], c.get("test_cpu_ratio"))])
+    return md_table(["dataset", "variant", "pair", "ours %", "VW %", "diff (points)", "target: ≤ +1 point",
+                     "train speed ours/VW: wall (CPU)", "test speed ours/VW: wall (CPU)"], rows, "lllrrrlrr")
+
+
+def _two(wall, cpu) -> str:
+    return f"{wall:.2f}" + ("" if cpu is None else f" ({cpu:.2f})")
+
+
+def foundation_table(rows: list[dict]) -> str:
+    out = []
+    for r in rows:
+        if r["unit"] == "s":
+            ours = "" if r["ours"] is None else f"{r['ours']:.2f} s"
+            vw = "" if r["vw"] is None else f"{r['vw']:.2f} s"
+            ratio = "" if r.get("ratio") is None else f"{r['ratio']:.2f} (VW time / ours)"
+        else:
+            ours = "" if r["ours"] is None else f"{r['ours']:,.0f} {r['unit']}"
+            vw = "" if r["vw"] is None else f"{r['vw']:,.0f} {r['unit']}"
+            ratio = "" if r.get("ratio") is None else f"{r['ratio']:.2f}"
+        target = r.get("target", "")
+        if target:
+            target += " ✓" if r.get("meets_target") else " ✗"
+        out.append([r["what"], ours, f"{vw} ({r.get('vw_what', '')})" if vw else "", ratio, target])
+    return md_table(["measurement (whole commands)", "lomtree", "VW", "ratio ours/VW", "target"], out, "lrrrl")
+
+
+def sweep_table(results: list[dict]) -> str:
+    recs = [r for r in results if r.get("sweep")]
+    ks = sorted({int(r["k"]) for r in recs})
+    reds = [x for x in SYSTEM_ORDER if any(r["reduction"] == x for r in recs)]
+    rows = []
+    for k in ks:
+        for red in reds:
+            r = next((x for x in recs if int(x["k"]) == k and x["reduction"] == red), None)
+            if r is None:
+                continue
+            if r.get("status") != "ok":
+                rows.append([f"{k:,}", NAMES[red], r.get("status", "").upper(), "", "", "", ""])
+                continue
+            rows.append([f"{k:,}", NAMES[red], f"{r['train'].get('examples', 0):,}",
+                         f"{r['test'].get('examples', 0):,}",
+                         fmt_num(r.get("train_us_per_ex"), 1), fmt_num(r.get("test_us_per_ex"), 1),
+                         fmt_num(r["train"]["peak_rss_mb"], 0)])
+    return md_table(["k", "learner", "train ex", "predicted ex", "train µs/ex", "predict µs/ex",
+                     "train MB"], rows, "llrrrrr")
+
+
+def ratio_rows(results: list[dict]) -> list[tuple[int, float, dict]]:
+    """(k, OAA test µs/ex / LOMtree test µs/ex, {other tree: ratio}) for every k of the sweep."""
+    recs = [r for r in results if r.get("sweep") and r.get("status") == "ok"]
+    out = []
+    for k in sorted({int(r["k"]) for r in recs}):
+        by = {r["reduction"]: r.get("test_us_per_ex") for r in recs if int(r["k"]) == k}
+        if by.get("oaa") and by.get("lomtree"):
+            out.append((k, by["oaa"] / by["lomtree"],
+                        {red: by["oaa"] / v for red, v in by.items() if v and red != "oaa"}))
+    return out
+
+
+def render_markdown(res: dict, plots: list[str] | None = None) -> str:
+    m = res.get("machine", {})
+    parts = ["## Benchmarks", ""]
+    parts.append(f"Made by `{res.get('command', 'make bench')}` "
+                 f"(`{res.get('argv', '')}`), {res.get('started', '')}, "
+                 f"{res.get('elapsed_seconds', 0) / 60:.1f} min.")
+    parts.append(f"Machine: {m.get('nproc')} CPUs (`nproc`), {m.get('cpu')}, {m.get('memory_gb')} GB RAM, "
+                 f"{m.get('os')}; Python {m.get('python')}, numpy {m.get('numpy')}, numba {m.get('numba')}, "
+                 f"Vowpal Wabbit {m.get('vowpalwabbit') or 'not installed'}. Load average at start: "
+                 f"{', '.join(f'{x:.1f}' for x in (m.get('loadavg_at_start') or []))}, at the end: "
+                 f"{m.get('loadavg_at_end', '?')} (a shared machine: times are indicative; each run's "
+                 f"1-minute load average is in `results.json`).")
+    parts.append("")
+    parts.append("Every number comes from real subprocesses (`lomtree train ... -f M --report R.json`, then "
+                 "`lomtree predict -i M TEST -p /dev/null --report R2.json --quiet`; VW: "
+                 "`python -m vowpalwabbit --<red> k -b B -d TRAIN -f M`, then `-t -i M -d TEST`), timed as whole "
+                 "commands, start-up included, after warming the numba cache. Peak memory is the child's "
+                 "`ru_maxrss` (`os.wait4`). Test error: 0/1 loss on the test file with a " + res.get("ci", "") +
+                 ". Multi-pass: " + res.get("holdout", "") + ". Ours keeps the best-holdout pass's model, VW "
+                 "the last pass's (unless it stopped early). VW gets the same `-b`, `--passes`, `-l`; VW's "
+                 "log_multi has no `--max-internal-nodes`.")
+    parts.append("")
+    avail = res.get("available", {})
+    missing = [r for r, s in avail.items() if s != "ok"]
+    if missing:
+        parts.append("Reductions not available in this build when the suite ran: " +
+                     ", ".join(f"`{r}` ({avail[r]})" for r in missing) + ".")
+        parts.append("")
+    parts += ["### Test error, time and memory", "", results_table(res.get("results", [])), ""]
+    parts.append("`paper %`: the LOMtree paper's tuned Sector numbers (Choromanska & Langford 2015, Table 3). "
+                 "`test µs/ex`: whole `predict` command / test examples.")
+    parts.append("")
+    if res.get("comparisons"):
+        parts += ["### Against Vowpal Wabbit (same files, bits, passes)", "",
+                  comparison_table(res["comparisons"]), "",
+                  "Speed ratios are VW's time / ours for the whole train (or test) command, wall clock "
+                  "and, in brackets, CPU (user + sys of the child, less disturbed by other load): "
+                  "> 1 means lomtree is faster.", ""]
+    if res.get("foundation"):
+        parts += ["### Throughput vs VW (issue #2)", "", foundation_table(res["foundation"]), ""]
+    if any(r.get("sweep") for r in res.get("results", [])):
+        parts += ["### Per-example time vs k (synthetic streams)", "", sweep_table(res["results"]), "",
+                  "Each learner trains with `-b " +
+                  str((res.get("suite_config", {}).get("synthetic") or {}).get("bits", "")) +
+                  "` on the stream's lines (trees: repeated `repeat` = " +
+                  str((res.get("suite_config", {}).get("synthetic") or {}).get("repeat", 1)) +
+                  " times), then predicts the same lines (timing only). µs/ex: CPU time (user + sys of the child, "
+                  "robust to the other load on a shared machine) of the whole command minus the least CPU "
+                  "time of the same command on 10 lines, / (examples − 10): start-up and model "
+                  "allocation removed. Raw whole-command wall times are in `results.json`. "
+                  "OAA runs on fewer examples at large k (min(n, " +
+                  f"{(res.get('suite_config', {}).get('synthetic') or {}).get('oaa_budget', 0):,.0f}" +
+                  " / k)).", ""]
+        rr = ratio_rows(res["results"])
+        if rr:
+            parts.append("OAA / LOMtree per-example test time: " +
+                         ", ".join(f"k={k:,}: {v:.1f}×" for k, v, _ in rr) + ".")
+            parts.append("")
+    if plots:
+        parts += ["### Plots", ""] + [f"- `bench/{p}`" for p in plots] + [""]
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# plots
+
+def _plt():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        return plt
+    except ImportError:
+        return None
+
+
+def plot_errors(res: dict, path: Path, plt) -> bool:
+    # the label-frequency baseline (near 100 % on balanced data) would flatten the bars: table only
+    recs = [r for r in res.get("results", []) if not r.get("sweep") and r.get("status") == "ok"
+            and r.get("reduction") != "table"]
+    if not recs:
+        return False
+    variants = [v for v in ("1pass", "tuned") if any(r["variant"] == v for r in recs)]
+    datasets = []
+    for r in recs:
+        if r["dataset"] not in datasets:
+            datasets.append(r["dataset"])
+    learners = []
+    for r in sorted(recs, key=_sort_key):
+        name = display_name(r)
+        if name not in learners:
+            learners.append(name)
+    fig, axes = plt.subplots(len(variants), 1, figsize=(max(8, 1.6 * len(datasets) * len(learners) / 4), 4.2 * len(variants)),
+                             squeeze=False)
+    width = 0.8 / max(1, len(learners))
+    cmap = plt.get_cmap("tab10")
+    for ax, var in zip(axes[:, 0], variants):
+        for j, name in enumerate(learners):
+            xs, ys, lo, hi = [], [], [], []
+            for i, ds in enumerate(datasets):
+                r = next((x for x in recs if x["dataset"] == ds and x["variant"] == var
+                          and display_name(x) == name), None)
+                if r is None:
+                    continue
+                xs.append(i + (j - (len(learners) - 1) / 2) * width)
+                ys.append(100 * r["error"])
+                lo.append(100 * (r["error"] - r["ci_low"]))
+                hi.append(100 * (r["ci_high"] - r["error"]))
+            if xs:
+                ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=name, color=cmap(_colour(name)),
+                       hatch="//" if name.startswith("VW") else None, edgecolor="black", linewidth=0.4)
+        for i, ds in enumerate(datasets):
+            for red, pe in ((k[1], v) for k, v in _paper(res).items() if k[0] == ds):
+                if var == "tuned" and NAMES.get(red) in learners:
+                    j = learners.index(NAMES[red])
+                    x = i + (j - (len(learners) - 1) / 2) * width
+                    ax.plot([x], [pe], marker="*", color="black", markersize=7, linestyle="none")
+        ax.set_xticks(range(len(datasets)))
+        ax.set_xticklabels(datasets)
+        ax.set_ylabel("test error % (95% Wilson CI)")
+        ax.set_title(f"Test error per reduction and dataset ({'one pass' if var == '1pass' else 'tuned passes'})"
+                     + ("; ★ = LOMtree paper (tuned)" if var == "tuned" else ""))
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7, ncol=min(5, len(learners)))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _colour(name: str) -> int:
+    """Colour index of a learner: VW's counterpart gets our reduction's colour (hatched)."""
+    pair = {"VW --oaa": "OAA", "VW --log_multi": "LOMtree", "VW --ect": "Filter tree"}
+    names = [NAMES[r] for r in SYSTEM_ORDER]
+    name = pair.get(name, name)
+    return names.index(name) if name in names else 9
+
+
+def _paper(res: dict) -> dict:
+    out = {}
+    for r in res.get("results", []):
+        if r.get("paper_error") is not None and r.get("system") == "lomtree":
+            out[(r["dataset"], r["reduction"])] = r["paper_error"]
+    return out
+
+
+def plot_time_vs_k(res: dict, path: Path, plt) -> bool:
+    recs = [r for r in res.get("results", []) if r.get("sweep") and r.get("status") == "ok"]
+    if not recs:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, part in zip(axes, ("train", "test")):
+        for red in SYSTEM_ORDER:
+            pts = sorted((int(r["k"]), r.get(f"{part}_us_per_ex")) for r in recs if r["reduction"] == red)
+            pts = [(k, v) for k, v in pts if v]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=plt.get_cmap("tab10")(_colour(NAMES[red])),
+                        linestyle="--" if red == "oaa" else "-", label=NAMES[red])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("number of classes k")
+        ax.set_ylabel(f"{part} time per example (µs)")
+        ax.set_title(f"Per-example {part} CPU time vs k (start-up removed)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def plot_ratio(res: dict, path: Path, plt) -> bool:
+    rr = ratio_rows(res.get("results", []))
+    if not rr:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    cmap = plt.get_cmap("tab10")
+    ax.plot([k for k, _, _ in rr], [v for _, v, _ in rr], marker="o", label="OAA / LOMtree",
+            color=cmap(_colour("LOMtree")))
+    for red in ("filter", "rtree", "cpt"):
+        pts = [(k, d[red]) for k, _, d in rr if d.get(red)]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", linestyle=":", alpha=0.7,
+                    label=f"OAA / {NAMES[red]}", color=cmap(_colour(NAMES[red])))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.axhline(1, color="grey", linewidth=0.8)
+    ax.set_xlabel("number of classes k")
+    ax.set_ylabel("OAA test time / tree test time (per example)")
+    ax.set_title("Test-time speed-up over OAA (cf. paper Fig. 3)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write_plots(res: dict, out_dir: Path) -> list[str]:
+    plt = _plt()
+    if plt is None:
+        return []
+    made = []
+    for key, fn in (("error", plot_errors), ("time", plot_time_vs_k), ("ratio", plot_ratio)):
+        if fn(res, Path(out_dir) / PLOTS[key], plt):
+            made.append(PLOTS[key])
+    return made
+
+
+def write_all(res: dict, out_dir: str | os.PathLike) -> list[str]:
+    """``results.md`` and the plots; returns the plot file names written."""
+    out_dir = Path(out_dir)
+    plots = write_plots(res, out_dir)
+    md = render_markdown(res, plots)
+    tmp = out_dir / "results.md.writing"
+    tmp.write_text(md + "\n")
+    os.replace(tmp, out_dir / "results.md")
+    return plots
