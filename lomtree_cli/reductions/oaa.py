@@ -27,11 +27,17 @@ def _scores_all(lin, indices, values, s, e, k, out):
     tab = lin.table
     W = np.int64(lin.hp[K.HP_W])
     mask = np.int64(lin.hp[K.HP_MASK])
+    w = tab[:, 0]
     for j in range(s, e):
-        base = np.int64(indices[j]) * W
+        base = (np.int64(indices[j]) * W) & mask
         v = np.float64(values[j])
-        for c in range(k):
-            out[c] += np.float64(tab[(base + c) & mask, 0]) * v
+        if base + k <= mask + 1:
+            # the k slots are one contiguous run: no masking, so the loop vectorises
+            for c in range(k):
+                out[c] += np.float64(w[base + c]) * v
+        else:
+            for c in range(k):
+                out[c] += np.float64(w[(base + c) & mask]) * v
 
 
 @njit(cache=True, nogil=True)
