@@ -129,8 +129,10 @@ def plan(data_dir=DEFAULT_DATA_DIR, out_dir=DEFAULT_OUT_DIR, vocab: int = 5000, 
     for k in synthetic_k:
         params = {"k": int(k), "n": int(synthetic_n),
                   "test_n": int(synthetic_test_n if synthetic_test_n is not None else synthetic_n // 10),
-                  "seed": int(synthetic_seed), "noise": 0.1, "zipf": None, "proto_features": 8,
-                  "noise_features": 4, "vocab": 1_000_000}
+                  # the demo's stream (Makefile): classes share a vocabulary of 4 features per class
+                  # (at least 4,000), half of each prototype dropped, Zipf(0.7) class frequencies
+                  "seed": int(synthetic_seed), "noise": 0.5, "zipf": 0.7, "proto_features": 8,
+                  "noise_features": 6, "vocab": max(4000, 4 * int(k))}
         train, test = out_dir / f"synth_k{k}.train.vw", out_dir / f"synth_k{k}.test.vw"
         tasks.append(Task(f"synth_k{k}", _src(synthetic), [train, test], _Call(_synth, train, test, params),
                           params=params, params_path=out_dir / f"synth_k{k}.params.json"))
