@@ -371,10 +371,8 @@ def _open_cache(opts: RunOptions, input_cfg: InputConfig, paths, final_model: st
     """
     if opts.passes <= 1 and not opts.use_cache:
         return None
-    try:
-        from .cache import ExampleCache
-    except ModuleNotFoundError:
-        return None
+    from .cache import ExampleCache
+
     return ExampleCache.open(opts.cache, input_cfg, paths, opts,
                              err=None if opts.quiet else (opts.err or sys.stderr), model_path=final_model)
 
@@ -408,8 +406,6 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     if opts.passes < 1:
         raise ConfigError("--passes must be >= 1")
     paths = list(opts.inputs) or ["-"]
-    if opts.passes > 1 and "-" in paths and not _cache_available():
-        raise ConfigError("--passes > 1 with standard input needs the example cache")
     holdout = opts.passes > 1 and not opts.holdout_off
     if holdout and opts.holdout_period < 1:
         raise ConfigError("--holdout-period must be >= 1")
@@ -485,14 +481,6 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     if stop.signum:
         raise Interrupted(stop.signum, summary)
     return summary
-
-
-def _cache_available() -> bool:
-    try:
-        import lomtree_cli.cache  # noqa: F401
-    except ModuleNotFoundError:
-        return False
-    return True
 
 
 def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> dict:
