@@ -41,3 +41,11 @@ if "NUMBA_CACHE_DIR" not in _os.environ:
         _os.environ["NUMBA_CACHE_DIR"] = _numba_cache_dir()
     except OSError:
         pass
+
+if _os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
+    import warnings as _warnings
+
+    # Without the JIT the kernels run as Python on numpy scalars, and the intended uint64
+    # wrap-around of the hash and RNG mixers warns; compiled code wraps silently.
+    _warnings.filterwarnings("ignore", message="overflow encountered in scalar", category=RuntimeWarning,
+                             module=r"lomtree_cli\.")
