@@ -41,6 +41,18 @@ def timed(cmd: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
     return wall, cpu, proc
 
 
+def timed_pair(train_cmd: list[str], test_cmd: list[str], repeat: int) -> dict:
+    """Run train then test ``repeat`` times; the commands and their wall/CPU times."""
+    res = {"train_cmd": shlex.join(train_cmd), "test_cmd": shlex.join(test_cmd), "train_wall": [],
+           "train_cpu": [], "test_wall": [], "test_cpu": []}
+    for _ in range(repeat):
+        for phase, cmd in (("train", train_cmd), ("test", test_cmd)):
+            w, c, _ = timed(cmd)
+            res[f"{phase}_wall"].append(w)
+            res[f"{phase}_cpu"].append(c)
+    return res
+
+
 def labels_of(path: str) -> list[int]:
     out = []
     with open(path, "rb") as f:
@@ -65,19 +77,12 @@ def run_lomtree(a, tmp: str) -> dict:
         tr += ["--passes", str(a.passes), "-c", os.path.join(tmp, "lt.cache"), "--holdout-off"]
     te = [PY, "-m", "lomtree_cli.cli", "predict", "-i", model, a.test, "-p", os.devnull, "--quiet",
           "--report", rep_te]
-    res = {"train_cmd": shlex.join(tr), "test_cmd": shlex.join(te), "train_wall": [], "train_cpu": [],
-           "test_wall": [], "test_cpu": []}
-    for _ in range(a.repeat):
-        w, c, _ = timed(tr)
-        res["train_wall"].append(w)
-        res["train_cpu"].append(c)
-        w, c, _ = timed(te)
-        res["test_wall"].append(w)
-        res["test_cpu"].append(c)
+    res = timed_pair(tr, te, a.repeat)
     rt = json.load(open(rep_te))
     res["test_error"] = rt["average_loss"]
-    res["train_progressive_loss"] = json.load(open(rep_tr))["average_loss"]
-    res["swaps"] = json.load(open(rep_tr)).get("number_of_swaps")
+    train_report = json.load(open(rep_tr))
+    res["train_progressive_loss"] = train_report["average_loss"]
+    res["swaps"] = train_report.get("number_of_swaps")
     return res
 
 
@@ -89,15 +94,7 @@ def run_vw(a, tmp: str) -> dict:
         tr += ["--passes", str(a.passes), "-c", "--cache_file", os.path.join(tmp, "vw.cache"), "--holdout_off",
                "-k"]
     te = [PY, "-m", "vowpalwabbit", "-t", "-i", model, "-d", a.vw_test, "-p", preds, "--quiet"]
-    res = {"train_cmd": shlex.join(tr), "test_cmd": shlex.join(te), "train_wall": [], "train_cpu": [],
-           "test_wall": [], "test_cpu": []}
-    for _ in range(a.repeat):
-        w, c, _ = timed(tr)
-        res["train_wall"].append(w)
-        res["train_cpu"].append(c)
-        w, c, _ = timed(te)
-        res["test_wall"].append(w)
-        res["test_cpu"].append(c)
+    res = timed_pair(tr, te, a.repeat)
     gold = labels_of(a.vw_test)
     got = [int(float(line.split()[0])) for line in open(preds) if line.strip()]
     res["test_error"] = sum(g != p for g, p in zip(gold, got)) / len(gold)
