@@ -89,15 +89,13 @@ class LinearLearner:
         if self.predict_only:
             raise ValueError("a predict-only learner has no optimiser state to save")
         a = self.arrays
-        bits_view = a.table.view(np.uint32)
-        nzmask = bits_view[:, 0] != 0
-        for c in range(1, a.table.shape[1]):
-            nzmask |= bits_view[:, c] != 0
-        nz = np.flatnonzero(nzmask).astype(np.int64)
-        out = {"nz": nz, "size": np.array([a.table.shape[0]], dtype=np.int64), "w": a.table[nz, 0]}
+        nz, rows = K.sparse_rows(a.table.view(np.uint32))
+        vals = rows.view(np.float32)
+        out = {"nz": nz, "size": np.array([a.table.shape[0]], dtype=np.int64),
+               "w": np.ascontiguousarray(vals[:, 0])}
         if not self.config.sgd:
-            out["G"] = a.table[nz, 1]
-            out["N"] = a.table[nz, 2]
+            out["G"] = np.ascontiguousarray(vals[:, 1])
+            out["N"] = np.ascontiguousarray(vals[:, 2])
         out["model_S"] = a.S.copy()
         out["model_T"] = a.T.copy()
         return out
@@ -123,7 +121,7 @@ class LinearLearner:
             if v.dtype != np.float32 or v.shape != nz.shape:
                 raise ValueError(f"bad {c} values")
             if i < a.table.shape[1]:
-                a.table[nz, i] = v
+                K.scatter_rows(a.table, nz, v, i)
         S, T = arrays["model_S"], arrays["model_T"]
         if S.shape != T.shape or S.ndim != 1 or S.dtype != np.float64 or T.dtype != np.float64:
             raise ValueError("model_S/model_T have the wrong shape or type")

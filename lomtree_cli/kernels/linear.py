@@ -346,34 +346,41 @@ def make_hp(lcfg, bits: int, n_models: int, mode: int) -> np.ndarray:
 
 @njit(cache=True, error_model="numpy")
 def stride_block_disjoint(lin, idx, start, end, k, tmp):
-    """True when regressors ``0..k-1`` (stride mode) share no slot between different features of
-    this example, i.e. the slot ranges ``[h*W, h*W + k) mod 2^b`` of distinct bases do not overlap.
+    """Nonzero when regressors ``0..k-1`` (stride mode) share no slot between different features
+    of this example, i.e. the slot ranges ``[h*W, h*W + k) mod 2^b`` of distinct bases do not
+    overlap: 0 = they overlap, 1 = disjoint, 2 = disjoint, every base distinct and no range
+    wraps around the end of the table (``learn_block_distinct`` may be used).
 
-    Equal bases (duplicate features, or hashes that collide for every regressor alike) are fine:
-    they behave as duplicates inside each regressor. tmp : int64, shape >= (end - start,).
+    Equal bases (duplicate features, or hashes that collide for every regressor alike) are fine
+    for 1: they behave as duplicates inside each regressor. tmp : int64, shape >= (end - start,).
     """
     n = end - start
-    if n <= 1:
-        return True
     W = np.int64(lin.hp[HP_W])
     mask = np.int64(lin.hp[HP_MASK])
     size = mask + 1
+    if n <= 0:
+        return 2
     if k > size:
-        return False
+        return 0
+    if n == 1:
+        return 2 if ((np.int64(idx[start]) * W) & mask) + k <= size else 1
     for j in range(n):
         tmp[j] = (np.int64(idx[start + j]) * W) & mask
     b = np.sort(tmp[:n])
     first = b[0]
     prev = b[0]
+    distinct = True
     for j in range(1, n):
         cur = b[j]
         if cur != prev:
             if cur - prev < k:
-                return False
+                return 0
             prev = cur
+        else:
+            distinct = False
     if prev != first and first + size - prev < k:
-        return False
-    return True
+        return 0
+    return 2 if distinct and prev + k <= size else 1
 
 
 @njit(cache=True, error_model="numpy")
@@ -512,3 +519,132 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
                     r = Gs ** (-p) * Ns ** (-nexp)
                 tab[s, 0] = np.float32(np.float64(tab[s, 0]) + Mu * v * r)
             pos += 1
+
+
+@njit(cache=True, error_model="numpy")
+def learn_block_distinct(lin, idx, val, start, end, k, ys, iw, yhats, work, act, rbuf):
+    """``learn_block`` for an example whose ``stride_block_disjoint`` code is 2 (distinct bases,
+    no wrap), with the adaptive update at ``power_t = 0.5``; any other case is passed on to
+    ``learn_block``. Bit-identical to it (``test_learn_block_distinct_equals_learn_block``).
+
+    With distinct bases no slot is visited twice, so the rate ``r`` of the first pass is final:
+    it is kept in ``rbuf`` (float64, >= (end - start) * k) for the weight pass, which then reads
+    neither G nor N back; slots are ``base + c`` without masking, and when every regressor is
+    active the class index needs no indirection.
+    """
+    hp = lin.hp
+    tab = lin.table
+    if (iw <= 0.0 or end <= start or hp[HP_SGD] != 0.0 or hp[HP_POWER_T] != 0.5
+            or tab.shape[1] < 3 or rbuf.shape[0] < (end - start) * k):
+        learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act)
+        return
+    loss = np.int64(hp[HP_LOSS])
+    tau = hp[HP_TAU]
+    eta = hp[HP_ETA]
+    W = np.int64(hp[HP_W])
+    mask = np.int64(hp[HP_MASK])
+    na = 0
+    for c in range(k):
+        work[c, 1] = 0.0
+        work[c, 2] = 0.0
+        work[c, 3] = 0.0
+        if loss_value(loss, tau, yhats[c], ys[c]) > 0.0:
+            d = loss_derivative(loss, tau, yhats[c], ys[c])
+            g2 = iw * d * d
+            if g2 != 0.0:
+                work[c, 0] = g2
+                act[na] = c
+                na += 1
+    if na == 0:
+        return
+    t = tab.reshape(tab.size)  # slot s: w, G, N at 3s, 3s+1, 3s+2
+    pos = 0
+    for j in range(start, end):
+        x = np.float64(val[j])
+        if not math.isfinite(x):
+            continue
+        b3 = ((np.int64(idx[j]) * W) & mask) * 3
+        x2 = x * x
+        ax = abs(x)
+        if x2 < X2_MIN:
+            x2 = X2_MIN
+            ax = X_MIN
+        for a in range(na):
+            c = act[a]
+            o = b3 + 3 * c
+            G = np.float32(np.float64(t[o + 1]) + work[c, 0] * x2)
+            t[o + 1] = G
+            Nf = t[o + 2]
+            if ax > np.float64(Nf):
+                if Nf > 0.0:
+                    t[o] = np.float32(np.float64(t[o]) * (np.float64(Nf) / ax))
+                Nf = np.float32(ax)
+                t[o + 2] = Nf
+            Nv = np.float64(Nf)
+            work[c, 1] += x2 / (Nv * Nv)
+            r = 1.0 / (math.sqrt(np.float64(G)) * Nv)
+            work[c, 2] += x2 * r
+            rbuf[pos + a] = r
+        pos += na
+    for a in range(na):
+        c = act[a]
+        lin.T[c] += iw
+        lin.S[c] += iw * work[c, 1]
+        M = math.sqrt(lin.T[c] / lin.S[c])
+        u = update_amount(loss, tau, yhats[c], ys[c], eta * iw, M * work[c, 2])
+        if u != u:
+            hp[HP_NAN] += 1.0
+            u = 0.0
+        work[c, 3] = M * u
+    pos = 0
+    for j in range(start, end):
+        v = np.float64(val[j])
+        if not math.isfinite(v):
+            continue
+        b3 = ((np.int64(idx[j]) * W) & mask) * 3
+        for a in range(na):
+            c = act[a]
+            Mu = work[c, 3]
+            if Mu != 0.0:
+                o = b3 + 3 * c
+                t[o] = np.float32(np.float64(t[o]) + Mu * v * rbuf[pos + a])
+        pos += na
+
+
+@njit(cache=True, nogil=True)
+def sparse_rows(bits):
+    """Slots whose row of ``bits`` (the table viewed as uint32, shape (size, cols)) is not all
+    zero bits, and the rows at those slots: ``(nz int64 (m,), rows uint32 (m, cols))``.
+
+    One pass to count and one to copy (what ``LinearLearner.state`` saves); faster than numpy's
+    mask + flatnonzero + fancy indexing on a 2**24-row table.
+    """
+    size, cols = bits.shape
+    m = 0
+    for s in range(size):
+        for c in range(cols):
+            if bits[s, c] != 0:
+                m += 1
+                break
+    nz = np.empty(m, dtype=np.int64)
+    rows = np.empty((m, cols), dtype=np.uint32)
+    i = 0
+    for s in range(size):
+        keep = False
+        for c in range(cols):
+            if bits[s, c] != 0:
+                keep = True
+                break
+        if keep:
+            nz[i] = s
+            for c in range(cols):
+                rows[i, c] = bits[s, c]
+            i += 1
+    return nz, rows
+
+
+@njit(cache=True, nogil=True)
+def scatter_rows(table, nz, vals, col):
+    """``table[nz, col] = vals`` (the inverse of ``sparse_rows`` for one column)."""
+    for i in range(nz.shape[0]):
+        table[nz[i], col] = vals[i]

@@ -25,19 +25,26 @@ def _scores_all(lin, indices, values, s, e, k, out):
     for c in range(k):
         out[c] = 0.0
     tab = lin.table
+    nc = np.int64(tab.shape[1])
+    w = tab.reshape(tab.size)  # flat view: slot s's weight is w[s * nc]
     W = np.int64(lin.hp[K.HP_W])
     mask = np.int64(lin.hp[K.HP_MASK])
-    w = tab[:, 0]
     for j in range(s, e):
         base = (np.int64(indices[j]) * W) & mask
         v = np.float64(values[j])
         if base + k <= mask + 1:
-            # the k slots are one contiguous run: no masking, so the loop vectorises
-            for c in range(k):
-                out[c] += np.float64(w[base + c]) * v
+            # the k slots are one run: no masking; with a weights-only table (predict) the run
+            # is contiguous and the loop vectorises
+            if nc == 1:
+                for c in range(k):
+                    out[c] += np.float64(w[base + c]) * v
+            else:
+                b = base * nc
+                for c in range(k):
+                    out[c] += np.float64(w[b + c * nc]) * v
         else:
             for c in range(k):
-                out[c] += np.float64(w[(base + c) & mask]) * v
+                out[c] += np.float64(w[((base + c) & mask) * nc]) * v
 
 
 @njit(cache=True, nogil=True)
@@ -56,6 +63,8 @@ def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, 
         if indptr[i + 1] - indptr[i] > maxf:
             maxf = indptr[i + 1] - indptr[i]
     tmp = np.empty(maxf, dtype=np.int64)
+    # one rate per (feature, class) pair of the longest example, up to 16 MB
+    rbuf = np.empty(min(maxf * k, 1 << 21) if train.any() else 0, dtype=np.float64)
     for i in range(n):
         s = indptr[i]
         e = indptr[i + 1]
@@ -72,10 +81,14 @@ def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, 
         if train[i]:
             y = labels[i] - 1
             iw = weights[i]
-            if K.stride_block_disjoint(lin, indices, s, e, k, tmp):
+            code = K.stride_block_disjoint(lin, indices, s, e, k, tmp)
+            if code:
                 for c in range(k):
                     ys[c] = 1.0 if c == y else -1.0
-                K.learn_block(lin, indices, values, s, e, k, ys, iw, scratch, work, act)
+                if code == 2 and (e - s) * k <= rbuf.shape[0]:
+                    K.learn_block_distinct(lin, indices, values, s, e, k, ys, iw, scratch, work, act, rbuf)
+                else:
+                    K.learn_block(lin, indices, values, s, e, k, ys, iw, scratch, work, act)
             else:
                 for c in range(k):
                     K.learn(lin, indices, values, s, e, c, 1.0 if c == y else -1.0, iw, scratch[c])

@@ -19,6 +19,11 @@ import math
 import numpy as np
 
 
+def _neg_pow(x: float, p: float) -> float:
+    """``x ** -p`` with IEEE semantics: ``0 ** -p`` is inf (float32 G can underflow to 0)."""
+    return math.inf if x == 0.0 and p > 0 else x ** (-p)
+
+
 def f32(x: float) -> float:
     return float(np.float32(x))
 
@@ -160,7 +165,7 @@ class RefLinear:
                 self.N[s] = f32(ax)
             n_s = self.N[s]
             nx += x2 / (n_s * n_s)
-            q += x2 * self.G[s] ** (-p) * n_s ** (-2 * (1 - p))
+            q += x2 * _neg_pow(self.G[s], p) * n_s ** (-2 * (1 - p))
         S, T = self._ST(m)
         T += iw
         S += iw * nx
@@ -172,7 +177,7 @@ class RefLinear:
             return
         for h, v in zip(idx, val):
             s = self.slot(int(h), m)
-            r = self.G[s] ** (-p) * self.N[s] ** (-2 * (1 - p))
+            r = _neg_pow(self.G[s], p) * self.N[s] ** (-2 * (1 - p))
             self.w[s] = f32(self.w.get(s, 0.0) + M * u * float(v) * r)
 
     def end_example(self, iw):

@@ -1,0 +1,52 @@
+"""Start-up path: kernels loaded from numba's cache without the full target-context refresh
+(``lomtree_cli.kernels._fast_cache_load``) compute exactly what the full refresh computes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import separable_lines
+
+LOMTREE = [sys.executable, "-m", "lomtree_cli.cli"]
+JIT = os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0")
+
+
+def _run(args, env_extra=None):
+    env = dict(os.environ, **(env_extra or {}))
+    p = subprocess.run(LOMTREE + args, capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+@pytest.mark.skipif(not JIT, reason="numba JIT disabled")
+def test_fast_cache_load_is_active():
+    code = ("import lomtree_cli.kernels as k, numba.core.caching as c; "
+            "print(k.FAST_CACHE_LOAD, getattr(c.Cache.load_overload, '_lomtree_fast', False))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True"]
+    env = dict(os.environ, LOMTREE_NUMBA_FULL_REFRESH="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=env).stdout.split()
+    assert out == ["False", "False"]
+
+
+@pytest.mark.parametrize("red", ["oaa", "lomtree", "filter", "rtree", "cpt"])
+def test_fast_and_full_refresh_predict_the_same(tmp_path, red):
+    """Train once (compiles and fills the cache), then predict in fresh processes that load the
+    kernels from the cache, with and without the fast path: identical predictions and reports."""
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(separable_lines(12, 400, seed=3, noise_feats=3)) + "\n")
+    model = tmp_path / "m.lt"
+    _run(["train", "-r", red, "-k", "12", "-b", "16", str(data), "-f", str(model), "--quiet"])
+    outs = []
+    for extra in ({}, {"LOMTREE_NUMBA_FULL_REFRESH": "1"}):
+        preds = tmp_path / f"p{len(outs)}.txt"
+        rep = tmp_path / f"r{len(outs)}.json"
+        _run(["predict", "-i", str(model), str(data), "-p", str(preds), "--quiet", "--report", str(rep)], extra)
+        outs.append((preds.read_text(), json.loads(rep.read_text())["average_loss"]))
+    assert outs[0] == outs[1] and len(outs[0][0].splitlines()) == 400
