@@ -37,6 +37,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from . import kernel
+
 from . import linear as K
 from .trees import splitmix64_next
 
@@ -82,7 +84,7 @@ class LabelMap(NamedTuple):
 
 
 # -- label map ---------------------------------------------------------------------------------
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _hash_slot(key, mask):
     z = np.uint64(key)
     z = (z ^ (z >> _S30)) * _H1
@@ -91,7 +93,7 @@ def _hash_slot(key, mask):
     return np.int64(z & np.uint64(mask))
 
 
-@njit(cache=True)
+@kernel()
 def map_get(lmap, key):
     """Value stored for ``key`` (>= 1), or -1."""
     keys = lmap.keys
@@ -106,7 +108,7 @@ def map_get(lmap, key):
         i = (i + 1) & mask
 
 
-@njit(cache=True)
+@kernel()
 def map_put(lmap, key, val):
     """Insert or overwrite ``key -> val``; the caller guarantees a free slot."""
     keys = lmap.keys
@@ -125,7 +127,7 @@ def map_put(lmap, key, val):
         i = (i + 1) & mask
 
 
-@njit(cache=True)
+@kernel()
 def map_fill(lmap, keys, vals):
     """Put every ``keys[i] -> vals[i]`` (used to rebuild a grown or loaded map)."""
     for i in range(keys.shape[0]):
@@ -158,7 +160,7 @@ def grow_map(lmap: LabelMap, min_size: int) -> LabelMap:
 
 
 # -- probabilities -------------------------------------------------------------------------------
-@njit(cache=True)
+@kernel()
 def node_prob(lin, idx, val, s, e, m, logistic):
     """``p_a(x)`` = P(right | x, reached a) of regressor ``m`` (§3.5 link)."""
     f = K.clip_score(lin, K.score(lin, idx, val, s, e, m))
@@ -167,7 +169,7 @@ def node_prob(lin, idx, val, s, e, m, logistic):
     return (f + 1.0) * 0.5
 
 
-@njit(cache=True)
+@kernel()
 def path_prob(lin, tree, idx, val, s, e, leaf, logistic):
     """``P(label of leaf | x)``: product of the conditionals from the leaf up to the root."""
     P = 1.0
@@ -183,12 +185,12 @@ def path_prob(lin, tree, idx, val, s, e, leaf, logistic):
     return P
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _better(p1, n1, p2, n2):
     return p1 > p2 or (p1 == p2 and n1 < n2)
 
 
-@njit(cache=True)
+@kernel()
 def _heap_push(hp, hn, size, p, node):
     i = size
     while i > 0:
@@ -204,7 +206,7 @@ def _heap_push(hp, hn, size, p, node):
     return size + 1
 
 
-@njit(cache=True)
+@kernel()
 def _heap_pop(hp, hn, size):
     """Remove the top; returns the new size (the top is read by the caller before)."""
     size -= 1
@@ -230,7 +232,7 @@ def _heap_pop(hp, hn, size):
     return size
 
 
-@njit(cache=True)
+@kernel()
 def best_first(lin, tree, idx, val, s, e, logistic, nwant, out_lab, out_p, hp, hn):
     """The ``nwant`` most probable leaves, exactly, in order (best-first search, §3.5).
 
@@ -259,7 +261,7 @@ def best_first(lin, tree, idx, val, s, e, logistic, nwant, out_lab, out_p, hp, h
     return found
 
 
-@njit(cache=True)
+@kernel()
 def greedy(lin, tree, idx, val, s, e, logistic):
     """Greedy descent (``p > 0.5`` -> right): (label, path probability); (0, 0) if empty."""
     if tree.counts[CT_NODES] == 0:
@@ -278,7 +280,7 @@ def greedy(lin, tree, idx, val, s, e, logistic):
 
 
 # -- training ----------------------------------------------------------------------------------
-@njit(cache=True)
+@kernel()
 def _new_leaf(tree, node, label, parent):
     tree.parent[node] = parent
     tree.left[node] = -1
@@ -289,7 +291,7 @@ def _new_leaf(tree, node, label, parent):
     tree.nleaves[node] = 1
 
 
-@njit(cache=True)
+@kernel()
 def insert_label(lin, tree, lmap, rng, params, idx, val, s, e, y):
     """Insert unseen label ``y`` (§3.5 step 1-2): descend by the alpha rule, split the leaf.
 
@@ -342,7 +344,7 @@ def insert_label(lin, tree, lmap, rng, params, idx, val, s, e, y):
     return rnode
 
 
-@njit(cache=True)
+@kernel()
 def train_path(lin, tree, idx, val, s, e, leaf, iw):
     """§3.5 step 3: the leaf's model toward -1, then each ancestor toward its side, bottom-up.
 
@@ -447,7 +449,7 @@ def cpt_top(lin, tree, lmap, params, indptr, indices, values, labels, ntop, out_
 
 
 # -- label-frequency table -----------------------------------------------------------------------
-@njit(cache=True)
+@kernel()
 def table_process(lmap, tlabels, tcounts, tstat, labels, weights, train, start, preds, losses):
     """Progressive evaluation of the empirical label distribution, then counting.
 
@@ -488,7 +490,7 @@ def table_process(lmap, tlabels, tcounts, tstat, labels, weights, train, start, 
     return n
 
 
-@njit(cache=True)
+@kernel()
 def map_lookup_many(lmap, keys, out):
     """out[i] = value of keys[i] or -1 (keys <= 0 give -1)."""
     for i in range(keys.shape[0]):

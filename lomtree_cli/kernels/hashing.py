@@ -20,7 +20,7 @@ digit strings longer than 20 digits. A leading ``+`` or ``-`` makes a name non-n
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from . import kernel
 
 _M32 = np.uint64(0xFFFFFFFF)
 _P1 = np.uint64(2654435761)
@@ -45,13 +45,13 @@ _U32 = np.uint64(32)
 _U48 = np.uint64(48)
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _rotl32(x, r):
     """Rotate the 32-bit value ``x`` (held in a uint64) left by ``r`` (uint64) bits."""
     return ((x << r) | (x >> (_U32 - r))) & _M32
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _read32(buf, i):
     """Little-endian uint32 at ``buf[i:i+4]``, as uint64."""
     return (
@@ -62,14 +62,14 @@ def _read32(buf, i):
     )
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _round(v, lane):
     v = (v + lane * _P2) & _M32
     v = _rotl32(v, _U13)
     return (v * _P1) & _M32
 
 
-@njit(cache=True)
+@kernel()
 def hash_bytes_xxh32(buf, start, end, seed):
     """XXH32 of ``buf[start:end]`` with ``seed``; bit-identical to ``xxhash.xxh32_intdigest``.
 
@@ -118,7 +118,7 @@ def hash_bytes_xxh32(buf, start, end, seed):
     return np.uint32(h)
 
 
-@njit(cache=True)
+@kernel()
 def hash_name(buf, start, end, seed):
     """Rule H of §1.3 for the name ``buf[start:end]`` and ``seed``, as a wrapping uint64.
 

@@ -38,6 +38,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from . import kernel
+
 # indices into hp
 HP_ETA = 0
 HP_POWER_T = 1
@@ -78,7 +80,7 @@ class LinearArrays(NamedTuple):
     scratch: np.ndarray
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def slot_params(lin, m):
     """(mult, off, mask) with ``slot(h, m) = (h * mult + off) & mask`` for both modes."""
     mask = np.int64(lin.hp[HP_MASK])
@@ -87,14 +89,14 @@ def slot_params(lin, m):
     return np.int64(1), np.int64(m) * np.int64(CPT_MULT), mask
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def slot(lin, h, m):
     """Slot of hashed feature ``h`` for regressor ``m`` (int64)."""
     mult, off, mask = slot_params(lin, m)
     return (np.int64(h) * mult + off) & mask
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def score(lin, idx, val, start, end, m):
     """Raw score ``f_m(x) = sum_j w[slot(h_j, m)] * v_j`` (float64, sequential sum)."""
     tab = lin.table
@@ -105,7 +107,7 @@ def score(lin, idx, val, start, end, m):
     return s
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def clip_score(lin, f):
     """Prediction ``clip(f, lo, hi)``; NaN becomes 0 (and is counted in hp[HP_NAN])."""
     if f != f:
@@ -120,7 +122,7 @@ def clip_score(lin, f):
     return f
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def loss_value(loss, tau, p, y):
     """``l(p, y)`` for y in {-1, +1} (ALGORITHMS.md §2.2)."""
     if loss == LOSS_SQUARED:
@@ -136,7 +138,7 @@ def loss_value(loss, tau, p, y):
     return (1.0 - tau) * (p - y)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def loss_derivative(loss, tau, p, y):
     """``dl/dp`` at (p, y)."""
     if loss == LOSS_SQUARED:
@@ -152,7 +154,7 @@ def loss_derivative(loss, tau, p, y):
     return 0.0
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def _solve_logistic(z):
     """The a' with a' + exp(a') = z (Newton; start from the side that converges fast)."""
     if z > 1.0:
@@ -168,7 +170,7 @@ def _solve_logistic(z):
     return x
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def update_amount(loss, tau, yhat, y, sigma, q):
     """Importance-invariant update amount ``U_l(yhat, y, sigma, q)`` (ALGORITHMS.md §2.3)."""
     sq = sigma * q
@@ -201,7 +203,7 @@ def update_amount(loss, tau, yhat, y, sigma, q):
     return y * (a2 - a) / q
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def learn(lin, idx, val, start, end, m, y, iw, yhat):
     """Update regressor ``m`` on example ``idx/val[start:end]`` toward ``y`` in {-1,+1}.
 
@@ -311,13 +313,13 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         tab[s, 0] = np.float32(np.float64(tab[s, 0]) + Mu * v * r)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def end_example(lin, iw):
     """Advance the SGD clock once per trained example (after all its regressors learned)."""
     lin.hp[HP_CLOCK] += iw
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def score_learn_score(lin, idx, val, start, end, m, y, iw):
     """Score, learn toward ``y``, re-score: returns (pre-update raw, post-update raw)."""
     f = score(lin, idx, val, start, end, m)
@@ -383,7 +385,7 @@ def stride_block_disjoint(lin, idx, start, end, k, tmp):
     return 2 if distinct and prev + k <= size else 1
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
     """Same result as ``for c in range(k): learn(lin, idx, val, start, end, c, ys[c], iw, yhats[c])``
     when ``stride_block_disjoint`` holds (the regressors then touch disjoint slots, so the order
@@ -521,7 +523,7 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
             pos += 1
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(error_model="numpy")
 def learn_block_distinct(lin, idx, val, start, end, k, ys, iw, yhats, work, act, rbuf):
     """``learn_block`` for an example whose ``stride_block_disjoint`` code is 2 (distinct bases,
     no wrap), with the adaptive update at ``power_t = 0.5``; any other case is passed on to
@@ -643,7 +645,7 @@ def sparse_rows(bits):
     return nz, rows
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def scatter_rows(table, nz, vals, col):
     """``table[nz, col] = vals`` (the inverse of ``sparse_rows`` for one column)."""
     for i in range(nz.shape[0]):

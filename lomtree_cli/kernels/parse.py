@@ -65,6 +65,8 @@ from fractions import Fraction
 import numpy as np
 from numba import njit
 
+from . import kernel
+
 from .hashing import hash_bytes_xxh32
 
 # reason codes (ALGORITHMS.md §1.2); index into REASONS
@@ -123,12 +125,12 @@ _TWO_P60 = 2.0**60
 _SPLITTER = 134217729.0  # 2**27 + 1
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _is_ws(c):
     return c == 32 or c == 9 or c == 13
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _split(a):
     if abs(a) > 1e290:
         a2 = a * _TWO_M60
@@ -140,7 +142,7 @@ def _split(a):
     return h, a - h
 
 
-@njit(cache=True)
+@kernel()
 def _scale_pow10(m, e10):
     """Correctly rounded (but for near-ties) float64 of ``m * 10**e10``; m: uint64 > 0."""
     if m < np.uint64(9007199254740992) and -22 <= e10 <= 22:
@@ -171,7 +173,7 @@ def _scale_pow10(m, e10):
     return r
 
 
-@njit(cache=True)
+@kernel()
 def parse_float(buf, i, e):
     """Parse the ``float`` rule at ``buf[i:e]``; stop at the first byte that cannot continue it.
 
@@ -238,7 +240,7 @@ def parse_float(buf, i, e):
     return (-v if neg else v), i, True
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _hash_scanned(buf, s, e, alldig, seed):
     """Rule H for ``buf[s:e]`` (non-empty) when the caller already knows whether it is all digits."""
     if alldig:
@@ -249,7 +251,7 @@ def _hash_scanned(buf, s, e, alldig, seed):
     return np.uint64(hash_bytes_xxh32(buf, s, e, seed))
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _token_end(buf, i, e):
     """End of the token starting at ``i``: next ' ', '\\t', '\\r', '|' or ``e``."""
     while i < e and not _is_ws(buf[i]) and buf[i] != 124:
@@ -257,7 +259,7 @@ def _token_end(buf, i, e):
     return i
 
 
-@njit(cache=True)
+@kernel()
 def _parse_vw_line(buf, s, e, seed, mask, indices, values, nnz):
     """Parse one VW line ``buf[s:e]`` (no line end); features are written from ``nnz`` on.
 
@@ -396,7 +398,7 @@ def _parse_vw_line(buf, s, e, seed, mask, indices, values, nnz):
     return nnz, label, weight, tag_s, tag_e, 0, -1, 0, 0, 0
 
 
-@njit(cache=True)
+@kernel()
 def _parse_libsvm_line(buf, s, e, mask, label_offset, indices, values, nnz):
     """Parse one LIBSVM line ``buf[s:e]``; same return convention as ``_parse_vw_line``."""
     ce = s

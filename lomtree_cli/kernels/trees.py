@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import kernel
+
 from . import linear as K
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -26,7 +28,7 @@ _S27 = np.uint64(27)
 _S31 = np.uint64(31)
 
 
-@njit(cache=True)
+@kernel()
 def splitmix64_next(state):
     """Advance ``state`` (uint64, shape (1,)) and return the next SplitMix64 output (uint64).
 
@@ -114,7 +116,7 @@ def node_depths(parent):
     return d
 
 
-@njit(cache=True)
+@kernel()
 def descend(lin, idx, val, start, end, left, right, root, k):
     """Top-down prediction through a bracket: the leaf id (0..k-1) reached.
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from ..kernels import kernel
 
 from ..kernels import linear as K
 from ..kernels import trees as TR
@@ -65,7 +65,7 @@ class TreeArrays(NamedTuple):
     pos: np.ndarray
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def filter_process(lin, tree, indptr, indices, values, labels, weights, train, k, preds):
     """Progressive predict-then-learn over a chunk (Filter tree).
 

@@ -68,6 +68,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..kernels import kernel
+
 from ..kernels import linear as K
 from .base import Reduction
 
@@ -109,7 +111,7 @@ MIN_HASH_CAP = 64
 NODE_CAP0 = 1024
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _hash(node, label, hmask):
     z = np.uint64(node) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(label)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -118,7 +120,7 @@ def _hash(node, label, hmask):
     return np.int64(z & np.uint64(hmask))
 
 
-@njit(cache=True)
+@kernel()
 def _init_leaf(node_i, node_f, v):
     node_i[v, N_PARENT] = -1
     node_i[v, N_LEFT] = -1
@@ -134,7 +136,7 @@ def _init_leaf(node_i, node_f, v):
     node_f[v] = 0.0
 
 
-@njit(cache=True)
+@kernel()
 def _reset_node(node_i, node_f, glob, v):
     """SetNode of the paper: empty leaf, class records dropped by a generation bump (O(1))."""
     glob[G_LIVE] -= node_i[v, N_NCLS]
@@ -150,7 +152,7 @@ def _reset_node(node_i, node_f, glob, v):
     node_f[v] = 0.0
 
 
-@njit(cache=True)
+@kernel()
 def _record(node_i, rec_i, rec_f, glob, j, y):
     """Slot of the live record (j, y), created (zeroed) if absent."""
     hmask = rec_i.shape[0] - 1
@@ -220,7 +222,7 @@ def _grow_nodes(node_i, node_f, glob):
     return ni, nf
 
 
-@njit(cache=True)
+@kernel()
 def update_c(node_i, v):
     """UPDATE_C(v): restore ``C_u = min(C_left, C_right)`` on the path above ``v``."""
     while v != 0:
@@ -233,7 +235,7 @@ def update_c(node_i, v):
         node_i[v, N_C] = a if a < b else b
 
 
-@njit(cache=True)
+@kernel()
 def _swap(node_i, node_f, glob, j):
     """SWAP(j): recycle the smallest leaf and its parent; returns (L, R) or (-1, -1) if refused."""
     s = 0
@@ -260,7 +262,7 @@ def _swap(node_i, node_f, glob, j):
     return s, pa
 
 
-@njit(cache=True)
+@kernel()
 def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob):
     """Algorithm 1 for one example (capacity for 2 nodes and depth+1 records guaranteed)."""
     T = glob[G_T]
@@ -324,7 +326,7 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob)
     update_c(node_i, j)
 
 
-@njit(cache=True)
+@kernel()
 def predict_one(lin, idx, val, st, en, node_i):
     """Descend by the sign of each node's score; the leaf's most frequent label (1-based)."""
     j = 0
@@ -357,13 +359,13 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
     return node_i, node_f, rec_i, rec_f
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def lomtree_predict(lin, indptr, indices, values, node_i, preds):
     for i in range(indptr.shape[0] - 1):
         preds[i] = predict_one(lin, indices, values, indptr[i], indptr[i + 1], node_i)
 
 
-@njit(cache=True)
+@kernel()
 def _insert_records(node_i, rec_i, rec_f, glob, rnode, rlabel, rcnt, rn, rmsum):
     """Rebuild the hash table from record lists (after load); False on a duplicate key."""
     for q in range(rnode.shape[0]):

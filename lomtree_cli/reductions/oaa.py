@@ -11,11 +11,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..kernels import kernel
+
 from ..kernels import linear as K
 from .base import Reduction
 
 
-@njit(cache=True)
+@kernel()
 def _scores_all(lin, indices, values, s, e, k, out):
     """Raw scores of the k regressors into out[:k], features outer / classes inner.
 
@@ -95,7 +97,7 @@ def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, 
             K.end_example(lin, iw)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def oaa_scores(lin, indptr, indices, values, k, out):
     """Clipped scores of every class, out: float64 (n, k)."""
     for i in range(indptr.shape[0] - 1):

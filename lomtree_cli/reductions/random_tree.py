@@ -38,7 +38,7 @@ Cost per example: predict ``depth`` scores; train ``depth`` (score, update) pair
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..kernels import kernel
 
 from ..kernels import linear as K
 from ..kernels import trees as TR
@@ -48,7 +48,7 @@ from .filter_tree import BracketTree
 N_PERM_SHOWN = 20
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def rtree_process(lin, tree, indptr, indices, values, labels, weights, train, k, preds, path):
     """Progressive predict-then-learn over a chunk (Rtree).
 
