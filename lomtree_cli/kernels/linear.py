@@ -624,20 +624,18 @@ def sparse_rows(bits):
     size, cols = bits.shape
     m = 0
     for s in range(size):
+        acc = np.uint32(0)
         for c in range(cols):
-            if bits[s, c] != 0:
-                m += 1
-                break
+            acc |= bits[s, c]
+        m += acc != 0
     nz = np.empty(m, dtype=np.int64)
     rows = np.empty((m, cols), dtype=np.uint32)
     i = 0
     for s in range(size):
-        keep = False
+        acc = np.uint32(0)
         for c in range(cols):
-            if bits[s, c] != 0:
-                keep = True
-                break
-        if keep:
+            acc |= bits[s, c]
+        if acc != 0:
             nz[i] = s
             for c in range(cols):
                 rows[i, c] = bits[s, c]
