@@ -80,6 +80,20 @@ class ExampleBatch:
             skipped=self.skipped,
         )
 
+    def slice(self, a: int, b: int) -> "ExampleBatch":
+        """Examples ``a:b`` in order; feature arrays are views, ``indptr`` is rebased (a copy)."""
+        lo, hi = int(self.indptr[a]), int(self.indptr[b])
+        return ExampleBatch(
+            labels=self.labels[a:b],
+            weights=self.weights[a:b],
+            indptr=self.indptr[a:b + 1] - lo,
+            indices=self.indices[lo:hi],
+            values=self.values[lo:hi],
+            line_numbers=self.line_numbers[a:b],
+            source=self.source,
+            tags=None if self.tags is None else self.tags[a:b],
+        )
+
     @staticmethod
     def empty(source: str = "<stdin>") -> "ExampleBatch":
         return ExampleBatch(

@@ -72,6 +72,7 @@ class RunOptions:
     err: object = None
     start_time: float | None = None
     handle_signals: bool = False
+    threads: int = 1  # predict: threads that share each batch (reductions with parallel_predict)
 
 
 class Interrupted(Exception):
@@ -262,6 +263,33 @@ class Runner:
         self.skipped_shown = 0
         self.bar = None
         self.need_predictions = True
+        self._pool = None
+
+    def _process(self, batch: ExampleBatch, train: np.ndarray):
+        """``reduction.process``; when only predicting, a large batch is cut into ``opts.threads``
+        consecutive parts predicted at once (the kernels release the GIL and only read the model,
+        so the predictions are the same as in one piece)."""
+        parts = self.opts.threads if (not self.learn and self.reduction.parallel_predict) else 1
+        n = len(batch)
+        if parts <= 1 or n < 16 * parts or batch.indptr[-1] < 16384 * parts:  # too small to pay off
+            return self.reduction.process(batch, train)
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(parts - 1, thread_name_prefix="lomtree-predict")
+        cut = [n * i // parts for i in range(parts + 1)]
+        futures = [self._pool.submit(self.reduction.process, batch.slice(a, b), train[a:b])
+                   for a, b in zip(cut[1:-1], cut[2:])]
+        outs = [self.reduction.process(batch.slice(0, cut[1]), train[:cut[1]])]
+        outs += [f.result() for f in futures]
+        preds = np.concatenate([o[0] for o in outs])
+        losses = None if any(o[1] is None for o in outs) else np.concatenate([o[1] for o in outs])
+        return preds, losses
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     # -- helpers -----------------------------------------------------------------------------
     def _warn(self, msg: str):
@@ -324,7 +352,7 @@ class Runner:
                 train = np.zeros(n, dtype=bool)
             if self.learn:
                 self.learner.ensure_scratch(int(batch.n_features.max()))
-            preds, losses = self.reduction.process(batch, train)
+            preds, losses = self._process(batch, train)
             zero_one = np.where(labeled & (preds != labels), weights, 0.0)
             if losses is None:
                 losses = zero_one
@@ -503,6 +531,7 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
         batches = prefetch(_batches_for_pass(paths, input_cfg, opts, 0, None), should_stop=lambda: stop.signum != 0)
         runner.run_pass(batches, 0, False, writer, stop)
     finally:
+        runner.close()
         writer.close()
         stop.restore()
     summary = _summary(runner, loaded.reduction, input_cfg, 1, start, None)

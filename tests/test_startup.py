@@ -50,3 +50,32 @@ def test_fast_and_full_refresh_predict_the_same(tmp_path, red):
         _run(["predict", "-i", str(model), str(data), "-p", str(preds), "--quiet", "--report", str(rep)], extra)
         outs.append((preds.read_text(), json.loads(rep.read_text())["average_loss"]))
     assert outs[0] == outs[1] and len(outs[0][0].splitlines()) == 400
+
+
+@pytest.mark.parametrize("red", ["oaa", "lomtree", "filter", "rtree"])
+def test_threaded_predict_is_the_same(tmp_path, red):
+    """``predict --threads N`` cuts batches into N parts predicted at once: same predictions and
+    loss as one thread, for any N (chunks of 64 KB so that several batches are cut)."""
+    data = tmp_path / "d.vw"
+    lines = separable_lines(30, 3000, seed=5, noise_feats=40)
+    data.write_text("\n".join(lines) + "\n")
+    model = tmp_path / "m.lt"
+    _run(["train", "-r", red, "-k", "30", "-b", "16", str(data), "-f", str(model), "--quiet"])
+    outs = []
+    for t in ("1", "2", "3"):
+        preds, rep = tmp_path / f"p{t}.txt", tmp_path / f"r{t}.json"
+        _run(["predict", "-i", str(model), str(data), "-p", str(preds), "--quiet", "--report", str(rep),
+              "--threads", t, "--chunk-bytes", "65536"])
+        outs.append((preds.read_text(), json.loads(rep.read_text())["average_loss"]))
+    assert outs[0] == outs[1] == outs[2] and len(outs[0][0].splitlines()) == 3000
+
+
+def test_batch_slice_views():
+    from lomtree_cli.parsing import parse_bytes
+    from lomtree_cli.config import InputConfig
+
+    b = parse_bytes(b"1 'a | x y:2\n2 | z\n3 'c | x z w\n", InputConfig(bits=18))
+    s = b.slice(1, 3)
+    assert s.labels.tolist() == [2, 3] and s.tags == [None, "c"]
+    assert s.indptr.tolist() == [0, b.indptr[2] - b.indptr[1], b.indptr[3] - b.indptr[1]]
+    assert (s.indices == b.indices[b.indptr[1]:]).all() and s.line_numbers.tolist() == [2, 3]

@@ -65,6 +65,10 @@ class Reduction:
     own_loss: ClassVar[bool] = False
     #: the loss this reduction uses when the user gives none (LOMtree: quantile)
     default_loss: ClassVar[str] = "squared"
+    #: True when ``process`` with no example to train only reads the model (its kernel releases
+    #: the GIL and keeps no state between examples), so parts of a batch may be predicted in
+    #: parallel threads (``lomtree predict --threads``)
+    parallel_predict: ClassVar[bool] = False
 
     def __init__(self, rcfg: ReductionConfig, learner):
         self.config = rcfg

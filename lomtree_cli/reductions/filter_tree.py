@@ -163,6 +163,7 @@ class BracketTree(Reduction):
 
 class FilterTree(BracketTree):
     name = "filter"
+    parallel_predict = True
 
     def process(self, batch, train):
         n = len(batch)

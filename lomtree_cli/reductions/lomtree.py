@@ -410,6 +410,7 @@ class LomTree(Reduction):
     """The LOMtree reduction (``-r lomtree -k K``); see the module docstring."""
 
     name = "lomtree"
+    parallel_predict = True
     default_loss = "quantile"
 
     def __init__(self, rcfg, learner):

@@ -108,6 +108,7 @@ def oaa_scores(lin, indptr, indices, values, k, out):
 
 class OneAgainstAll(Reduction):
     name = "oaa"
+    parallel_predict = True
 
     @staticmethod
     def n_models_for(rcfg) -> int:

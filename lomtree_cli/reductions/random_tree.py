@@ -82,6 +82,7 @@ def rtree_process(lin, tree, indptr, indices, values, labels, weights, train, k,
 
 class RandomTree(BracketTree):
     name = "rtree"
+    parallel_predict = True
 
     def _initial_perm(self) -> np.ndarray:
         return TR.permutation_from_seed(self.k, int(self.config.seed))
