@@ -951,6 +951,12 @@ def main(argv=None) -> int:
         log("foundation figures (throughput vs VW, start-up)")
         res["foundation"] = run_foundation(suite["foundation"], use_vw, res["available"])
         save()
+    if not args.no_foundation and suite.get("throughput"):
+        from .bench_throughput import run_throughput
+
+        log("throughput vs VW: medians of alternating runs, whole command and steady state")
+        res["throughput"] = run_throughput(suite["throughput"], use_vw)
+        save()
     if not args.no_synthetic and suite.get("synthetic"):
         log("synthetic sweep: per-example time vs k")
         run_synthetic(suite["synthetic"], res["available"], res["results"], save)

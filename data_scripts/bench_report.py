@@ -135,6 +135,25 @@ def foundation_table(rows: list[dict]) -> str:
     return md_table(["measurement (whole commands)", "lomtree", "VW", "ratio ours/VW", "target"], out, "lrrrl")
 
 
+def throughput_table(rows: list[dict]) -> str:
+    """Median whole-command and steady-state (start-up removed) rates, ours and VW."""
+    names = {"oaa": "OAA", "lomtree": "LOMtree", "filter": "Filter tree"}
+
+    def rate(x):
+        return "" if x is None else f"{x:,.0f}"
+
+    out = []
+    for r in rows:
+        vw = f"VW --{r['vw_reduction']}" if r.get("vw_reduction") else ""
+        out.append([f"{names.get(r['reduction'], r['reduction'])} {r['part']}", f"{r['file']} ({r['examples']:,})",
+                    vw, rate(r["ours_whole_ex_s"]), rate(r["vw_whole_ex_s"]), fmt_num(r.get("ratio_whole")),
+                    rate(r["ours_steady_ex_s"]), rate(r["vw_steady_ex_s"]), fmt_num(r.get("ratio_steady")),
+                    fmt_num(r.get("ours_fixed_seconds")), fmt_num(r.get("vw_fixed_seconds"))])
+    return md_table(["command", "file (examples)", "vs", "ours ex/s (whole)", "VW ex/s (whole)", "ratio whole",
+                     "ours ex/s (steady)", "VW ex/s (steady)", "ratio steady", "ours 10-line s", "VW 10-line s"],
+                    out, "lllrrrrrrrr")
+
+
 def sweep_table(results: list[dict]) -> str:
     recs = [r for r in results if r.get("sweep")]
     ks = sorted({int(r["k"]) for r in recs})
@@ -208,6 +227,15 @@ def render_markdown(res: dict, plots: list[str] | None = None) -> str:
                   "> 1 means lomtree is faster.", ""]
     if res.get("foundation"):
         parts += ["### Throughput vs VW (issue #2)", "", foundation_table(res["foundation"]), ""]
+    if res.get("throughput"):
+        reps = res["throughput"][0].get("repeats", 1)
+        parts += ["### Throughput vs VW, median of alternating runs (issues #2, #3, #4)", "",
+                  throughput_table(res["throughput"]), "",
+                  f"Each command ran {reps} times, lomtree and VW alternating; medians of wall time. "
+                  "`whole`: examples / whole command (start-up, model load and save included). "
+                  "`steady`: (examples − 10) / (whole − the same command on the file's first 10 lines): "
+                  "the rate once running, start-up removed for both programs alike "
+                  "(`data_scripts/bench_throughput.py`). Ratios are ours / VW: > 1 means lomtree is faster.", ""]
     if any(r.get("sweep") for r in res.get("results", [])):
         parts += ["### Per-example time vs k (synthetic streams)", "", sweep_table(res["results"]), "",
                   "Each learner trains with `-b " +

@@ -42,6 +42,12 @@ if "NUMBA_CACHE_DIR" not in _os.environ:
     except OSError:
         pass
 
+# lomtree makes no BLAS calls worth a thread, and OpenBLAS's worker threads (started when numpy is
+# imported) spin for a while after start: on a 2-core machine that took CPU from the parser
+# thread. One BLAS thread unless the user asked for more.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    _os.environ.setdefault(_var, "1")
+
 if _os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
     import warnings as _warnings
 
