@@ -239,8 +239,9 @@ def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fm
 @click.option("--top-k", "top_k", type=click.IntRange(min=1), default=None, help="Print the N most probable labels.")
 @click.option("--flush", is_flag=True, help="Flush each prediction as soon as its line is read (co-process).")
 @click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Threads that predict parts of each batch at once (0 = one per CPU, at most 4; "
-                   "OAA, LOMtree, Filter tree, Rtree). Predictions do not depend on it.")
+              help="Threads that parse chunks and predict parts of each batch at once (0 = one per "
+                   "CPU, at most 4; prediction in parallel for OAA, LOMtree, Filter tree, Rtree). "
+                   "Predictions do not depend on it.")
 @common_run_options
 def predict(inputs, model, predictions, probabilities, top_k, flush, skip_invalid, quiet, progress_bar,
             progress_interval, report, chunk_bytes, threads):
@@ -263,7 +264,8 @@ def predict(inputs, model, predictions, probabilities, top_k, flush, skip_invali
                           progress_interval=_progress_interval(progress_interval), progress_bar=progress_bar,
                           report=report, flush=flush, probabilities=probabilities, top_k=top_k or 0,
                           chunk_bytes=(4096 if flush and chunk_bytes == 1 << 20 else chunk_bytes),
-                          start_time=start, handle_signals=True, threads=_threads(threads))
+                          start_time=start, handle_signals=True, threads=_threads(threads),
+                          learning=False)
         run_predict(model, opts, skip_invalid=skip_invalid)
 
     _run(body)

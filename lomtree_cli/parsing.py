@@ -28,6 +28,7 @@ import bz2
 import gzip
 import lzma
 import sys
+from collections import deque
 from typing import BinaryIO, Iterator
 
 import numpy as np
@@ -183,7 +184,54 @@ def _read_fn(stream):
     return read1 if read1 is not None else stream.read
 
 
-def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: bool) -> Iterator[ExampleBatch]:
+def _parse_job(chunk: bytes, cfg: InputConfig, line_no: int, name: str):
+    res = _parse_chunk(chunk, cfg, line_no)
+    return res, _build(chunk, res, name)
+
+
+def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: bool,
+                 workers: int = 1) -> Iterator[ExampleBatch]:
+    """Chunks of complete lines, parsed in order; with ``workers > 1`` (and not ``flush``) up to
+    ``workers`` chunks are parsed at once in a thread pool (the kernel releases the GIL), the
+    next chunk's first line number coming from a count of its predecessor's newlines."""
+    pool = None
+    pending_jobs: deque = deque()
+    if workers > 1 and not flush:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="lomtree-parse")
+    try:
+        for chunk, line_no in _chunks(stream, chunk_bytes, flush):
+            if pool is None:
+                res, (batch, errs) = _parse_job(chunk, cfg, line_no, name)
+                yield from _emit(batch, errs, cfg)
+                continue
+            pending_jobs.append(pool.submit(_parse_job, chunk, cfg, line_no, name))
+            while len(pending_jobs) > workers:
+                _, (batch, errs) = pending_jobs.popleft().result()
+                yield from _emit(batch, errs, cfg)
+        while pending_jobs:
+            _, (batch, errs) = pending_jobs.popleft().result()
+            yield from _emit(batch, errs, cfg)
+    finally:
+        if pool is not None:
+            for f in pending_jobs:
+                f.cancel()
+            pool.shutdown(wait=True)
+
+
+def _emit(batch: ExampleBatch, errs: list, cfg: InputConfig) -> Iterator[ExampleBatch]:
+    if errs and not cfg.skip_invalid:
+        if len(batch):
+            yield batch
+        raise errs[0]
+    batch.skipped = errs
+    if len(batch) or errs:
+        yield batch
+
+
+def _chunks(stream, chunk_bytes: int, flush: bool) -> Iterator[tuple[bytes, int]]:
+    """(chunk of complete lines, line number of its first line); a leading BOM is dropped."""
     read = _read_fn(stream)
     pending = bytearray()
     bom_checked = False
@@ -212,20 +260,12 @@ def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: b
             continue
         chunk = bytes(pending[:cut])
         del pending[:cut]
-        res = _parse_chunk(chunk, cfg, line_no)
-        line_no = int(res[8])
-        batch, errs = _build(chunk, res, name)
-        if errs and not cfg.skip_invalid:
-            if len(batch):
-                yield batch
-            raise errs[0]
-        batch.skipped = errs
-        if len(batch) or errs:
-            yield batch
+        yield chunk, line_no
+        line_no += chunk.count(b"\n")
 
 
 def iter_batches(paths: list[str] | None, cfg: InputConfig, chunk_bytes: int = 1 << 20,
-                 flush: bool = False) -> Iterator[ExampleBatch]:
+                 flush: bool = False, workers: int = 1) -> Iterator[ExampleBatch]:
     """Yield ``ExampleBatch`` chunks of the inputs ``paths`` in order (None or [] = stdin).
 
     Parameters
@@ -234,6 +274,7 @@ def iter_batches(paths: list[str] | None, cfg: InputConfig, chunk_bytes: int = 1
     cfg : InputConfig (format, bits, hash_seed, noconstant, label_offset, skip_invalid)
     chunk_bytes : read size; a batch holds about this many bytes of complete lines
     flush : yield as soon as one complete line is available (interactive / co-process use)
+    workers : chunks parsed at once (threads; batches still come in input order)
 
     Raises
     ------
@@ -243,7 +284,7 @@ def iter_batches(paths: list[str] | None, cfg: InputConfig, chunk_bytes: int = 1
     for path in (paths or ["-"]):
         stream, name = open_input(path)
         try:
-            yield from _iter_stream(stream, name, cfg, chunk_bytes, flush)
+            yield from _iter_stream(stream, name, cfg, chunk_bytes, flush, workers)
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()

@@ -553,3 +553,46 @@ def libsvm_line(draw):
 @given(st.lists(libsvm_line(), min_size=1, max_size=6), st.integers(0, 4))
 def test_roundtrip_libsvm(lines, offset):
     compare_to_ref("\n".join(lines).encode(), format="libsvm", label_offset=offset)
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_parallel_chunk_parsing_matches_sequential(tmp_path, skip):
+    """``iter_batches(workers=3)`` parses several chunks at once: the same batches in the same
+    order, the same line numbers (counted from the newlines of earlier chunks), the same first
+    error in strict mode and the same skipped lines with ``skip_invalid``."""
+    from lomtree_cli.config import InputConfig
+    from lomtree_cli.errors import InputError
+    from lomtree_cli.parsing import iter_batches
+
+    rng = np.random.default_rng(7)
+    lines = []
+    for i in range(3000):
+        if i in (1234, 2500):
+            lines.append("7 | a:notanumber")
+        elif i % 97 == 0:
+            lines.append("")
+        else:
+            lines.append(f"{rng.integers(1, 9)} 'tag{i} |ns x{rng.integers(0, 99)}:{rng.random():.4f} y\r")
+    path = tmp_path / "d.vw"
+    path.write_text("\n".join(lines) + "\n")
+    cfg = InputConfig(bits=18, skip_invalid=skip)
+
+    def collect(workers):
+        out, err = [], None
+        try:
+            for b in iter_batches([str(path)], cfg, chunk_bytes=2048, workers=workers):
+                out.append(b)
+        except InputError as e:
+            err = str(e)
+        return out, err
+
+    (seq, e1), (par, e2) = collect(1), collect(3)
+    assert e1 == e2 and (e1 is None) == skip
+    assert len(seq) == len(par) > 10
+    for a, b in zip(seq, par):
+        for f in ("labels", "weights", "indptr", "indices", "values", "line_numbers"):
+            np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+        assert a.tags == b.tags
+        assert [str(x) for x in a.skipped] == [str(x) for x in b.skipped]
+    if skip:
+        assert sum(len(b.skipped) for b in par) == 2
