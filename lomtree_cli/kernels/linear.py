@@ -622,24 +622,44 @@ def sparse_rows(bits):
     mask + flatnonzero + fancy indexing on a 2**24-row table.
     """
     size, cols = bits.shape
+    flat = bits.reshape(size * cols)
     m = 0
-    for s in range(size):
-        acc = np.uint32(0)
-        for c in range(cols):
-            acc |= bits[s, c]
-        m += acc != 0
-    nz = np.empty(m, dtype=np.int64)
-    rows = np.empty((m, cols), dtype=np.uint32)
-    i = 0
-    for s in range(size):
-        acc = np.uint32(0)
-        for c in range(cols):
-            acc |= bits[s, c]
-        if acc != 0:
-            nz[i] = s
+    if cols == 3:  # the training table: a fixed-width OR, which LLVM vectorises
+        for s in range(size):
+            m += (flat[3 * s] | flat[3 * s + 1] | flat[3 * s + 2]) != 0
+    else:
+        for s in range(size):
+            acc = np.uint32(0)
             for c in range(cols):
-                rows[i, c] = bits[s, c]
-            i += 1
+                acc |= flat[s * cols + c]
+            m += acc != 0
+    # branch-free compaction: every row is written at i, and i advances past the kept ones
+    # (one spare row at the end takes the writes after the last kept row)
+    nz1 = np.empty(m + 1, dtype=np.int64)
+    out = np.empty((m + 1) * cols, dtype=np.uint32)
+    i = 0
+    if cols == 3:
+        for s in range(size):
+            a = flat[3 * s]
+            b = flat[3 * s + 1]
+            c = flat[3 * s + 2]
+            nz1[i] = s
+            out[3 * i] = a
+            out[3 * i + 1] = b
+            out[3 * i + 2] = c
+            i += (a | b | c) != 0
+    else:
+        for s in range(size):
+            o = s * cols
+            acc = np.uint32(0)
+            for c in range(cols):
+                v = flat[o + c]
+                out[i * cols + c] = v
+                acc |= v
+            nz1[i] = s
+            i += acc != 0
+    nz = nz1[:m]
+    rows = out[: m * cols].reshape((m, cols))
     return nz, rows
 
 
