@@ -66,6 +66,12 @@ MODE_STRIDE = 0
 MODE_CPT = 1
 CPT_MULT = 0x9E3779B1
 
+# unsigned table indices: numba emits a negative-index wrap-around fix-up for every signed index
+# it cannot prove non-negative (a slot computed by hashing); with uint64 indices it emits none,
+# and OAA's per-class loops vectorise. (uint64 + int64 is float64 in numba: add uint64 constants.)
+_U1 = np.uint64(1)
+_U2 = np.uint64(2)
+
 X2_MIN = 2.0**-126
 X_MIN = 2.0**-63
 
@@ -103,7 +109,7 @@ def score(lin, idx, val, start, end, m):
     mult, off, mask = slot_params(lin, m)
     s = 0.0
     for j in range(start, end):
-        s += np.float64(tab[(np.int64(idx[j]) * mult + off) & mask, 0]) * np.float64(val[j])
+        s += np.float64(tab[np.uint64((np.int64(idx[j]) * mult + off) & mask), 0]) * np.float64(val[j])
     return s
 
 
@@ -235,7 +241,7 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
             v = np.float64(val[j])
             if not math.isfinite(v):
                 continue
-            s = (np.int64(idx[j]) * mult + off) & mask
+            s = np.uint64((np.int64(idx[j]) * mult + off) & mask)
             tab[s, 0] = np.float32(np.float64(tab[s, 0]) + u * v)
         return
     d = loss_derivative(loss, tau, yhat, y)
@@ -252,7 +258,7 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         x = np.float64(val[j])
         if not math.isfinite(x):
             continue
-        s = (np.int64(idx[j]) * mult + off) & mask
+        s = np.uint64((np.int64(idx[j]) * mult + off) & mask)
         x2 = x * x
         ax = abs(x)
         if x2 < X2_MIN:
@@ -299,7 +305,7 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         v = np.float64(val[j])
         if not math.isfinite(v):
             continue
-        s = (np.int64(idx[j]) * mult + off) & mask
+        s = np.uint64((np.int64(idx[j]) * mult + off) & mask)
         Gs = np.float64(tab[s, 1])
         Ns = np.float64(tab[s, 2])
         # r is a function of the slot's current (G, N): reuse the first pass's value unless a
@@ -441,7 +447,7 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
             base = np.int64(idx[j]) * W
             for a in range(na):
                 c = act[a]
-                s = (base + c) & mask
+                s = np.uint64((base + c) & mask)
                 tab[s, 0] = np.float32(np.float64(tab[s, 0]) + work[c, 3] * v)
         return
     half = p == 0.5
@@ -462,7 +468,7 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
             ax = X_MIN
         for a in range(na):
             c = act[a]
-            s = (base + c) & mask
+            s = np.uint64((base + c) & mask)
             G = np.float32(np.float64(tab[s, 1]) + work[c, 0] * x2)
             tab[s, 1] = G
             Nf = tab[s, 2]
@@ -510,7 +516,7 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
             c = act[a]
             Mu = work[c, 3]
             if Mu != 0.0:
-                s = (base + c) & mask
+                s = np.uint64((base + c) & mask)
                 Gs = np.float64(tab[s, 1])
                 Ns = np.float64(tab[s, 2])
                 if cached and scr[pos, 1] == Gs and scr[pos, 2] == Ns:
@@ -565,7 +571,7 @@ def learn_block_distinct(lin, idx, val, start, end, k, ys, iw, yhats, work, act,
         x = np.float64(val[j])
         if not math.isfinite(x):
             continue
-        b3 = ((np.int64(idx[j]) * W) & mask) * 3
+        b3 = np.uint64(((np.int64(idx[j]) * W) & mask) * 3)
         x2 = x * x
         ax = abs(x)
         if x2 < X2_MIN:
@@ -573,15 +579,15 @@ def learn_block_distinct(lin, idx, val, start, end, k, ys, iw, yhats, work, act,
             ax = X_MIN
         for a in range(na):
             c = act[a]
-            o = b3 + 3 * c
-            G = np.float32(np.float64(t[o + 1]) + work[c, 0] * x2)
-            t[o + 1] = G
-            Nf = t[o + 2]
+            o = b3 + np.uint64(3 * c)
+            G = np.float32(np.float64(t[o + _U1]) + work[c, 0] * x2)
+            t[o + _U1] = G
+            Nf = t[o + _U2]
             if ax > np.float64(Nf):
                 if Nf > 0.0:
                     t[o] = np.float32(np.float64(t[o]) * (np.float64(Nf) / ax))
                 Nf = np.float32(ax)
-                t[o + 2] = Nf
+                t[o + _U2] = Nf
             Nv = np.float64(Nf)
             work[c, 1] += x2 / (Nv * Nv)
             r = 1.0 / (math.sqrt(np.float64(G)) * Nv)
@@ -603,12 +609,12 @@ def learn_block_distinct(lin, idx, val, start, end, k, ys, iw, yhats, work, act,
         v = np.float64(val[j])
         if not math.isfinite(v):
             continue
-        b3 = ((np.int64(idx[j]) * W) & mask) * 3
+        b3 = np.uint64(((np.int64(idx[j]) * W) & mask) * 3)
         for a in range(na):
             c = act[a]
             Mu = work[c, 3]
             if Mu != 0.0:
-                o = b3 + 3 * c
+                o = b3 + np.uint64(3 * c)
                 t[o] = np.float32(np.float64(t[o]) + Mu * v * rbuf[pos + a])
         pos += na
 

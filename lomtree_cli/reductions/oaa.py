@@ -37,16 +37,20 @@ def _scores_all(lin, indices, values, s, e, k, out):
         if base + k <= mask + 1:
             # the k slots are one run: no masking; with a weights-only table (predict) the run
             # is contiguous and the loop vectorises
+            # unsigned indices: numba then emits no negative-index wrap-around fix-up, and the
+            # loop vectorises (slots are never negative)
             if nc == 1:
+                ub = np.uint64(base)
                 for c in range(k):
-                    out[c] += np.float64(w[base + c]) * v
+                    out[c] += np.float64(w[ub + np.uint64(c)]) * v
             else:
-                b = base * nc
+                ub = np.uint64(base * nc)
+                unc = np.uint64(nc)
                 for c in range(k):
-                    out[c] += np.float64(w[b + c * nc]) * v
+                    out[c] += np.float64(w[ub + np.uint64(c) * unc]) * v
         else:
             for c in range(k):
-                out[c] += np.float64(w[((base + c) & mask) * nc]) * v
+                out[c] += np.float64(w[np.uint64(((base + c) & mask) * nc)]) * v
 
 
 @njit(cache=True, nogil=True)
