@@ -55,10 +55,10 @@ def _rotl32(x, r):
 def _read32(buf, i):
     """Little-endian uint32 at ``buf[i:i+4]``, as uint64."""
     return (
-        np.uint64(buf[i])
-        | (np.uint64(buf[i + 1]) << _U8)
-        | (np.uint64(buf[i + 2]) << _U16)
-        | (np.uint64(buf[i + 3]) << _U24)
+        np.uint64(buf[np.uint64(i)])
+        | (np.uint64(buf[np.uint64(i + 1)]) << _U8)
+        | (np.uint64(buf[np.uint64(i + 2)]) << _U16)
+        | (np.uint64(buf[np.uint64(i + 3)]) << _U24)
     )
 
 
@@ -107,7 +107,7 @@ def hash_bytes_xxh32(buf, start, end, seed):
         h = (_rotl32(h, _U17) * _P4) & _M32
         i += 4
     while i < end:
-        h = (h + np.uint64(buf[i]) * _P5) & _M32
+        h = (h + np.uint64(buf[np.uint64(i)]) * _P5) & _M32
         h = (_rotl32(h, _U11) * _P1) & _M32
         i += 1
     h ^= h >> _U15
@@ -139,7 +139,7 @@ def hash_name(buf, start, end, seed):
         numeric = True
         acc = _U0
         for i in range(start, end):
-            c = buf[i]
+            c = buf[np.uint64(i)]
             if c < 48 or c > 57:
                 numeric = False
                 break
