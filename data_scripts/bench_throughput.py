@@ -11,8 +11,8 @@ cost of a command: interpreter, imports, model load and save. Two rates per comm
   command goes through examples once it runs; start-up removed for both programs alike.
 
 The ratios are ours / VW (> 1: lomtree is faster). On small files (Sector: 6,412 training and
-3,207 test lines) the whole-command ratio is bounded by start-up: Python, numpy and numba take
-about 0.5 s to import before lomtree reads a line, VW starts in about 0.1 s.
+3,207 test lines; here repeated 5 times) the whole-command ratio is bounded by start-up: Python,
+numpy and numba take about 0.5 s to import before lomtree reads a line, VW starts in about 0.1 s.
 
 Usage::
 
@@ -32,11 +32,14 @@ from pathlib import Path
 
 from . import bench as B
 
-#: case name -> (reduction, dataset config name for options, train file, test file, repeat train)
+#: case name -> (reduction, dataset config name for options, train file, test file (None: the
+#: training file), times each file is repeated). Sector is small (6,412 / 3,207 lines), so it is
+#: repeated 5 times, as issue #2 asks for OAA: the steady-state rate of a 3,207-line file is the
+#: difference of two noisy sub-second times.
 CASES = {
     "sector_oaa_x5": ("oaa", "sector_oaa", "sector.train.vw", None, 5),
-    "sector_lomtree": ("lomtree", "sector_lomtree", "sector.train.vw", "sector.test.vw", 1),
-    "sector_filter": ("filter", "sector_filter", "sector.train.vw", "sector.test.vw", 1),
+    "sector_lomtree_x5": ("lomtree", "sector_lomtree", "sector.train.vw", "sector.test.vw", 5),
+    "sector_filter_x5": ("filter", "sector_filter", "sector.train.vw", "sector.test.vw", 5),
     "kjv_lomtree": ("lomtree", "kjv_nextword_lomtree", "kjv_nextword.train.vw", "kjv_nextword.test.vw", 1),
     "kjv_filter": ("filter", "kjv_nextword_filter", "kjv_nextword.train.vw", "kjv_nextword.test.vw", 1),
 }
@@ -63,9 +66,10 @@ def run_case(name: str, repeats: int, use_vw: bool, config_dir=B.CONFIG_DIR) -> 
     if not train.exists():
         B.log(f"  {name}: {train} missing (make data)")
         return []
+    test = train if test_name is None else B.DATA_DIR / test_name
     if rep > 1:
         train = B.repeat_file(train, rep, B.RUNS_DIR / f"{train.stem}.x{rep}.vw")
-    test = train if test_name is None else B.DATA_DIR / test_name
+        test = train if test_name is None else B.repeat_file(test, rep, B.RUNS_DIR / f"{test.stem}.x{rep}.vw")
     files = {"train": train, "predict": test}
     heads = {p: B.head_file(f, HEAD, B.RUNS_DIR / f"{f.stem}.head{HEAD}.vw") for p, f in files.items()}
     counts = {p: B.count_lines(f) for p, f in files.items()}
