@@ -55,3 +55,7 @@ if _os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
     # wrap-around of the hash and RNG mixers warns; compiled code wraps silently.
     _warnings.filterwarnings("ignore", message="overflow encountered in scalar", category=RuntimeWarning,
                              module=r"lomtree_cli\.")
+    # and IEEE division by zero / NaN (the kernels' error_model="numpy": an underflowed float32
+    # adaptive sum gives an infinite rate, the update becomes NaN and is dropped and counted)
+    for _msg in ("divide by zero encountered in scalar", "invalid value encountered in scalar"):
+        _warnings.filterwarnings("ignore", message=_msg, category=RuntimeWarning, module=r"lomtree_cli\.")
