@@ -263,6 +263,14 @@ def _token_end(buf, i, e):
     return i
 
 
+@kernel(inline="always")
+def _ends_token(buf, q, e):
+    """True when a float that parsed up to ``q`` ends its token there (``q == e``, or ``buf[q]``
+    is ' ', '\t', '\r' or '|'). Same as ``q == _token_end(buf, start, e)`` for a float that
+    started at ``start``, since no byte of a float ends a token, but without scanning it again."""
+    return q >= e or _is_ws(buf[np.uint64(q)]) or buf[np.uint64(q)] == 124
+
+
 @kernel()
 def _parse_vw_line(buf, s, e, seed, mask, indices, values, nnz):
     """Parse one VW line ``buf[s:e]`` (no line end); features are written from ``nnz`` on.
@@ -354,11 +362,10 @@ def _parse_vw_line(buf, s, e, seed, mask, indices, values, nnz):
             if p < e and buf[np.uint64(p)] == 58:
                 vs = p + 1
                 w, q, ok = parse_float(buf, vs, e)
-                tok_e = _token_end(buf, vs, e)
-                if not ok or q != tok_e:
-                    return nnz, 0, 1.0, -1, -1, NS_WEIGHT, vs, vs, tok_e, KIND_NAN
+                if not ok or not _ends_token(buf, q, e):
+                    return nnz, 0, 1.0, -1, -1, NS_WEIGHT, vs, vs, _token_end(buf, vs, e), KIND_NAN
                 if not np.isfinite(w):
-                    return nnz, 0, 1.0, -1, -1, NS_WEIGHT, vs, vs, tok_e, KIND_INF
+                    return nnz, 0, 1.0, -1, -1, NS_WEIGHT, vs, vs, _token_end(buf, vs, e), KIND_INF
                 nsw = w
                 p = q
         while True:
@@ -377,11 +384,10 @@ def _parse_vw_line(buf, s, e, seed, mask, indices, values, nnz):
             if p < e and buf[np.uint64(p)] == 58:
                 vs = p + 1
                 v, q, ok = parse_float(buf, vs, e)
-                tok_e = _token_end(buf, vs, e)
-                if not ok or q != tok_e:
-                    return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, tok_e, KIND_NAN
+                if not ok or not _ends_token(buf, q, e):
+                    return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, _token_end(buf, vs, e), KIND_NAN
                 if not np.isfinite(v):
-                    return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, tok_e, KIND_INF
+                    return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, _token_end(buf, vs, e), KIND_INF
                 p = q
                 fv = np.float32(v * nsw)
             else:
