@@ -42,7 +42,7 @@ from lomtree_cli.kernels import linear as K
 from lomtree_cli.learner import LinearLearner
 from lomtree_cli.parsing import iter_batches
 from lomtree_cli.reductions import get_reduction_class
-from lomtree_cli.reductions.oaa import _scores_all
+from lomtree_cli.reductions.oaa import _scores_all, clip_argmax
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
@@ -57,17 +57,11 @@ def _oaa_prob_process(lin, indptr, indices, values, labels, weights, train, k, p
         s = indptr[i]
         e = indptr[i + 1]
         _scores_all(lin, indices, values, s, e, k, scratch)
-        best = -np.inf
-        arg = 0
+        preds[i] = clip_argmax(lin, scratch, k) + 1
         tot = 0.0
         for c in range(k):
-            f = K.clip_score(lin, scratch[c])
-            scratch[c] = f
+            f = scratch[c]
             tot += 1.0 / (1.0 + math.exp(-f)) if logistic else (f + 1.0) * 0.5
-            if f > best:
-                best = f
-                arg = c
-        preds[i] = arg + 1
         y = labels[i] - 1
         if y >= 0:
             py = 0.0

@@ -64,7 +64,8 @@ class Stats:
 STATS = Stats()
 
 
-def _batch_lists(batches):
+def batch_lists(batches):
+    """Batches of one source as plain, comparable lists (also used by tests/test_parsing.py)."""
     out = dict(labels=[], weights=[], lines=[], tags=[], feats=[], skipped=[])
     for b in batches:
         out["labels"] += b.labels.tolist()
@@ -128,9 +129,9 @@ def check_input(data: bytes, format: str = "vw", bits: int = 18, hash_seed: int 
     _check_invariants(whole)
     for e in whole.skipped:
         check_message(e.message())
-    got = _batch_lists([whole])
+    got = batch_lists([whole])
     if strict_err is None:
-        assert not whole.skipped and _batch_lists([sb]) == got
+        assert not whole.skipped and batch_lists([sb]) == got
     else:
         assert whole.skipped and (whole.skipped[0].line, whole.skipped[0].reason) == strict_err
     if reference:
@@ -156,7 +157,7 @@ def check_input(data: bytes, format: str = "vw", bits: int = 18, hash_seed: int 
     streamed = list(_iter_stream(io.BufferedReader(io.BytesIO(data)), "f", skip, chunk, False))
     for b in streamed:
         _check_invariants(b)
-    assert _batch_lists(streamed) == got, ("chunked parse differs", chunk, data)
+    assert batch_lists(streamed) == got, ("chunked parse differs", chunk, data)
     if outcome == "parsed":
         STATS.parsed += 1
     else:

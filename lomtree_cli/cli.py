@@ -264,8 +264,7 @@ def predict(inputs, model, predictions, probabilities, top_k, flush, skip_invali
                           progress_interval=_progress_interval(progress_interval), progress_bar=progress_bar,
                           report=report, flush=flush, probabilities=probabilities, top_k=top_k or 0,
                           chunk_bytes=(4096 if flush and chunk_bytes == 1 << 20 else chunk_bytes),
-                          start_time=start, handle_signals=True, threads=_threads(threads),
-                          learning=False)
+                          start_time=start, handle_signals=True, threads=_threads(threads))
         run_predict(model, opts, skip_invalid=skip_invalid)
 
     _run(body)

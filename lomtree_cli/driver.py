@@ -72,8 +72,7 @@ class RunOptions:
     err: object = None
     start_time: float | None = None
     handle_signals: bool = False
-    threads: int = 1  # predict: threads that share each batch (reductions with parallel_predict)
-    learning: bool = True  # False for predict (lets the parser use `threads` workers)
+    threads: int = 1  # predict: threads that parse chunks and share each batch (train: 1)
 
 
 class Interrupted(Exception):
@@ -178,10 +177,9 @@ def _batches_for_pass(paths, input_cfg, opts, pass_index, cache):
         why = getattr(cache, "failed", None) or "the example cache is not available"
         raise CacheError(f"cannot read standard input again for pass {pass_index + 1}: {why}")
     writer = cache.writer() if (cache is not None and pass_index == 0) else None
-    # when only predicting, parsing is most of the work on feature-heavy lines: parse chunks in
-    # parallel too (training keeps one parser thread; its learning thread is the busy one)
-    workers = opts.threads if pass_index == 0 and writer is None and not opts.learning else 1
-    for batch in iter_batches(paths, input_cfg, chunk_bytes=opts.chunk_bytes, flush=opts.flush, workers=workers):
+    # predict (opts.threads > 1) parses chunks in parallel too; training keeps one parser thread
+    for batch in iter_batches(paths, input_cfg, chunk_bytes=opts.chunk_bytes, flush=opts.flush,
+                              workers=opts.threads):
         if writer is not None:
             writer.add(batch)
         yield batch

@@ -185,8 +185,7 @@ def _read_fn(stream):
 
 
 def _parse_job(chunk: bytes, cfg: InputConfig, line_no: int, name: str):
-    res = _parse_chunk(chunk, cfg, line_no)
-    return res, _build(chunk, res, name)
+    return _build(chunk, _parse_chunk(chunk, cfg, line_no), name)
 
 
 def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: bool,
@@ -203,15 +202,15 @@ def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: b
     try:
         for chunk, line_no in _chunks(stream, chunk_bytes, flush):
             if pool is None:
-                res, (batch, errs) = _parse_job(chunk, cfg, line_no, name)
+                batch, errs = _parse_job(chunk, cfg, line_no, name)
                 yield from _emit(batch, errs, cfg)
                 continue
             pending_jobs.append(pool.submit(_parse_job, chunk, cfg, line_no, name))
             while len(pending_jobs) > workers:
-                _, (batch, errs) = pending_jobs.popleft().result()
+                batch, errs = pending_jobs.popleft().result()
                 yield from _emit(batch, errs, cfg)
         while pending_jobs:
-            _, (batch, errs) = pending_jobs.popleft().result()
+            batch, errs = pending_jobs.popleft().result()
             yield from _emit(batch, errs, cfg)
     finally:
         if pool is not None:

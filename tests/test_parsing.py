@@ -15,6 +15,7 @@ import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fuzz.fuzz_parsers import batch_lists
 from lomtree_cli.config import InputConfig
 from lomtree_cli.errors import InputError
 from lomtree_cli.kernels.parse import parse_float
@@ -43,21 +44,6 @@ def feats(line: bytes, **kw):
 
 def xh(name: bytes, seed: int = 0) -> int:
     return xxhash.xxh32_intdigest(name, seed)
-
-
-def concat(batches):
-    """Merge batches of one source into comparable plain lists."""
-    out = dict(labels=[], weights=[], lines=[], tags=[], feats=[], skipped=[])
-    for b in batches:
-        out["labels"] += b.labels.tolist()
-        out["weights"] += b.weights.tolist()
-        out["lines"] += b.line_numbers.tolist()
-        out["tags"] += b.tags if b.tags is not None else [None] * len(b)
-        for i in range(len(b)):
-            s, e = b.indptr[i], b.indptr[i + 1]
-            out["feats"].append((b.indices[s:e].tolist(), b.values[s:e].tolist()))
-        out["skipped"] += [(x.line, x.reason, x.column) for x in b.skipped]
-    return out
 
 
 def check_batch_invariants(b):
@@ -336,14 +322,14 @@ def test_chunk_boundaries(tmp_path, chunk):
     for b in batches:
         check_batch_invariants(b)
         assert b.source == str(p)
-    assert concat(batches) == concat([whole])
+    assert batch_lists(batches) == batch_lists([whole])
     assert len(whole) == 44 and whole.skipped[0].line == 43
 
 
 def test_stdin_and_flush():
     c = cfg()
-    assert concat(iter_batches_bytes(MIXED, cfg(skip_invalid=True), chunk_bytes=5)) == \
-        concat([parse_bytes(MIXED, cfg(skip_invalid=True))])
+    assert batch_lists(iter_batches_bytes(MIXED, cfg(skip_invalid=True), chunk_bytes=5)) == \
+        batch_lists([parse_bytes(MIXED, cfg(skip_invalid=True))])
     b = list(iter_batches_bytes(b"1 | a\n2 | b", c))
     assert b[0].source == "<stdin>" and b[0].labels.tolist() == [1, 2]
 
@@ -389,7 +375,7 @@ def test_compressed(tmp_path, ext, opener):
     with opener(p, "wb") as f:
         f.write(MIXED)
     c = cfg(skip_invalid=True)
-    assert concat(iter_batches([str(p)], c, chunk_bytes=100)) == concat([parse_bytes(MIXED, c)])
+    assert batch_lists(iter_batches([str(p)], c, chunk_bytes=100)) == batch_lists([parse_bytes(MIXED, c)])
     f, name = open_input(str(p))
     assert name == str(p) and f.read().startswith(b"\xef\xbb\xbf1")
     f.close()
@@ -538,7 +524,7 @@ def test_soup_vs_reference(data, fmt):
 @given(SOUP, st.integers(1, 9))
 def test_soup_chunking(data, chunk):
     c = cfg(skip_invalid=True)
-    assert concat(iter_batches_bytes(data, c, chunk_bytes=chunk)) == concat([parse_bytes(data, c)])
+    assert batch_lists(iter_batches_bytes(data, c, chunk_bytes=chunk)) == batch_lists([parse_bytes(data, c)])
 
 
 @st.composite

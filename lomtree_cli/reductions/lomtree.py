@@ -120,20 +120,27 @@ def _hash(node, label, hmask):
     return np.int64(z & np.uint64(hmask))
 
 
-@kernel()
-def _init_leaf(node_i, node_f, v):
-    node_i[v, N_PARENT] = -1
+@kernel(inline="always")
+def _empty_leaf(node_i, node_f, v):
+    """The fields of an empty leaf shared by a new node and a recycled one: no children, no
+    regressor, no statistics (parent, C and the record bookkeeping are the callers')."""
     node_i[v, N_LEFT] = -1
     node_i[v, N_RIGHT] = -1
     node_i[v, N_INTERNAL] = 0
     node_i[v, N_MODEL] = -1
-    node_i[v, N_C] = 0
     node_i[v, N_EN] = 0
     node_i[v, N_MAXCNT] = 0
     node_i[v, N_MAXLAB] = 1
+    node_f[v] = 0.0
+
+
+@kernel()
+def _init_leaf(node_i, node_f, v):
+    _empty_leaf(node_i, node_f, v)
+    node_i[v, N_PARENT] = -1
+    node_i[v, N_C] = 0
     node_i[v, N_NCLS] = 0
     node_i[v, N_GEN] = 0
-    node_f[v] = 0.0
 
 
 @kernel()
@@ -142,14 +149,7 @@ def _reset_node(node_i, node_f, glob, v):
     glob[G_LIVE] -= node_i[v, N_NCLS]
     node_i[v, N_NCLS] = 0
     node_i[v, N_GEN] += 1
-    node_i[v, N_LEFT] = -1
-    node_i[v, N_RIGHT] = -1
-    node_i[v, N_INTERNAL] = 0
-    node_i[v, N_MODEL] = -1
-    node_i[v, N_EN] = 0
-    node_i[v, N_MAXCNT] = 0
-    node_i[v, N_MAXLAB] = 1
-    node_f[v] = 0.0
+    _empty_leaf(node_i, node_f, v)
 
 
 @kernel()
@@ -382,8 +382,10 @@ def _insert_records(node_i, rec_i, rec_f, glob, rnode, rlabel, rcnt, rn, rmsum):
 
 @njit(cache=True)
 def _live_slots(node_i, rec_i):
-    """Slots of the live records and their keys ``node << 32 | (label & 0xFFFFFFFF)`` (one pass over
-    the table: what ``records`` sorts; numpy masks over the strided columns took 3x longer)."""
+    """Slots of the live records and their keys ``node << 32 | label`` (one pass over the table:
+    what ``records`` sorts; numpy masks over the strided columns took 3x longer). Labels are in
+    ``1..k`` with ``k < 2^31`` (config, parser and ``load_state`` all enforce it), so the key is
+    exact and orders by (node, label)."""
     n = 0
     for r in range(rec_i.shape[0]):
         nd = rec_i[r, R_NODE]
@@ -396,7 +398,7 @@ def _live_slots(node_i, rec_i):
         nd = rec_i[r, R_NODE]
         if nd >= 0 and rec_i[r, R_GEN] == node_i[nd, N_GEN]:
             sel[q] = r
-            key[q] = (nd << 32) | (rec_i[r, R_LABEL] & 0xFFFFFFFF)
+            key[q] = (nd << 32) | rec_i[r, R_LABEL]
             q += 1
     return sel, key
 
@@ -475,11 +477,7 @@ class LomTree(Reduction):
             return tuple(a.copy() for a in self._pending)
         ri = self.rec_i
         sel, key = _live_slots(self.node_i, ri)
-        if sel.size and (ri[sel, R_LABEL].min() < 0 or ri[sel, R_LABEL].max() >= 1 << 32):
-            order = np.lexsort((ri[sel, R_LABEL], ri[sel, R_NODE]))  # labels beyond the packed key
-        else:
-            order = np.argsort(key)  # keys are unique, so any sort gives this order
-        sel = sel[order]
+        sel = sel[np.argsort(key)]  # keys are unique, so any sort gives this order
         return (ri[sel, R_NODE].copy(), ri[sel, R_LABEL].copy(), ri[sel, R_CNT].copy(), ri[sel, R_N].copy(),
                 self.rec_f[sel].copy())
 

@@ -53,6 +53,21 @@ def _scores_all(lin, indices, values, s, e, k, out):
                 out[c] += np.float64(w[np.uint64(((base + c) & mask) * nc)]) * v
 
 
+@kernel(inline="always")
+def clip_argmax(lin, scores, k):
+    """Clip ``scores[:k]`` in place (``K.clip_score``); the index of the first largest (ties to
+    the smallest class)."""
+    best = -np.inf
+    arg = 0
+    for c in range(k):
+        f = K.clip_score(lin, scores[c])
+        scores[c] = f
+        if f > best:
+            best = f
+            arg = c
+    return arg
+
+
 @njit(cache=True, nogil=True)
 def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, scratch):
     """Progressive predict-then-learn over a chunk.
@@ -75,15 +90,7 @@ def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, 
         s = indptr[i]
         e = indptr[i + 1]
         _scores_all(lin, indices, values, s, e, k, scratch)
-        best = -np.inf
-        arg = 0
-        for c in range(k):
-            f = K.clip_score(lin, scratch[c])
-            scratch[c] = f
-            if f > best:
-                best = f
-                arg = c
-        preds[i] = arg + 1
+        preds[i] = clip_argmax(lin, scratch, k) + 1
         if train[i]:
             y = labels[i] - 1
             iw = weights[i]
@@ -91,7 +98,7 @@ def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, 
             if code:
                 for c in range(k):
                     ys[c] = 1.0 if c == y else -1.0
-                if code == 2 and (e - s) * k <= rbuf.shape[0]:
+                if code == 2:  # (too long for rbuf: it passes the example on to learn_block)
                     K.learn_block_distinct(lin, indices, values, s, e, k, ys, iw, scratch, work, act, rbuf)
                 else:
                     K.learn_block(lin, indices, values, s, e, k, ys, iw, scratch, work, act)
