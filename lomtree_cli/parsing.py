@@ -132,7 +132,7 @@ def _make_error(data: bytes, row: np.ndarray, source: str) -> InputError:
 
 
 def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int):
-    """One kernel call on ``data`` (complete lines). Returns the kernel's 9-tuple."""
+    """One kernel call on ``data`` (complete lines). Returns the kernel's 8-tuple."""
     buf = np.frombuffer(data, dtype=np.uint8)
     if cfg.format == "libsvm":
         return parse_libsvm_chunk(buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.label_offset),
@@ -142,7 +142,7 @@ def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int):
 
 
 def _build(data: bytes, res, source: str) -> tuple[ExampleBatch, list[InputError]]:
-    labels, weights, indptr, indices, values, line_numbers, tag_spans, errors, _ = res
+    labels, weights, indptr, indices, values, line_numbers, tag_spans, errors = res
     tags = None
     if tag_spans.shape[0] and (tag_spans[:, 0] >= 0).any():
         tags = [
