@@ -75,14 +75,17 @@ LOMTREE_FLAGS = {
     "loss_function": "--loss-function", "passes": "--passes", "holdout_period": "--holdout-period",
     "early_terminate": "--early-terminate", "max_internal_nodes": "--max-internal-nodes",
     "swap_resistance": "--swap-resistance", "cpt_alpha": "--cpt-alpha", "seed": "--seed",
-    "decay_learning_rate": "--decay-learning-rate",
+    "decay_learning_rate": "--decay-learning-rate", "holdout_off": "--holdout-off",
 }
 #: option name in a config -> VW flag (options VW lacks, e.g. max_internal_nodes, are not passed)
 VW_FLAGS = {
     "bits": "-b", "learning_rate": "-l", "power_t": "--power_t", "initial_t": "--initial_t",
     "loss_function": "--loss_function", "passes": "--passes", "holdout_period": "--holdout_period",
     "early_terminate": "--early_terminate", "decay_learning_rate": "--decay_learning_rate",
+    "holdout_off": "--holdout_off",
 }
+#: options that are switches (true: the flag alone; false: left out)
+SWITCHES = {"holdout_off"}
 #: options that apply only to one reduction (ours)
 REDUCTION_ONLY = {"max_internal_nodes": "lomtree", "swap_resistance": "lomtree", "cpt_alpha": "cpt"}
 #: options of the run section that are not flags
@@ -212,6 +215,13 @@ def _fmt(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
+def _flag(flag: str, key: str, val) -> list[str]:
+    """``[flag, value]``, or for a switch ``[flag]`` when true and nothing when false."""
+    if key in SWITCHES:
+        return [flag] if val else []
+    return [flag, _fmt(val)]
+
+
 def lomtree_train_cmd(reduction: str, k: int | None, opts: dict, train: str, model: str, report: str,
                       cache: str | None = None, extra=()) -> list[str]:
     """``lomtree train -r R -k K <options> TRAIN -f MODEL --report REPORT --quiet``."""
@@ -223,7 +233,7 @@ def lomtree_train_cmd(reduction: str, k: int | None, opts: dict, train: str, mod
             continue
         if key == "passes" and int(val) == 1:
             continue
-        cmd += [LOMTREE_FLAGS[key], _fmt(val)]
+        cmd += _flag(LOMTREE_FLAGS[key], key, val)
     if int(opts.get("passes", 1)) > 1:
         cmd += ["-c", cache or (model + ".cache")]
     cmd += list(extra) + [train, "-f", model, "--report", report, "--quiet"]
@@ -241,7 +251,7 @@ def vw_train_cmd(vw_reduction: str, k: int, opts: dict, train: str, model: str, 
     for key, val in opts.items():
         if key not in VW_FLAGS or (key == "passes" and int(val) == 1):
             continue
-        cmd += [VW_FLAGS[key], _fmt(val)]
+        cmd += _flag(VW_FLAGS[key], key, val)
     if int(opts.get("passes", 1)) > 1:
         cmd += ["-c", "-k", "--cache_file", cache or (model + ".vwcache")]
     cmd += list(extra) + ["-d", train, "-f", model]

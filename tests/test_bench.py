@@ -339,3 +339,14 @@ def test_compiled_during():
     assert bench.compiled_during("[cache] index saved to 'a'\n[cache] data saved to 'b'\n")
     assert not bench.compiled_during("[cache] index loaded from 'a'\n[cache] data loaded from 'b'\n")
     assert not bench.compiled_during("")
+
+
+def test_holdout_off_is_a_switch_for_both_programs():
+    on = {"bits": 24, "passes": 8, "holdout_off": True}
+    ours = bench.lomtree_train_cmd("lomtree", 105, on, "tr.vw", "m", "r.json")
+    vw = bench.vw_train_cmd("log_multi", 105, on, "tr.vw", "m")
+    assert "--holdout-off" in ours and "True" not in ours
+    assert "--holdout_off" in vw and "True" not in vw
+    off = dict(on, holdout_off=False)
+    assert not any("holdout" in a for a in bench.lomtree_train_cmd("lomtree", 105, off, "tr.vw", "m", "r.json"))
+    assert not any("holdout" in a for a in bench.vw_train_cmd("log_multi", 105, off, "tr.vw", "m"))
