@@ -301,16 +301,18 @@ def compiled_during(stdout: str) -> bool:
     return COMPILE_MARK in stdout
 
 
-def run_timed(cmd: list[str], timeout: float | None = None, retries: int = 3) -> Timed:
+def run_timed(cmd: list[str], timeout: float | None = None, retries: int = 3, env_extra: dict | None = None) -> Timed:
     """Run ``cmd`` (stdout discarded, stderr kept); wall time, CPU time and peak RSS of the child.
 
     lomtree commands run with ``NUMBA_DEBUG_CACHE=1``; one that compiled a kernel (see
     ``compiled_during``) is run again, up to ``retries`` times; ``Timed.recompiled`` counts the
-    discarded runs.  (lomtree writes predictions to ``-p /dev/null``, never to stdout, here.)"""
+    discarded runs.  (lomtree writes predictions to ``-p /dev/null``, never to stdout, here.)
+    ``LOMTREE_SERVER`` is removed from the environment (commands start cold) unless ``env_extra``
+    sets it (``bench_throughput``'s server runs)."""
     is_vw = cmd[:3] == vw_exe()
     discarded = 0
     while True:
-        t = _run_timed_once(cmd, timeout, watch_numba=not is_vw)
+        t = _run_timed_once(cmd, timeout, watch_numba=not is_vw, env_extra=env_extra)
         if not t.compiled or discarded >= retries or t.rc != 0:
             t.recompiled = discarded
             return t
@@ -318,11 +320,15 @@ def run_timed(cmd: list[str], timeout: float | None = None, retries: int = 3) ->
         log(f"    (compiled during the run: running again) {' '.join(cmd[1:4])}")
 
 
-def _run_timed_once(cmd: list[str], timeout: float | None = None, watch_numba: bool = False) -> Timed:
+def _run_timed_once(cmd: list[str], timeout: float | None = None, watch_numba: bool = False,
+                    env_extra: dict | None = None) -> Timed:
     RUNS_DIR.mkdir(parents=True, exist_ok=True)
     err_path = RUNS_DIR / f".stderr.{os.getpid()}"
     out_path = RUNS_DIR / f".stdout.{os.getpid()}"
-    env = dict(os.environ, NUMBA_DEBUG_CACHE="1") if watch_numba else None
+    env = {k: v for k, v in os.environ.items() if k != "LOMTREE_SERVER"}
+    if watch_numba:
+        env["NUMBA_DEBUG_CACHE"] = "1"
+    env.update(env_extra or {})
     with open(err_path, "w+b") as err, open(out_path, "w+b") as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out if watch_numba else subprocess.DEVNULL, stderr=err,

@@ -148,10 +148,13 @@ def throughput_table(rows: list[dict]) -> str:
         out.append([f"{names.get(r['reduction'], r['reduction'])} {r['part']}", f"{r['file']} ({r['examples']:,})",
                     vw, rate(r["ours_whole_ex_s"]), rate(r["vw_whole_ex_s"]), fmt_num(r.get("ratio_whole")),
                     rate(r["ours_steady_ex_s"]), rate(r["vw_steady_ex_s"]), fmt_num(r.get("ratio_steady")),
-                    fmt_num(r.get("ours_fixed_seconds")), fmt_num(r.get("vw_fixed_seconds"))])
+                    rate(r.get("server_whole_ex_s")), fmt_num(r.get("ratio_server_whole")),
+                    fmt_num(r.get("ours_fixed_seconds")), fmt_num(r.get("server_fixed_seconds")),
+                    fmt_num(r.get("vw_fixed_seconds"))])
     return md_table(["command", "file (examples)", "vs", "ours ex/s (whole)", "VW ex/s (whole)", "ratio whole",
-                     "ours ex/s (steady)", "VW ex/s (steady)", "ratio steady", "ours 10-line s", "VW 10-line s"],
-                    out, "lllrrrrrrrr")
+                     "ours ex/s (steady)", "VW ex/s (steady)", "ratio steady", "server ex/s (whole)",
+                     "ratio server", "ours 10-line s", "server 10-line s", "VW 10-line s"],
+                    out, "lllrrrrrrrrrrr")
 
 
 def sweep_table(results: list[dict]) -> str:

@@ -13,6 +13,10 @@ cost of a command: interpreter, imports, model load and save. Two rates per comm
 The ratios are ours / VW (> 1: lomtree is faster). On small files (Sector: 6,412 training and
 3,207 test lines; here repeated 5 times) the whole-command ratio is bounded by start-up: Python,
 numpy and numba take about 0.5 s to import before lomtree reads a line, VW starts in about 0.1 s.
+So lomtree's commands also run a third time in each round, **through a warm server**
+(``lomtree serve``, started here once with its warm-up; ``LOMTREE_SERVER`` set for those runs
+only): the same commands, files and outputs, with the start-up paid once by the server
+(``server`` columns; ``ours`` is always a cold process). ``--no-server`` leaves it out.
 
 Usage::
 
@@ -25,9 +29,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
+import socket
 import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from . import bench as B
@@ -57,7 +67,40 @@ def _rates(n: int, whole: float | None, fixed: float | None) -> tuple[float | No
     return r_whole, r_steady
 
 
-def run_case(name: str, repeats: int, use_vw: bool, config_dir=B.CONFIG_DIR) -> list[dict]:
+@contextlib.contextmanager
+def lomtree_server(timeout: float = 600.0):
+    """A ``lomtree serve`` on a socket in the runs folder for the duration (its path; None if it
+    did not come up, then the server columns stay empty)."""
+    B.RUNS_DIR.mkdir(parents=True, exist_ok=True)
+    path = str(B.RUNS_DIR / f"tp_server.{os.getpid()}.sock")
+    env = {k: v for k, v in os.environ.items() if k != "LOMTREE_SERVER"}
+    proc = subprocess.Popen(B.lomtree_exe() + ["serve", "--socket", path, "--idle-timeout", "1800"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=env)
+    t0, up = time.monotonic(), False
+    while time.monotonic() - t0 < timeout and proc.poll() is None and not up:
+        with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)) as probe:
+            try:
+                probe.connect(path)
+                up = True
+            except OSError:
+                time.sleep(0.2)
+    try:
+        if up:  # connections made during the warm-up wait for it: one tiny command waits it out
+            B.run_timed(B.lomtree_exe() + ["inspect", "--help"], env_extra={"LOMTREE_SERVER": path})
+        else:
+            B.log(f"  lomtree serve did not start: {B._tail(proc.stderr.read() if proc.poll() is not None else '')}")
+        yield path if up else None
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def run_case(name: str, repeats: int, use_vw: bool, config_dir=B.CONFIG_DIR, server: str | None = None) -> list[dict]:
     red, cfg_name, train_name, test_name, rep = CASES[name]
     exp = B.load_experiment(Path(config_dir) / f"{cfg_name}.toml")
     opts = dict(exp.variants["1pass"])
@@ -91,13 +134,17 @@ def run_case(name: str, repeats: int, use_vw: bool, config_dir=B.CONFIG_DIR) -> 
             ("vw", "predict"): B.vw_test_cmd(vm, str(test)),
             ("vw", "predict_head"): B.vw_test_cmd(vm, str(heads["predict"])),
         })
+    if server:
+        cmds.update({("server", what): cmds[("ours", what)] for what in ("train", "train_head", "predict",
+                                                                           "predict_head")})
     times: dict[tuple, list[B.Timed]] = {key: [] for key in cmds}
     order = ["train", "train_head", "predict", "predict_head"]
     for r in range(repeats):
         for what in order:
-            for who in ("ours", "vw"):
+            for who in ("ours", "server", "vw"):
                 if (who, what) in cmds:
-                    t = B.run_timed(cmds[(who, what)])
+                    env = {"LOMTREE_SERVER": server} if who == "server" else None
+                    t = B.run_timed(cmds[(who, what)], env_extra=env)
                     if t.rc != 0:
                         B.log(f"    {who} {what} failed: {B._tail(t.stderr)}")
                     times[(who, what)].append(t)
@@ -107,7 +154,7 @@ def run_case(name: str, repeats: int, use_vw: bool, config_dir=B.CONFIG_DIR) -> 
         row = {"case": name, "reduction": red, "vw_reduction": vw_red, "part": part,
                "file": files[part].name,
                "examples": n, "repeats": repeats, "bits": opts.get("bits")}
-        for who in ("ours", "vw"):
+        for who in ("ours", "server", "vw"):
             whole = _median(times.get((who, part), []))
             fixed = _median(times.get((who, part + "_head"), []))
             rw, rs = _rates(n, whole, fixed)
@@ -118,17 +165,20 @@ def run_case(name: str, repeats: int, use_vw: bool, config_dir=B.CONFIG_DIR) -> 
             row[f"{who}_all_seconds"] = [round(t.seconds, 3) for t in times.get((who, part), [])]
         row["ratio_whole"] = B._ratio(row["ours_whole_ex_s"], row["vw_whole_ex_s"])
         row["ratio_steady"] = B._ratio(row["ours_steady_ex_s"], row["vw_steady_ex_s"])
+        row["ratio_server_whole"] = B._ratio(row["server_whole_ex_s"], row["vw_whole_ex_s"])
         rows.append(row)
         B.log(f"  {name:16s} {part:7s} ours {row['ours_seconds']} vw {row['vw_seconds']} "
-              f"ratio whole {row['ratio_whole']} steady {row['ratio_steady']}")
+              f"ratio whole {row['ratio_whole']} steady {row['ratio_steady']} server {row['ratio_server_whole']}")
     B._cleanup(m, hm, vm, vhm, rep_json)
     return rows
 
 
 def run_throughput(cfg: dict, use_vw: bool) -> list[dict]:
     rows = []
-    for name in cfg.get("cases", list(CASES)):
-        rows += run_case(name, int(cfg.get("repeats", 3)), use_vw)
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(lomtree_server()) if cfg.get("server", True) else None
+        for name in cfg.get("cases", list(CASES)):
+            rows += run_case(name, int(cfg.get("repeats", 3)), use_vw, server=server)
     return rows
 
 
@@ -137,9 +187,11 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     ap.add_argument("--no-vw", action="store_true")
+    ap.add_argument("--no-server", action="store_true", help="no runs through a warm lomtree serve")
     ap.add_argument("--out", default=str(B.BENCH_DIR / "throughput.json"))
     args = ap.parse_args(argv)
-    rows = run_throughput({"cases": args.cases, "repeats": args.repeats}, not args.no_vw and B.have_vw())
+    rows = run_throughput({"cases": args.cases, "repeats": args.repeats, "server": not args.no_server},
+                          not args.no_vw and B.have_vw())
     Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
     from .bench_report import throughput_table
 

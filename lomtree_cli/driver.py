@@ -36,17 +36,18 @@ from .kernels.linear import HP_ETA
 from .metrics import Progress
 
 
+#: set by a ``lomtree serve`` child to its client's start time (see ``server.py``)
+START_TIME_OVERRIDE: float | None = None
+
+
 def process_start_time() -> float:
-    """Wall-clock time at which this process started (falls back to now)."""
-    try:
-        with open("/proc/self/stat") as f:
-            fields_ = f.read().rsplit(")", 1)[1].split()
-        start_ticks = int(fields_[19])
-        with open("/proc/stat") as f:
-            btime = next(int(line.split()[1]) for line in f if line.startswith("btime"))
-        return btime + start_ticks / os.sysconf("SC_CLK_TCK")
-    except Exception:  # noqa: BLE001 - not Linux
-        return time.time()
+    """Wall-clock time at which this command started: this process's start, or, in a server's
+    child, the client process's (falls back to now off Linux)."""
+    if START_TIME_OVERRIDE is not None:
+        return START_TIME_OVERRIDE
+    from .launch import process_start_time as own_start
+
+    return own_start()
 
 
 @dataclass
