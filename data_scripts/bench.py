@@ -204,7 +204,7 @@ def load_suite(config_dir: str | os.PathLike = CONFIG_DIR, quick: bool = False) 
 def lomtree_exe() -> list[str]:
     """How to start the CLI: the ``lomtree`` script next to this Python, else ``-m``."""
     exe = Path(sys.executable).with_name("lomtree")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "lomtree_cli.cli"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "lomtree_cli.launch"]
 
 
 def vw_exe() -> list[str]:

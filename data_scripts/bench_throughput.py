@@ -50,6 +50,7 @@ CASES = {
     "sector_oaa_x5": ("oaa", "sector_oaa", "sector.train.vw", None, 5),
     "sector_lomtree_x5": ("lomtree", "sector_lomtree", "sector.train.vw", "sector.test.vw", 5),
     "sector_filter_x5": ("filter", "sector_filter", "sector.train.vw", "sector.test.vw", 5),
+    "letter_filter_x5": ("filter", "letter_filter", "letter.train.vw", "letter.test.vw", 5),
     "kjv_lomtree": ("lomtree", "kjv_nextword_lomtree", "kjv_nextword.train.vw", "kjv_nextword.test.vw", 1),
     "kjv_filter": ("filter", "kjv_nextword_filter", "kjv_nextword.train.vw", "kjv_nextword.test.vw", 1),
 }

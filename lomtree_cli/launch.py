@@ -62,6 +62,20 @@ def run_via_server(path: str, argv: list[str]) -> int | None:
     import socket
     import struct
 
+    pid = None
+    pending: list[int] = []
+
+    def forward(signum, _frame):
+        if pid is None:  # not handed over yet: passed on once the child is known
+            pending.append(signum)
+            return
+        try:
+            os.kill(pid, signum)
+        except OSError:
+            pass
+
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {s: signal.signal(s, forward) for s in signals}
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
@@ -72,20 +86,17 @@ def run_via_server(path: str, argv: list[str]) -> int | None:
         socket.send_fds(sock, [struct.pack("!I", len(msg)) + msg], [0, 1, 2])
         pid = _recv_int(sock)
     except OSError:  # no server, a stale socket, or a closed descriptor 0-2: run in-process
-        sock.close()
-        return None
+        pid = None
     if pid is None:
         sock.close()
+        for s, h in old.items():
+            signal.signal(s, h)
+        if pending:  # interrupted before anything ran
+            sys.stderr.write("interrupted\n")
+            return 128 + pending[0]
         return None
-
-    def forward(signum, _frame):
-        try:
-            os.kill(pid, signum)
-        except OSError:
-            pass
-
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, forward)
+    for signum in pending:
+        forward(signum, None)
     code = _recv_int(sock)
     sock.close()
     if code is None:
