@@ -392,6 +392,28 @@ def stride_block_disjoint(lin, idx, start, end, k, tmp):
 
 
 @kernel(error_model="numpy")
+def _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, p):
+    """Between the two passes of ``learn_block``/``learn_block_distinct``: for each active regressor
+    ``c = act[a]``, fold the first pass's sums (``work[c, 1]`` = sum x^2/N^2, ``work[c, 2]`` = q)
+    into its normaliser state S, T and leave the weight-pass multiplier ``M * u`` in ``work[c, 3]``
+    (0 for a NaN update, counted in hp[HP_NAN]). Once per example, not per slot."""
+    half = p == 0.5
+    for a in range(na):
+        c = act[a]
+        lin.T[c] += iw
+        lin.S[c] += iw * work[c, 1]
+        if half:
+            M = math.sqrt(lin.T[c] / lin.S[c])
+        else:
+            M = (lin.S[c] / lin.T[c]) ** (-(1.0 - p))
+        u = update_amount(loss, tau, yhats[c], ys[c], eta * iw, M * work[c, 2])
+        if u != u:
+            lin.hp[HP_NAN] += 1.0
+            u = 0.0
+        work[c, 3] = M * u
+
+
+@kernel(error_model="numpy")
 def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
     """Same result as ``for c in range(k): learn(lin, idx, val, start, end, c, ys[c], iw, yhats[c])``
     when ``stride_block_disjoint`` holds (the regressors then touch disjoint slots, so the order
@@ -492,19 +514,7 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
                 scr[pos, 1] = np.float64(G)
                 scr[pos, 2] = Nv
             pos += 1
-    for a in range(na):
-        c = act[a]
-        lin.T[c] += iw
-        lin.S[c] += iw * work[c, 1]
-        if half:
-            M = math.sqrt(lin.T[c] / lin.S[c])
-        else:
-            M = (lin.S[c] / lin.T[c]) ** (-(1.0 - p))
-        u = update_amount(loss, tau, yhats[c], ys[c], eta * iw, M * work[c, 2])
-        if u != u:
-            hp[HP_NAN] += 1.0
-            u = 0.0
-        work[c, 3] = M * u
+    _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, p)
     pos = 0
     for j in range(start, end):
         v = np.float64(val[j])
@@ -594,16 +604,7 @@ def learn_block_distinct(lin, idx, val, start, end, k, ys, iw, yhats, work, act,
             work[c, 2] += x2 * r
             rbuf[pos + a] = r
         pos += na
-    for a in range(na):
-        c = act[a]
-        lin.T[c] += iw
-        lin.S[c] += iw * work[c, 1]
-        M = math.sqrt(lin.T[c] / lin.S[c])
-        u = update_amount(loss, tau, yhats[c], ys[c], eta * iw, M * work[c, 2])
-        if u != u:
-            hp[HP_NAN] += 1.0
-            u = 0.0
-        work[c, 3] = M * u
+    _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, 0.5)
     pos = 0
     for j in range(start, end):
         v = np.float64(val[j])
