@@ -31,25 +31,18 @@ from pathlib import Path
 from . import bench as B
 
 
-def _train_cmd(args, setting: tuple, model: Path, report: Path, passes: int, cache: Path, holdout: bool):
-    T, lr, decay, rs, loss = setting
-    cmd = B.lomtree_exe() + ["train", "-r", "lomtree", "-k", str(args.k), "-b", str(args.bits),
-                             str(args.train), "-f", str(model), "--quiet", "--max-internal-nodes", str(T),
-                             "-l", str(lr), "--decay-learning-rate", str(decay), "--swap-resistance", str(rs),
-                             "--loss-function", loss, "--passes", str(passes), "--early-terminate", str(passes),
-                             "-c", str(cache), "--report", str(report)]
-    return cmd + ([] if holdout else ["--holdout-off"])
-
-
 def run_one(setting: tuple, args, work: Path, passes: int, holdout: bool) -> dict:
     T, lr, decay, rs, loss = setting
     tag = f"{T}_{lr}_{decay}_{rs}_{loss}_{'h' if holdout else 'all'}"
     m, c = work / f"{tag}.lt", work / f"{tag}.cache"
     tr, te = work / f"{tag}.train.json", work / f"{tag}.test.json"
-    pred = B.lomtree_exe() + ["predict", "-i", str(m), str(args.test), "-p", "/dev/null", "--quiet",
-                              "--report", str(te)]
+    opts = {"bits": args.bits, "max_internal_nodes": T, "learning_rate": lr, "decay_learning_rate": decay,
+            "swap_resistance": rs, "loss_function": loss, "passes": passes, "early_terminate": passes,
+            "holdout_off": not holdout}
+    train = B.lomtree_train_cmd("lomtree", args.k, opts, str(args.train), str(m), str(tr), str(c))
+    pred = B.lomtree_predict_cmd(str(m), str(args.test), str(te))
     out = {"T": T, "learning_rate": lr, "decay": decay, "swap_resistance": rs, "loss": loss}
-    for cmd in (_train_cmd(args, setting, m, tr, passes, c, holdout), pred):
+    for cmd in (train, pred):
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             out["error"] = p.stderr.strip()[-300:]
