@@ -26,6 +26,21 @@ import sys
 SERVER_ENV = "LOMTREE_SERVER"
 
 
+def listening(path: str) -> bool:
+    """True when a server accepts connections at ``path`` (the probe connects and closes; the
+    server's child sees no request and ends quietly)."""
+    import socket
+
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
 def _recv_int(sock) -> int | None:
     import struct
 

@@ -38,6 +38,7 @@ import tempfile
 import time
 
 from .errors import ConfigError
+from .launch import listening
 
 
 def default_socket_path() -> str:
@@ -191,15 +192,9 @@ def _listen(path: str) -> socket.socket:
     if not os.path.isdir(parent):
         os.makedirs(parent, mode=0o700, exist_ok=True)
     if os.path.exists(path):
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.connect(path)
-        except OSError:
-            os.unlink(path)  # stale: no server behind it
-        else:
+        if listening(path):
             raise ConfigError(f"{path}: a lomtree server already listens there")
-        finally:
-            probe.close()
+        os.unlink(path)  # stale: no server behind it
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o177)
     try:

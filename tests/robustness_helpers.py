@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -58,3 +59,46 @@ def train_api(name: str, inputs, model_path=None, k: int = 8, bits: int = 10, se
 def run_cli(args, stdin=None, timeout=300, env=None):
     return subprocess.run(LOMTREE + list(args), input=stdin, capture_output=True, timeout=timeout, cwd=ROOT,
                           env=env)
+
+
+# ---- interrupted runs: an endless stdin and a watch on the progress table (test_signals, test_server)
+
+def line(i: int) -> bytes:
+    c = (i * 7919) % 8 + 1
+    return b"%d | c%d n%d m%d:0.5\n" % (c, c, (i * 31) % 50, i % 13)
+
+
+def lines(n: int) -> bytes:
+    return b"".join(line(i) for i in range(n))
+
+
+class Feeder(threading.Thread):
+    """Writes ``line(0), line(1), ...`` to the process's stdin until it goes away."""
+
+    def __init__(self, proc):
+        super().__init__(daemon=True)
+        self.proc = proc
+
+    def run(self):
+        i = 0
+        try:
+            while True:
+                self.proc.stdin.write(b"".join(line(j) for j in range(i, i + 200)))
+                i += 200
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+
+
+class StderrReader(threading.Thread):
+    def __init__(self, proc):
+        super().__init__(daemon=True)
+        self.proc = proc
+        self.lines = []
+        self.started = threading.Event()
+
+    def run(self):
+        for raw in self.proc.stderr:
+            s = raw.decode("utf-8", "replace")
+            self.lines.append(s)
+            if s.strip() and s.split()[0].replace(".", "").isdigit():  # a row of the progress table
+                self.started.set()

@@ -14,54 +14,12 @@ import os
 import random
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
 
 from lomtree_cli import model_io
-from tests.robustness_helpers import LOMTREE, ROOT, available, run_cli, train_api
-
-
-def line(i: int) -> bytes:
-    c = (i * 7919) % 8 + 1
-    return b"%d | c%d n%d m%d:0.5\n" % (c, c, (i * 31) % 50, i % 13)
-
-
-def lines(n: int) -> bytes:
-    return b"".join(line(i) for i in range(n))
-
-
-class Feeder(threading.Thread):
-    """Writes ``line(0), line(1), ...`` to the process's stdin until it goes away."""
-
-    def __init__(self, proc):
-        super().__init__(daemon=True)
-        self.proc = proc
-
-    def run(self):
-        i = 0
-        try:
-            while True:
-                self.proc.stdin.write(b"".join(line(j) for j in range(i, i + 200)))
-                i += 200
-        except (BrokenPipeError, OSError, ValueError):
-            pass
-
-
-class StderrReader(threading.Thread):
-    def __init__(self, proc):
-        super().__init__(daemon=True)
-        self.proc = proc
-        self.lines = []
-        self.started = threading.Event()
-
-    def run(self):
-        for raw in self.proc.stderr:
-            s = raw.decode("utf-8", "replace")
-            self.lines.append(s)
-            if s.strip() and s.split()[0].replace(".", "").isdigit():  # a row of the progress table
-                self.started.set()
+from tests.robustness_helpers import LOMTREE, ROOT, Feeder, StderrReader, available, lines, run_cli, train_api
 
 
 def start_train(args, cwd=ROOT):
