@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 DATA   ?= ../shared/datasets
 DEMO   := bench/demo
 
-.PHONY: all install dev demo test test-nojit bench bench-quick fuzz data clean
+.PHONY: all install aot dev demo test test-nojit bench bench-quick fuzz data clean
 
 all: test
 
@@ -19,13 +19,21 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Ahead-of-time kernels (lomtree_cli/aot.py): one extension module, so that commands start without
+# importing numba (0.3-0.5 s). Also byte-compiles the package (an editable install does not, and
+# with PYTHONDONTWRITEBYTECODE every command would compile its modules again). Without a C
+# compiler the build says so and commands use numba's JIT.
+aot: $(STAMP)
+	$(PY) -m compileall -q lomtree_cli
+	$(PY) -m lomtree_cli.aot
+
 # optional extras for benchmarks: Vowpal Wabbit (the yardstick) and matplotlib (plots)
 dev: $(STAMP)
 	$(PIP) install --quiet -e '.[test,bench]'
 
 # The main job on an embedded default: a generated stream with 1,000 classes (no download): classes
 # share a 4,000-feature vocabulary, half of each prototype is dropped, Zipf class frequencies.
-demo: $(STAMP)
+demo: aot
 	mkdir -p $(DEMO)
 	$(PY) -m data_scripts.synthetic -k 1000 -n 100000 --seed 1 --noise 0.5 --vocab 4000 --noise-features 6 \
 	    --zipf 0.7 --out $(DEMO)/train.vw --test-out $(DEMO)/test.vw --test-n 10000
@@ -33,7 +41,7 @@ demo: $(STAMP)
 	$(VENV)/bin/lomtree predict -i $(DEMO)/model.lt $(DEMO)/test.vw -p $(DEMO)/preds.txt --report $(DEMO)/test.json
 	$(PY) -c "import json; r=json.load(open('$(DEMO)/test.json')); print('held-out error: %.4f on %d examples' % (r['average_loss'], r['examples']))"
 
-test: $(STAMP)
+test: aot
 	$(PY) -m pytest -q -p no:cacheprovider
 
 test-nojit: $(STAMP)
@@ -42,13 +50,13 @@ test-nojit: $(STAMP)
 # The benchmark suite (issue #7; configs/*.toml, data_scripts/bench.py): every reduction on every
 # dataset (one pass and tuned passes) beside VW's --oaa/--log_multi/--ect, a synthetic k sweep and
 # the throughput-vs-VW figures -> bench/results.json, bench/results.md, bench/*.png.
-bench: dev
+bench: dev aot
 	$(PY) -m data_scripts.prepare_all --data-dir $(DATA) --synthetic-k 100 1000 10000 100000
 	$(PY) -m data_scripts.bench
 
 # The same on a small scale for development (under 5 minutes): Sector only, <= 3 passes, k = 100..10,000
 # for OAA, LOMtree and Filter tree.
-bench-quick: dev
+bench-quick: dev aot
 	$(PY) -m data_scripts.prepare_all --data-dir $(DATA) --synthetic-k 100 1000 10000
 	$(PY) -m data_scripts.bench --quick
 

@@ -7,7 +7,9 @@ Numba cache: numba's ``cache=True`` revalidates a compiled function only against
 file, not against the kernels it calls in other modules; after an edit of ``kernels/linear.py``
 a cached reduction kernel would keep the old code. So, before numba is imported, the cache
 directory is set to one keyed by a hash of every compiled-code source of the package (unless the
-user set ``NUMBA_CACHE_DIR``). Reading the sources costs about a millisecond.
+user set ``NUMBA_CACHE_DIR``). Reading the sources costs about a millisecond. The same key names
+the ahead-of-time kernel module (``lomtree_cli.aot``, loaded by ``lomtree_cli.kernels``), so an
+edited source never runs with kernels built from the old one.
 """
 
 import hashlib as _hashlib
@@ -16,9 +18,21 @@ import os as _os
 __version__ = "0.1.0"
 
 
-def _numba_cache_dir() -> str:
+_KEY = []
+
+
+def _source_key() -> str:
+    """Hash of the version and of every compiled-code source (kernels/, reductions/, and aot.py,
+    whose compile options shape the ahead-of-time module); computed once per process."""
+    if _KEY:
+        return _KEY[0]
     here = _os.path.dirname(_os.path.abspath(__file__))
     h = _hashlib.sha1(__version__.encode())
+    try:
+        with open(_os.path.join(here, "aot.py"), "rb") as f:
+            h.update(f.read())
+    except OSError:
+        pass
     for sub in ("kernels", "reductions"):
         d = _os.path.join(here, sub)
         try:
@@ -29,11 +43,20 @@ def _numba_cache_dir() -> str:
             h.update(n.encode())
             with open(_os.path.join(d, n), "rb") as f:
                 h.update(f.read())
-    key = h.hexdigest()[:16]
-    base = _os.path.join(here, "__pycache__")
+    _KEY.append(h.hexdigest()[:16])
+    return _KEY[0]
+
+
+def _cache_base() -> str:
+    """``lomtree_cli/__pycache__`` when the package directory is writable, else ~/.cache/lomtree."""
+    here = _os.path.dirname(_os.path.abspath(__file__))
     if not _os.access(here, _os.W_OK):
-        base = _os.path.join(_os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache"), "lomtree")
-    return _os.path.join(base, f"numba-{key}")
+        return _os.path.join(_os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache"), "lomtree")
+    return _os.path.join(here, "__pycache__")
+
+
+def _numba_cache_dir() -> str:
+    return _os.path.join(_cache_base(), f"numba-{_source_key()}")
 
 
 if "NUMBA_CACHE_DIR" not in _os.environ:

@@ -17,7 +17,7 @@ JIT = os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0")
 
 
 def _run(args, env_extra=None):
-    env = dict(os.environ, **(env_extra or {}))
+    env = dict(os.environ, LOMTREE_AOT="0", **(env_extra or {}))  # these tests are about numba's cache
     p = subprocess.run(LOMTREE + args, capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0, p.stderr
     return p
@@ -27,9 +27,11 @@ def _run(args, env_extra=None):
 def test_fast_cache_load_is_active():
     code = ("import lomtree_cli.kernels as k, numba.core.caching as c; "
             "print(k.FAST_CACHE_LOAD, getattr(c.Cache.load_overload, '_lomtree_fast', False))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    env = dict(os.environ, LOMTREE_AOT="0")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=env).stdout.split()
     assert out == ["True", "True"]
-    env = dict(os.environ, LOMTREE_NUMBA_FULL_REFRESH="1")
+    env = dict(os.environ, LOMTREE_AOT="0", LOMTREE_NUMBA_FULL_REFRESH="1")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=env).stdout.split()
     assert out == ["False", "False"]

@@ -17,9 +17,26 @@ reductions (``learn``, a record look-up, ...) they were a third of the LOMtree t
 ``kernel`` is ``njit(cache=True)`` with numba's NRT switched off for functions that allocate
 no arrays: no reference counting is emitted at all, and numba refuses to compile such a
 function if it ever allocates. Functions that allocate keep plain ``njit(cache=True)``.
+
+Ahead-of-time kernels: ``python -m lomtree_cli.aot`` (run by ``make``) compiles every kernel that
+Python code calls into one extension module, with the same numba options, next to numba's cache
+and named by the same source key. When that module exists for the current sources, CPU and numpy,
+``kernel``/``jit`` return ``_Kernel`` objects instead of numba dispatchers: a call whose argument
+types (dtype, ndim, layout, read-only flag of each array; scalar kinds; tuple contents) equal the
+compiled signature goes straight to the compiled function, and numba is never imported (it costs
+0.3-0.5 s of every command's start). Any other call, e.g. a test calling an internal helper or an
+array of another layout, switches the process to the JIT once (``_switch_to_jit``: every
+``_Kernel`` gets its numba dispatcher, also in the module globals that compiled callers read) and
+runs there, so a mismatch costs time, never correctness. ``LOMTREE_AOT=0`` (and
+``NUMBA_DISABLE_JIT=1``) keep the JIT from the start.
 """
 
+import json as _json
 import os as _os
+import sys as _sys
+import threading as _threading
+
+from numpy import ndarray as np_ndarray
 
 
 def _fast_cache_load() -> bool:
@@ -49,9 +66,6 @@ def _fast_cache_load() -> bool:
     return True
 
 
-FAST_CACHE_LOAD = _fast_cache_load()
-
-
 def _nrt_option() -> bool:
     try:
         from numba.core.cpu import CPUTargetOptions
@@ -60,14 +74,186 @@ def _nrt_option() -> bool:
     return hasattr(CPUTargetOptions, "_nrt")
 
 
-_NRT_OFF = _nrt_option()
+def _want_aot() -> bool:
+    return _os.environ.get("LOMTREE_AOT", "1") not in ("", "0") and \
+        _os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0")
+
+
+def cpu_id() -> str:
+    """The CPU model and feature flags (the AOT module is compiled for the host CPU)."""
+    import hashlib
+
+    model = flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and not model:
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not flags:
+                    flags = line.split(":", 1)[1].strip()
+                if model and flags:
+                    break
+    except OSError:
+        pass
+    import platform
+
+    return hashlib.sha1(f"{platform.machine()}|{model}|{flags}".encode()).hexdigest()[:16]
+
+
+def aot_dir() -> str:
+    from .. import _cache_base, _source_key
+
+    return _os.path.join(_cache_base(), f"aot-{_source_key()}")
+
+
+AOT_MODULE = "_lomtree_aot"
+
+
+def _tuplify(x):
+    return tuple(_tuplify(v) for v in x) if isinstance(x, list) else x
+
+
+def _load_aot():
+    """{"module:name": (compiled function, argument key)} from the AOT module, or None."""
+    if not _want_aot():
+        return None
+    d = aot_dir()
+    try:
+        with open(_os.path.join(d, "kernels.json")) as f:
+            meta = _json.load(f)
+    except (OSError, ValueError):
+        return None
+    import numpy as np
+
+    if meta.get("cpu") != cpu_id() or meta.get("numpy") != ".".join(np.__version__.split(".")[:2]) or \
+            meta.get("cache_tag") != _sys.implementation.cache_tag:
+        return None
+    import importlib.util
+
+    try:
+        spec = importlib.util.spec_from_file_location(AOT_MODULE, _os.path.join(d, meta["file"]))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return {name: (getattr(mod, e["symbol"]), _tuplify(e["args"])) for name, e in meta["entries"].items()}
+    except Exception:  # noqa: BLE001 - a broken or foreign module: the JIT does the work
+        return None
+
+
+_AOT = _load_aot()
+_REGISTRY = []  # every _Kernel made, in definition order
+_LOCK = _threading.Lock()
+_JIT_STATE = {"on": _AOT is None, "fast_cache_load": None}
+
+
+def _jit_setup():
+    if _JIT_STATE["fast_cache_load"] is None:
+        _JIT_STATE["fast_cache_load"] = _fast_cache_load()
+        _JIT_STATE["nrt_off"] = _nrt_option()
+
+
+def _njit(func, options, nrt_off):
+    from numba import njit
+
+    _jit_setup()
+    if nrt_off and _JIT_STATE["nrt_off"]:
+        options = dict(options, _nrt=False)
+    return njit(cache=True, **options)(func)
+
+
+def argkey(a):
+    """The part of numba's ``typeof(a)`` that the compiled signature fixes (see module doc)."""
+    t = type(a)
+    if t is np_ndarray:
+        fl = a.flags
+        return ("a", a.dtype.str, a.ndim, "C" if fl.c_contiguous else ("F" if fl.f_contiguous else "A"),
+                not fl.writeable)
+    if t is bool:
+        return "|b1"
+    if t is int:
+        return "<i8"
+    if t is float:
+        return "<f8"
+    if isinstance(a, tuple):
+        return ("t", t.__name__) + tuple(argkey(x) for x in a)
+    dt = getattr(a, "dtype", None)
+    return dt.str if dt is not None and getattr(a, "ndim", 1) == 0 else ("?", t.__name__)
+
+
+class _Kernel:
+    """A kernel while the AOT module serves: the compiled function for its signature, else the JIT."""
+
+    __slots__ = ("py_func", "options", "nrt_off", "name", "aot", "dispatcher", "__wrapped__")
+
+    def __init__(self, func, options, nrt_off):
+        self.py_func = self.__wrapped__ = func
+        self.options = options
+        self.nrt_off = nrt_off
+        self.name = f"{func.__module__}:{func.__name__}"
+        self.aot = _AOT.get(self.name)
+        self.dispatcher = None
+
+    def __call__(self, *args):
+        if self.aot is not None:
+            fn, key = self.aot
+            if tuple([argkey(a) for a in args]) == key:
+                return fn(*args)
+        if self.dispatcher is None:
+            _switch_to_jit()
+        return self.dispatcher(*args)
+
+    def __repr__(self):
+        return f"<lomtree kernel {self.name} ({'aot' if self.aot else 'jit'})>"
+
+
+def _switch_to_jit():
+    """Give every ``_Kernel`` its numba dispatcher and put the dispatchers into the module globals
+    (compiled callers resolve their callees there); later decorators return dispatchers."""
+    with _LOCK:
+        if _JIT_STATE["on"]:
+            return
+        for k in _REGISTRY:
+            k.dispatcher = _njit(k.py_func, k.options, k.nrt_off)
+        by_id = {id(k): k.dispatcher for k in _REGISTRY}
+        for mname, mod in list(_sys.modules.items()):
+            if mod is None or not (mname == "lomtree_cli" or mname.startswith("lomtree_cli.")):
+                continue
+            d = vars(mod)
+            for n, v in list(d.items()):
+                if type(v) is _Kernel:
+                    d[n] = by_id[id(v)]
+        _JIT_STATE["on"] = True
+
+
+def aot_active() -> bool:
+    """True while no kernel has needed the JIT (numba not imported by lomtree)."""
+    return not _JIT_STATE["on"]
+
+
+def _decorator(options, nrt_off):
+    def deco(func):
+        if _JIT_STATE["on"]:
+            return _njit(func, options, nrt_off)
+        with _LOCK:
+            if not _JIT_STATE["on"]:
+                k = _Kernel(func, options, nrt_off)
+                _REGISTRY.append(k)
+                return k
+        return _njit(func, options, nrt_off)
+    return deco
 
 
 def kernel(**options):
     """``numba.njit(cache=True, **options)`` without NRT reference counting (see above): for
     kernels that take arrays and scalars, allocate nothing and return scalars or tuples of them."""
-    from numba import njit
+    return _decorator(options, True)
 
-    if _NRT_OFF:
-        options.setdefault("_nrt", False)
-    return njit(cache=True, **options)
+
+def jit(**options):
+    """``numba.njit(cache=True, **options)`` (NRT on: for kernels that allocate arrays)."""
+    return _decorator(options, False)
+
+
+if _JIT_STATE["on"]:
+    _jit_setup()
+#: numba's cache loads skip the context refresh (None while the AOT module serves)
+FAST_CACHE_LOAD = _JIT_STATE["fast_cache_load"]

@@ -35,9 +35,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
-from . import kernel
+from . import jit, kernel
 
 from . import linear as K
 from .trees import splitmix64_next
@@ -364,7 +363,7 @@ def train_path(lin, tree, idx, val, s, e, leaf, iw):
     K.end_example(lin, iw)
 
 
-@njit(cache=True)
+@jit()
 def cpt_process(lin, tree, lmap, rng, params, indptr, indices, values, labels, weights, train,
                 start, preds, losses):
     """Progressive predict-then-learn over examples ``start..n-1`` of a chunk.
@@ -418,7 +417,7 @@ def cpt_process(lin, tree, lmap, rng, params, indptr, indices, values, labels, w
     return n
 
 
-@njit(cache=True)
+@jit()
 def cpt_top(lin, tree, lmap, params, indptr, indices, values, labels, ntop, out_lab, out_p, p_true):
     """Top-``ntop`` labels with probabilities (exact), and P(own label | x) (0 if unseen/unlabeled).
 

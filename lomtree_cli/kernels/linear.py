@@ -23,7 +23,7 @@ Slot of feature ``h`` for regressor ``m`` (§2.5)::
     mode 0 (stride):  (h * W + m) & mask          OAA, Filter tree, Rtree, LOMtree
     mode 1 (CPT):     (h + m * 0x9E3779B1) & mask  W unknown
 
-The kernels are plain ``@njit`` functions meant to be called from the reductions' per-chunk
+The kernels are compiled functions (``kernel``/``jit``) meant to be called from the reductions' per-chunk
 kernels (numba inlines or calls them natively); Python never calls them per feature.
 
 Differences from VW (accepted, §2.3): exact float64 math instead of VW's approximate rsqrt and
@@ -36,9 +36,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
-from . import kernel
+from . import jit, kernel
 
 # indices into hp
 HP_ETA = 0
@@ -352,7 +351,7 @@ def make_hp(lcfg, bits: int, n_models: int, mode: int) -> np.ndarray:
     return hp
 
 
-@njit(cache=True, error_model="numpy")
+@jit(error_model="numpy")
 def stride_block_disjoint(lin, idx, start, end, k, tmp):
     """Nonzero when regressors ``0..k-1`` (stride mode) share no slot between different features
     of this example, i.e. the slot ranges ``[h*W, h*W + k) mod 2^b`` of distinct bases do not
@@ -620,7 +619,7 @@ def learn_block_distinct(lin, idx, val, start, end, k, ys, iw, yhats, work, act,
         pos += na
 
 
-@njit(cache=True, nogil=True)
+@jit(nogil=True)
 def sparse_rows(bits):
     """Slots whose row of ``bits`` (the table viewed as uint32, shape (size, cols)) is not all
     zero bits, and the rows at those slots: ``(nz int64 (m,), rows uint32 (m, cols))``.

@@ -66,9 +66,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
-from numba import njit
 
-from . import kernel
+from . import jit, kernel
 
 from .hashing import hash_bytes_xxh32
 
@@ -469,7 +468,7 @@ def _parse_libsvm_line(buf, s, e, mask, label_offset, indices, values, nnz):
     return nnz, label, 1.0, -1, -1, 0, -1, 0, 0, 0
 
 
-@njit(cache=True)
+@jit()
 def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_index, add_constant,
                  skip_invalid):
     """Shared driver of both formats; see the module docstring for the outputs."""
@@ -546,7 +545,7 @@ def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_
     )
 
 
-@njit(cache=True, nogil=True)
+@jit(nogil=True)
 def parse_vw_chunk(buf, first_line, mask, seed, constant_index, add_constant, skip_invalid):
     """Parse VW text lines in ``buf`` (uint8, complete lines; the last may lack ``\\n``).
 
@@ -565,7 +564,7 @@ def parse_vw_chunk(buf, first_line, mask, seed, constant_index, add_constant, sk
                         skip_invalid)
 
 
-@njit(cache=True, nogil=True)
+@jit(nogil=True)
 def parse_libsvm_chunk(buf, first_line, mask, label_offset, constant_index, add_constant,
                        skip_invalid):
     """Parse LIBSVM lines in ``buf``; parameters and result as ``parse_vw_chunk``.

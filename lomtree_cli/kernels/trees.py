@@ -14,9 +14,8 @@ promotes to float64).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from . import kernel
+from . import jit, kernel
 
 from . import linear as K
 
@@ -43,7 +42,7 @@ def splitmix64_next(state):
     return z ^ (z >> _S31)
 
 
-@njit(cache=True)
+@jit()
 def fisher_yates_permutation(k, state):
     """The Rtree permutation ``π`` of ``1..k`` (int32, shape (k,)), advancing ``state``.
 
@@ -69,7 +68,7 @@ def permutation_from_seed(k: int, seed: int) -> np.ndarray:
     return fisher_yates_permutation(np.int64(k), st)
 
 
-@njit(cache=True)
+@jit()
 def build_bracket(k):
     """VW's ``--ect`` single-elimination bracket over ``k`` leaves (ALGORITHMS.md §3.2).
 
@@ -104,7 +103,7 @@ def build_bracket(k):
     return parent, left, right
 
 
-@njit(cache=True)
+@jit()
 def node_depths(parent):
     """int32, shape (2k-1,): depth of every node (root 0). Parents have larger ids than children."""
     n = parent.shape[0]

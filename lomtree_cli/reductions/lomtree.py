@@ -66,9 +66,8 @@ A. Choromanska, J. Langford. Logarithmic Time Online Multiclass prediction. NIPS
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from ..kernels import kernel
+from ..kernels import jit, kernel
 
 from ..kernels import linear as K
 from .base import Reduction
@@ -183,7 +182,7 @@ def _record(node_i, rec_i, rec_f, glob, j, y):
         h = (h + 1) & hmask
 
 
-@njit(cache=True)
+@jit()
 def _rehash(node_i, rec_i, rec_f, glob, need):
     """New table holding the live records with load <= 1/4 after adding ``need`` more."""
     cap = rec_i.shape[0]
@@ -211,7 +210,7 @@ def _rehash(node_i, rec_i, rec_f, glob, need):
     return ni, nf
 
 
-@njit(cache=True)
+@jit()
 def _grow_nodes(node_i, node_f, glob):
     cap = node_i.shape[0]
     new = min(2 * cap, glob[G_NODECAP_MAX])
@@ -336,7 +335,7 @@ def predict_one(lin, idx, val, st, en, node_i):
     return node_i[j, N_MAXLAB]
 
 
-@njit(cache=True, nogil=True)
+@jit(nogil=True)
 def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i, node_f, rec_i, rec_f,
                     glob, preds):
     """Progressive predict-then-learn over one chunk.
@@ -380,7 +379,7 @@ def _insert_records(node_i, rec_i, rec_f, glob, rnode, rlabel, rcnt, rn, rmsum):
     return True
 
 
-@njit(cache=True)
+@jit()
 def _live_slots(node_i, rec_i):
     """Slots of the live records and their keys ``node << 32 | label`` (one pass over the table:
     what ``records`` sorts; numpy masks over the strided columns took 3x longer). Labels are in

@@ -9,9 +9,8 @@ reusing the pre-update predictions. With logistic loss ``predict_top`` gives pro
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from ..kernels import kernel
+from ..kernels import jit, kernel
 
 from ..kernels import linear as K
 from .base import Reduction
@@ -68,7 +67,7 @@ def clip_argmax(lin, scores, k):
     return arg
 
 
-@njit(cache=True, nogil=True)
+@jit(nogil=True)
 def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, scratch):
     """Progressive predict-then-learn over a chunk.
 

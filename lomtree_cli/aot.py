@@ -1,0 +1,226 @@
+"""Ahead-of-time compilation of the kernels: ``python -m lomtree_cli.aot`` (``make`` runs it).
+
+A lomtree command that loads its kernels from numba's cache spends 0.5-0.7 s before it reads a
+line, 0.3-0.5 s of it importing numba; VW's whole run on a file of a few thousand examples takes
+about that. This builds one CPython extension module holding every kernel that Python code calls,
+compiled by numba's ``numba.pycc`` with each kernel's own numba options (``nogil`` releases the
+GIL in the wrapper as the JIT does, NRT off for ``kernel`` functions, ``error_model``, ...) for the
+host CPU. ``lomtree_cli.kernels`` loads it when it matches the sources (the directory is named by
+``lomtree_cli._source_key()``), the CPU, numpy's minor version and the interpreter; then no
+command imports numba. Without it (no C compiler, another CPU, edited sources, ``LOMTREE_AOT=0``)
+everything runs through numba's JIT as before: the module is an accelerator, never required.
+
+Which kernels, with which signatures: the builder runs the server's warm-up (a tiny train,
+predict and inspect of every reduction and input format, ``server.warm``) twice under the JIT;
+during the second run every numba dispatcher in lomtree's module globals is wrapped to record the
+calls that come from Python and the numba types of their arguments. Each (kernel, signature) seen
+is exported once. A call with other argument types at run time goes to the JIT (see
+``lomtree_cli.kernels``), so a signature the warm-up does not reach costs start-up time only.
+
+``numba.pycc`` is deprecated in numba (kept through 0.68 at least): if it is missing, the build
+says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import importlib
+import json
+import os
+import pkgutil
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+
+
+def _log(msg: str, quiet: bool) -> None:
+    if not quiet:
+        print(f"lomtree aot: {msg}", file=sys.stderr, flush=True)
+
+
+def current(kernels_mod) -> bool:
+    """The AOT module for the current sources exists and suits this machine."""
+    d = kernels_mod.aot_dir()
+    try:
+        with open(os.path.join(d, "kernels.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return False
+    import numpy as np
+
+    return (meta.get("cpu") == kernels_mod.cpu_id()
+            and meta.get("numpy") == ".".join(np.__version__.split(".")[:2])
+            and meta.get("cache_tag") == sys.implementation.cache_tag
+            and os.path.exists(os.path.join(d, meta.get("file", ""))))
+
+
+def _type_key(t):
+    """JSON form of ``lomtree_cli.kernels.argkey`` for a numba type (ValueError if unsupported)."""
+    import numpy as np
+    from numba.core import types as nt
+
+    if isinstance(t, nt.Array):
+        return ["a", np.dtype(str(t.dtype)).str, t.ndim, t.layout, not t.mutable]
+    if isinstance(t, nt.BaseNamedTuple):
+        return ["t", t.instance_class.__name__] + [_type_key(x) for x in t.types]
+    if isinstance(t, nt.BaseTuple):
+        return ["t", "tuple"] + [_type_key(x) for x in t.types]
+    if isinstance(t, (nt.Boolean, nt.Integer, nt.Float)):
+        return np.dtype(str(t)).str
+    raise ValueError(f"no AOT argument key for numba type {t}")
+
+
+def _package_modules():
+    mods = []
+    for pkg in ("lomtree_cli.kernels", "lomtree_cli.reductions"):
+        p = importlib.import_module(pkg)
+        for m in pkgutil.iter_modules(p.__path__):
+            mods.append(importlib.import_module(f"{pkg}.{m.name}"))
+    return mods
+
+
+def discover():
+    """[(dispatcher, argument types)] for every kernel call made from Python in the warm-up."""
+    import numba
+    from numba.core.registry import CPUDispatcher
+
+    from .server import warm
+
+    _package_modules()
+    warm()  # compile (or load) everything first: the recorders below must not be compiled into callers
+    seen: dict = {}
+    replaced = []
+    for mname, mod in list(sys.modules.items()):
+        if mod is None or not mname.startswith("lomtree_cli"):
+            continue
+        for n, v in list(vars(mod).items()):
+            if isinstance(v, CPUDispatcher) and v.py_func.__module__.startswith("lomtree_cli."):
+                def rec(*args, _d=v):
+                    seen.setdefault(_d, {}).setdefault(tuple(numba.typeof(a) for a in args), None)
+                    return _d(*args)
+                replaced.append((mod, n, v))
+                setattr(mod, n, rec)
+    try:
+        warm()
+    finally:
+        for mod, n, v in replaced:
+            setattr(mod, n, v)
+    return [(d, sig) for d, sigs in seen.items() for sig in sigs]
+
+
+@contextlib.contextmanager
+def _kernel_flags(by_func):
+    """Make ``numba.pycc`` compile each exported function with its own dispatcher's options."""
+    from numba.core import compiler as ncomp
+    from numba.pycc import compiler as pyccc
+
+    orig = pyccc.compile_extra
+
+    def compile_extra(typingctx, targetctx, func, args, return_type, flags, locals, library):
+        d = by_func[func]
+        f2 = ncomp.Flags()
+        d.targetdescr.options.parse_as_flags(f2, d.targetoptions)
+        f2.no_compile = True
+        f2.no_cfunc_wrapper = True
+        f2.no_cpython_wrapper = flags.no_cpython_wrapper
+        return orig(typingctx, targetctx, func, args, return_type, f2, locals=locals, library=library)
+
+    pyccc.compile_extra = compile_extra
+    try:
+        yield
+    finally:
+        pyccc.compile_extra = orig
+
+
+def build(quiet: bool = False) -> str:
+    """Compile the AOT module into ``kernels.aot_dir()`` (atomically: a temporary directory renamed)."""
+    from . import kernels as KN
+
+    t0 = time.time()
+    warnings.simplefilter("ignore")  # numba.pycc's pending-deprecation warnings
+    from llvmlite import binding as llvm
+    from numba.pycc import CC
+
+    import numpy as np
+
+    calls = discover()
+    target = KN.aot_dir()
+    base = os.path.dirname(target)
+    os.makedirs(base, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="aot-build-", dir=base)
+    try:
+        cc = CC(KN.AOT_MODULE)
+        cc.output_dir = tmp
+        cc.target_cpu = llvm.get_host_cpu_name()
+        entries, by_func = {}, {}
+        for d, sig in sorted(calls, key=lambda c: (c[0].py_func.__module__, c[0].py_func.__name__)):
+            name = f"{d.py_func.__module__}:{d.py_func.__name__}"
+            if name in entries:
+                _log(f"{name}: a second signature {sig} is left to the JIT", quiet)
+                continue
+            try:
+                key = [_type_key(t) for t in sig]
+            except ValueError as e:
+                _log(f"{name}: {e}; left to the JIT", quiet)
+                continue
+            symbol = name.replace("lomtree_cli.", "").replace(".", "_").replace(":", "__")
+            ret = d.overloads[sig].signature.return_type
+            cc.export(symbol, ret(*sig))(d.py_func)
+            entries[name] = {"symbol": symbol, "args": key}
+            by_func[d.py_func] = d
+        with _kernel_flags(by_func), contextlib.redirect_stdout(sys.stderr if not quiet else open(os.devnull, "w")):
+            cc.compile()
+        (so,) = glob.glob(os.path.join(tmp, KN.AOT_MODULE + "*"))
+        meta = {"file": os.path.basename(so), "cpu": KN.cpu_id(), "cpu_name": cc.target_cpu,
+                "numpy": ".".join(np.__version__.split(".")[:2]), "cache_tag": sys.implementation.cache_tag,
+                "entries": entries}
+        with open(os.path.join(tmp, "kernels.json"), "w") as f:
+            json.dump(meta, f, indent=1)
+        if os.path.exists(target):
+            shutil.rmtree(target)
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for old in glob.glob(os.path.join(base, "aot-*")):
+        if old != target and not os.path.basename(old).startswith("aot-build-"):
+            shutil.rmtree(old, ignore_errors=True)
+    _log(f"{len(entries)} kernels compiled for {cc.target_cpu} in {time.time() - t0:.1f} s -> {target}", quiet)
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lomtree_cli.aot", description=__doc__.split("\n")[0])
+    ap.add_argument("--force", action="store_true", help="rebuild even when the module is current")
+    ap.add_argument("--check", action="store_true", help="exit 0 if the module is current, 1 if not")
+    ap.add_argument("--quiet", action="store_true")
+    a = ap.parse_args(argv)
+    os.environ["LOMTREE_AOT"] = "0"  # the builder itself runs the JIT
+    from . import kernels as KN
+
+    if KN.aot_active():
+        raise SystemExit("lomtree aot: lomtree_cli.kernels was imported before LOMTREE_AOT=0 took effect")
+    if current(KN) and not a.force:
+        _log(f"up to date ({KN.aot_dir()})", a.quiet or a.check)
+        return 0
+    if a.check:
+        return 1
+    try:
+        import numba.pycc  # noqa: F401
+    except ImportError as e:
+        _log(f"numba.pycc is not available ({e}); commands use numba's JIT", a.quiet)
+        return 0
+    try:
+        build(a.quiet)
+    except Exception as e:  # noqa: BLE001 - e.g. no C compiler: the JIT still works
+        _log(f"build failed ({type(e).__name__}: {e}); commands use numba's JIT", False)
+        return 0 if os.environ.get("LOMTREE_AOT_STRICT", "0") in ("", "0") else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
