@@ -520,7 +520,7 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
 
     start = opts.start_time or time.time()
     err = opts.err if opts.err is not None else sys.stderr
-    loaded = model_io.load_model(model_path, predict_only=True)
+    loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
     input_cfg = InputConfig(**{**loaded.input_config.__dict__, "skip_invalid": skip_invalid})
     paths = list(opts.inputs) or ["-"]
     runner = Runner(input_cfg, loaded.learner, loaded.reduction, opts, learn=False)

@@ -118,7 +118,9 @@ class LinearLearner:
         cols = ["w"] if self.config.sgd else ["w", "G", "N"]
         for i, c in enumerate(cols):
             v = arrays[c]
-            if v.dtype != np.float32 or v.shape != nz.shape:
+            if v is None and i >= a.table.shape[1]:
+                continue  # not read (predict-only load)
+            if v is None or v.dtype != np.float32 or v.shape != nz.shape:
                 raise ValueError(f"bad {c} values")
             if i < a.table.shape[1]:
                 K.scatter_rows(a.table, nz, v, i)
