@@ -582,3 +582,15 @@ def test_parallel_chunk_parsing_matches_sequential(tmp_path, skip):
         assert [str(x) for x in a.skipped] == [str(x) for x in b.skipped]
     if skip:
         assert sum(len(b.skipped) for b in par) == 2
+
+
+def test_pow10_table_is_exact():
+    """The double-double powers of ten equal an exact rational computation (fractions.Fraction)."""
+    from fractions import Fraction
+
+    from lomtree_cli.kernels import parse as P
+
+    for j, k in enumerate(range(P._P10_LO, P._P10_HI + 1)):
+        f = Fraction(10) ** k * (Fraction(2) ** 200 if k < -280 else 1)
+        assert P._P10_S[j] == (k < -280)
+        assert P._P10_H[j] == float(f) and P._P10_L[j] == float(f - Fraction(P._P10_H[j])), k

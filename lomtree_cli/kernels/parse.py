@@ -63,8 +63,6 @@ finite, 2 negative, 3 out of range.
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import numpy as np
 
 from . import jit, kernel
@@ -101,19 +99,23 @@ def _pow10_table(lo: int, hi: int):
     """Double-double 10**k for k in [lo, hi]: (hi part, lo part, scaled flag), exact to ~2**-106.
 
     Entries with k < -280 are stored times 2**200 (scaled = 1) to stay clear of subnormals.
+    Exact rational arithmetic on Python integers (``int / int`` is correctly rounded): each
+    entry is ``p/q``, ``hi = p/q`` rounded, ``lo = (p*b - a*q) / (q*b)`` rounded, where
+    ``hi = a/b`` exactly. (``fractions.Fraction`` gave the same table in 12 ms per start.)
     """
     n = hi - lo + 1
     ph = np.empty(n, np.float64)
     pl = np.empty(n, np.float64)
     sc = np.zeros(n, np.int64)
     for j, k in enumerate(range(lo, hi + 1)):
-        f = Fraction(10) ** k
+        p, q = (10**k, 1) if k >= 0 else (1, 10**-k)
         if k < -280:
-            f *= Fraction(2) ** 200
+            p <<= 200
             sc[j] = 1
-        h = float(f)
+        h = p / q
+        a, b = h.as_integer_ratio()
         ph[j] = h
-        pl[j] = float(f - Fraction(h))
+        pl[j] = (p * b - a * q) / (q * b)
     return ph, pl, sc
 
 

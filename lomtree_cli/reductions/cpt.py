@@ -61,7 +61,7 @@ import numpy as np
 
 from ..kernels import cpt_kernels as C
 from ..kernels.linear import MODE_CPT
-from .base import Reduction
+from .base import Reduction, n_distinct
 
 
 def depth_bound(alpha: float, n_labels: int) -> float:
@@ -305,9 +305,9 @@ def _validate_tree(arr: dict, n: int, next_model: int) -> None:
         raise ValueError("CPT nodes are not a tree")
     if np.any(label[is_leaf] < 1) or np.any(label[~is_leaf] != 0):
         raise ValueError("CPT leaf labels invalid")
-    if np.unique(label[is_leaf]).shape[0] != int(is_leaf.sum()):
+    if n_distinct(label[is_leaf]) != int(is_leaf.sum()):
         raise ValueError("CPT label on two leaves")
-    if model.min() < 0 or model.max() >= next_model or np.unique(model).shape[0] != n:
+    if model.min() < 0 or model.max() >= next_model or n_distinct(model) != n:
         raise ValueError("CPT regressor ids invalid")
     want = is_leaf.astype(np.int64)
     for a in ints[::-1]:  # children have larger ids: a reverse sweep sees them first

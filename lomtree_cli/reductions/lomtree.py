@@ -70,7 +70,7 @@ import numpy as np
 from ..kernels import jit, kernel
 
 from ..kernels import linear as K
-from .base import Reduction
+from .base import Reduction, n_distinct
 
 # node columns
 N_PARENT = 0
@@ -541,7 +541,7 @@ class LomTree(Reduction):
             raise ValueError("parent links do not match child links")
         # every non-root node is a child of exactly one internal node -> with n-1 edges it is a tree
         kids = np.concatenate([lf, rt])
-        if kids.size != nn - 1 or np.unique(kids).size != nn - 1:
+        if kids.size != nn - 1 or n_distinct(kids) != nn - 1:
             raise ValueError("links do not form one tree")
         seen = np.zeros(nn, dtype=bool)  # reachability from the root (no cycles)
         stack = [0]
@@ -558,7 +558,7 @@ class LomTree(Reduction):
         W = self.n_models_for(self.config)
         if ((model[isint] < 0) | (model[isint] >= W)).any() or (model[~isint] != -1).any():
             raise ValueError("bad regressor ids")
-        if isint.sum() and np.unique(model[isint]).size != isint.sum():
+        if isint.sum() and n_distinct(model[isint]) != isint.sum():
             raise ValueError("two internal nodes share a regressor")
         if (C < 0).any() or (En < 0).any() or (maxcnt < 0).any() or ((maxlab < 1) | (maxlab > k)).any():
             raise ValueError("bad node counters")

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..kernels import cpt_kernels as C
 from ..kernels.linear import MODE_CPT
-from .base import Reduction
+from .base import Reduction, n_distinct
 
 
 class LabelFrequencyTable(Reduction):
@@ -107,7 +107,7 @@ class LabelFrequencyTable(Reduction):
         if lab.dtype != np.int64 or cnt.dtype != np.float64 or lab.ndim != 1 or lab.shape != cnt.shape:
             raise ValueError("table arrays have the wrong shape or type")
         n = lab.shape[0]
-        if n and (lab.min() < 1 or np.unique(lab).shape[0] != n or not np.all(cnt > 0)):
+        if n and (lab.min() < 1 or n_distinct(lab) != n or not np.all(cnt > 0)):
             raise ValueError("table labels/counts invalid")
         total = float(meta.get("total", cnt.sum()))
         best = int(meta.get("best", -1))
