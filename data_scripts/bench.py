@@ -624,6 +624,9 @@ def machine_info() -> dict:
         except ImportError:
             info[mod] = None
     info["vowpalwabbit"] = vw_version()
+    # whether lomtree's commands run on the ahead-of-time kernels (``make aot``) or numba's JIT
+    chk = subprocess.run([sys.executable, "-m", "lomtree_cli.aot", "--check"], capture_output=True)
+    info["kernels"] = "ahead-of-time module" if chk.returncode == 0 else "numba JIT (cache)"
     return info
 
 

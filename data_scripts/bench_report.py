@@ -198,7 +198,8 @@ def render_markdown(res: dict, plots: list[str] | None = None) -> str:
                  f"{res.get('elapsed_seconds', 0) / 60:.1f} min.")
     parts.append(f"Machine: {m.get('nproc')} CPUs (`nproc`), {m.get('cpu')}, {m.get('memory_gb')} GB RAM, "
                  f"{m.get('os')}; Python {m.get('python')}, numpy {m.get('numpy')}, numba {m.get('numba')}, "
-                 f"Vowpal Wabbit {m.get('vowpalwabbit') or 'not installed'}. Load average at start: "
+                 f"Vowpal Wabbit {m.get('vowpalwabbit') or 'not installed'}; lomtree kernels: "
+                 f"{m.get('kernels', 'numba JIT (cache)')}. Load average at start: "
                  f"{', '.join(f'{x:.1f}' for x in (m.get('loadavg_at_start') or []))}, at the end: "
                  f"{m.get('loadavg_at_end', '?')} (a shared machine: times are indicative; each run's "
                  f"1-minute load average is in `results.json`).")
@@ -206,7 +207,7 @@ def render_markdown(res: dict, plots: list[str] | None = None) -> str:
     parts.append("Every number comes from real subprocesses (`lomtree train ... -f M --report R.json`, then "
                  "`lomtree predict -i M TEST -p /dev/null --report R2.json --quiet`; VW: "
                  "`python -m vowpalwabbit --<red> k -b B -d TRAIN -f M`, then `-t -i M -d TEST`), timed as whole "
-                 "commands, start-up included, after warming the numba cache. Peak memory is the child's "
+                 "commands, start-up included, after one warm-up run per reduction. Peak memory is the child's "
                  "`ru_maxrss` (`os.wait4`). Test error: 0/1 loss on the test file with a " + res.get("ci", "") +
                  ". Multi-pass: " + res.get("holdout", "") + ". Ours keeps the best-holdout pass's model, VW "
                  "the last pass's (unless it stopped early). VW gets the same `-b`, `--passes`, `-l`; VW's "

@@ -11,9 +11,11 @@ cost of a command: interpreter, imports, model load and save. Two rates per comm
   command goes through examples once it runs; start-up removed for both programs alike.
 
 The ratios are ours / VW (> 1: lomtree is faster). On small files (Sector: 6,412 training and
-3,207 test lines; here repeated 5 times) the whole-command ratio is bounded by start-up: Python,
-numpy and numba take about 0.5 s to import before lomtree reads a line, VW starts in about 0.1 s.
-So lomtree's commands also run a third time in each round, **through a warm server**
+3,207 test lines; here repeated 5 times) the whole-command ratio is bounded by start-up: with the
+ahead-of-time kernels (``make aot``) a lomtree command spends about 0.2 s (Python, numpy, click,
+the model file) before it reads a line, 0.5-0.8 s when the kernels come from numba's cache; VW
+starts in about 0.1-0.15 s. So lomtree's commands also run a third time in each round, **through a
+warm server**
 (``lomtree serve``, started here once with its warm-up; ``LOMTREE_SERVER`` set for those runs
 only): the same commands, files and outputs, with the start-up paid once by the server
 (``server`` columns; ``ours`` is always a cold process). ``--no-server`` leaves it out.
