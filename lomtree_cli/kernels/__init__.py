@@ -214,14 +214,79 @@ def _switch_to_jit():
         for k in _REGISTRY:
             k.dispatcher = _njit(k.py_func, k.options, k.nrt_off)
         by_id = {id(k): k.dispatcher for k in _REGISTRY}
+        placeholders = {}
+        for mname, mod in list(_sys.modules.items()):
+            if mod is not None and (mname == "lomtree_cli" or mname.startswith("lomtree_cli.")):
+                for v in list(vars(mod).values()):
+                    if type(v) is _Placeholder and id(v) not in placeholders:
+                        v.real = v.make()
+                        placeholders[id(v)] = v.real
+        by_id.update(placeholders)
         for mname, mod in list(_sys.modules.items()):
             if mod is None or not (mname == "lomtree_cli" or mname.startswith("lomtree_cli.")):
                 continue
             d = vars(mod)
             for n, v in list(d.items()):
-                if type(v) is _Kernel:
+                if type(v) is _Kernel or type(v) is _Placeholder:
                     d[n] = by_id[id(v)]
         _JIT_STATE["on"] = True
+
+
+def _make_prefetch_row():
+    """``prefetch_row(table, row)``: LLVM's ``llvm.prefetch`` (read, high locality) of the first
+    byte of ``table[row, 0]``; computes nothing. A tree descent prefetches the rows of both
+    children of the node it is scoring, so the child's score, whichever it is, finds its weights
+    in cache: the descents are bound by cache misses on a large table (KJV LOMtree prediction
+    0.20 -> 0.12 s per pass over the test file). Without the JIT it is a no-op Python function."""
+    if _os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
+        def prefetch_row(table, row):
+            return None
+        return prefetch_row
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def prefetch_row(typingctx, table, row):
+        if not (isinstance(table, types.Array) and table.ndim == 2 and isinstance(row, types.Integer)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            aryty = signature.args[0]
+            ary = context.make_array(aryty)(context, builder, args[0])
+            zero = context.get_constant(types.intp, 0)
+            row_i = context.cast(builder, args[1], signature.args[1], types.intp)
+            ptr = cgutils.get_item_pointer2(context, builder, ary.data, cgutils.unpack_tuple(builder, ary.shape),
+                                            cgutils.unpack_tuple(builder, ary.strides), aryty.layout, [row_i, zero],
+                                            wraparound=False)
+            i8p = builder.bitcast(ptr, ir.IntType(8).as_pointer())
+            i32 = ir.IntType(32)
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p.type, i32, i32, i32]),
+                                                "llvm.prefetch.p0")
+            builder.call(fn, [i8p, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+            return context.get_dummy_value()
+
+        return types.void(table, row), codegen
+
+    return prefetch_row
+
+
+class _Placeholder:
+    """Stands for a numba intrinsic while the AOT module serves (compiled code does not need it);
+    ``_switch_to_jit`` puts the real one into the module globals before anything compiles."""
+
+    def __init__(self, make):
+        self.make = make
+        self.real = None
+
+    def __call__(self, *args):
+        if self.real is None:
+            _switch_to_jit()
+        return self.real(*args)
+
+
+prefetch_row = _make_prefetch_row() if _JIT_STATE["on"] else _Placeholder(_make_prefetch_row)
 
 
 def aot_active() -> bool:

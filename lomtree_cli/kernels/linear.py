@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import jit, kernel
+from . import jit, kernel, prefetch_row
 
 # indices into hp
 HP_ETA = 0
@@ -110,6 +110,16 @@ def score(lin, idx, val, start, end, m):
     for j in range(start, end):
         s += np.float64(tab[np.uint64((np.int64(idx[j]) * mult + off) & mask), 0]) * np.float64(val[j])
     return s
+
+
+@kernel(inline="always")
+def prefetch_slots(lin, idx, start, end, m):
+    """Prefetch the table rows of regressor ``m`` for ``idx[start:end]`` (``kernels.prefetch_row``:
+    a hint to the CPU; no value changes)."""
+    tab = lin.table
+    mult, off, mask = slot_params(lin, m)
+    for j in range(start, end):
+        prefetch_row(tab, np.uint64((np.int64(idx[j]) * mult + off) & mask))
 
 
 @kernel(error_model="numpy")

@@ -120,9 +120,14 @@ def descend(lin, idx, val, start, end, left, right, root, k):
     """Top-down prediction through a bracket: the leaf id (0..k-1) reached.
 
     At internal node ``a`` (regressor ``a - k``) go right iff ``clip(f_{a-k}(x)) > 0`` (ties left).
+    The rows of both children's regressors are prefetched while ``a`` is scored.
     """
     node = root
     while node >= k:
+        if left[node] >= k:
+            K.prefetch_slots(lin, idx, start, end, left[node] - k)
+        if right[node] >= k:
+            K.prefetch_slots(lin, idx, start, end, right[node] - k)
         f = K.clip_score(lin, K.score(lin, idx, val, start, end, node - k))
         if f > 0.0:
             node = right[node]

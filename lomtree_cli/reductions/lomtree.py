@@ -312,6 +312,12 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob)
         e = rec_f[r] / ny if ny > 0 else 0.0
         z = -1.0 if E > e else 1.0
         m = node_i[j, N_MODEL]
+        a = node_i[j, N_LEFT]
+        b = node_i[j, N_RIGHT]
+        if node_i[a, N_INTERNAL] != 0:
+            K.prefetch_slots(lin, idx, st, en, node_i[a, N_MODEL])
+        if node_i[b, N_INTERNAL] != 0:
+            K.prefetch_slots(lin, idx, st, en, node_i[b, N_MODEL])
         f = K.score(lin, idx, val, st, en, m)
         K.learn(lin, idx, val, st, en, m, z, iw, K.clip_score(lin, f))
         s = K.score(lin, idx, val, st, en, m)
@@ -327,9 +333,16 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob)
 
 @kernel()
 def predict_one(lin, idx, val, st, en, node_i):
-    """Descend by the sign of each node's score; the leaf's most frequent label (1-based)."""
+    """Descend by the sign of each node's score; the leaf's most frequent label (1-based).
+    While node ``j`` is scored, the rows of both children's regressors are prefetched."""
     j = 0
     while node_i[j, N_INTERNAL] != 0:
+        a = node_i[j, N_LEFT]
+        b = node_i[j, N_RIGHT]
+        if node_i[a, N_INTERNAL] != 0:
+            K.prefetch_slots(lin, idx, st, en, node_i[a, N_MODEL])
+        if node_i[b, N_INTERNAL] != 0:
+            K.prefetch_slots(lin, idx, st, en, node_i[b, N_MODEL])
         f = K.score(lin, idx, val, st, en, node_i[j, N_MODEL])
         j = node_i[j, N_LEFT] if f < 0 else node_i[j, N_RIGHT]
     return node_i[j, N_MAXLAB]
