@@ -374,9 +374,17 @@ def _parse_vw_line(buf, s, e, seed, mask, indices, values, nnz):
             if p >= e or buf[np.uint64(p)] == 124:
                 break
             fs = p
+            # the name; the value of an all-digit name is accumulated on the way (rule H)
             alldig = True
-            while p < e and not _is_ws(buf[np.uint64(p)]) and buf[np.uint64(p)] != 124 and buf[np.uint64(p)] != 58:
-                alldig = alldig and 48 <= buf[np.uint64(p)] <= 57
+            acc = np.uint64(0)
+            while p < e:
+                c = buf[np.uint64(p)]
+                if 48 <= c <= 57:
+                    acc = acc * _U10 + np.uint64(c - 48)
+                elif c == 32 or c == 58 or c == 9 or c == 124 or c == 13:
+                    break
+                else:
+                    alldig = False
                 p += 1
             fe = p
             v = 1.0
@@ -398,7 +406,7 @@ def _parse_vw_line(buf, s, e, seed, mask, indices, values, nnz):
                 h = nh + anon
                 anon += np.uint64(1)
             elif fv != 0:
-                h = _hash_scanned(buf, fs, fe, alldig, nh)
+                h = acc + nh if alldig else np.uint64(hash_bytes_xxh32(buf, fs, fe, nh))
             else:
                 h = np.uint64(0)
             if fv != 0:
