@@ -191,18 +191,36 @@ def _batches_for_pass(paths, input_cfg, opts, pass_index, cache):
 _END = object()
 
 
-def prefetch(iterable, depth: int = 2, should_stop=None):
+class _Prefetch:
+    """The iterator ``prefetch`` returns: iterate it once; ``close()`` stops the thread even when
+    the iteration never began (e.g. the model failed to load while the parser ran ahead)."""
+
+    def __init__(self, gen, halt):
+        self._gen = gen
+        self._halt = halt
+
+    def __iter__(self):
+        return self._gen
+
+    def close(self):
+        if self._halt is not None:
+            self._halt.set()
+        self._gen.close()
+
+
+def prefetch(iterable, depth: int = 2, should_stop=None, eager: bool = False):
     """Iterate ``iterable`` in a background thread, up to ``depth`` items ahead (VW's parser thread).
 
     The parse kernels and the reductions' chunk kernels are compiled with ``nogil=True``, and
     gzip/bz2/lzma release the GIL while decompressing, so parsing chunk i+1 overlaps learning on
     chunk i on a second core. Items arrive in order; an exception in the producer (e.g. an
     ``InputError``) is raised here, after the items before it. ``should_stop()`` is polled while
-    waiting so a signal ends the wait. ``LOMTREE_THREADS=0`` turns the thread off (debugging).
+    waiting so a signal ends the wait. ``eager``: the thread starts now, not at the first item
+    asked for (``predict`` parses while the model loads). ``LOMTREE_THREADS=0`` turns the thread
+    off (debugging).
     """
     if os.environ.get("LOMTREE_THREADS", "1") == "0":
-        yield from iterable
-        return
+        return _Prefetch(iter(iterable), None)
     import queue
     import threading
 
@@ -228,25 +246,32 @@ def prefetch(iterable, depth: int = 2, should_stop=None):
             put((_END, e))
 
     t = threading.Thread(target=work, name="lomtree-parser", daemon=True)
-    t.start()
-    try:
-        while True:
-            try:
-                item, err = q.get(timeout=0.2)
-            except queue.Empty:
-                if should_stop is not None and should_stop():
+
+    def drain():
+        if not t.is_alive() and t.ident is None:
+            t.start()
+        try:
+            while True:
+                try:
+                    item, err = q.get(timeout=0.2)
+                except queue.Empty:
+                    if should_stop is not None and should_stop():
+                        return
+                    continue
+                if item is _END:
+                    if err is not None:
+                        raise err
                     return
-                continue
-            if item is _END:
-                if err is not None:
-                    raise err
-                return
-            yield item
-    finally:
-        halt.set()
-        t.join(timeout=2.0)
-        if not t.is_alive() and hasattr(iterable, "close"):
-            iterable.close()
+                yield item
+        finally:
+            halt.set()
+            t.join(timeout=2.0)
+            if not t.is_alive() and hasattr(iterable, "close"):
+                iterable.close()
+
+    if eager:
+        t.start()
+    return _Prefetch(drain(), halt)
 
 
 class Runner:
@@ -520,20 +545,38 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
 
     start = opts.start_time or time.time()
     err = opts.err if opts.err is not None else sys.stderr
-    loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
-    input_cfg = InputConfig(**{**loaded.input_config.__dict__, "skip_invalid": skip_invalid})
     paths = list(opts.inputs) or ["-"]
+    stop = _StopFlag()
+    # The parser starts on the inputs while the model loads (both release the GIL in their
+    # kernels and file reads): the input options come from the model's header, read first.
+    early = None
+    peek = model_io.peek_input_config(model_path)
+    if peek is not None:
+        early = prefetch(_batches_for_pass(paths, InputConfig(**{**peek.__dict__, "skip_invalid": skip_invalid}),
+                                           opts, 0, None), should_stop=lambda: stop.signum != 0, eager=True)
+    try:
+        loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
+        if early is not None and loaded.input_config != peek:
+            raise model_io.ModelFormatError(f"{model_path}: the model file changed while it was read")
+    except BaseException:
+        if early is not None:
+            early.close()
+        raise
+    input_cfg = InputConfig(**{**loaded.input_config.__dict__, "skip_invalid": skip_invalid})
     runner = Runner(input_cfg, loaded.learner, loaded.reduction, opts, learn=False)
     writer = PredictionWriter(opts.predictions, opts.flush)
-    stop = _StopFlag()
     if opts.handle_signals:
         stop.install()
-    if (opts.probabilities or opts.top_k) and writer.f is not None:
-        loaded.reduction.predict_top(ExampleBatch.empty(), max(1, opts.top_k))  # fail early if unsupported
     try:
-        batches = prefetch(_batches_for_pass(paths, input_cfg, opts, 0, None), should_stop=lambda: stop.signum != 0)
+        if (opts.probabilities or opts.top_k) and writer.f is not None:
+            loaded.reduction.predict_top(ExampleBatch.empty(), max(1, opts.top_k))  # fail early if unsupported
+        batches = early if early is not None else \
+            prefetch(_batches_for_pass(paths, input_cfg, opts, 0, None), should_stop=lambda: stop.signum != 0)
+        early = None
         runner.run_pass(batches, 0, False, writer, stop)
     finally:
+        if early is not None:
+            early.close()
         runner.close()
         writer.close()
         stop.restore()

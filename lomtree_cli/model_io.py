@@ -157,6 +157,20 @@ def _read_members(path: str, skip: frozenset = frozenset()):
     return data
 
 
+def peek_input_config(path: str) -> InputConfig | None:
+    """The input options of the model at ``path`` from its header alone (a few KB read), or None
+    when that fails (``load_model`` then reports the problem properly)."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            raw = npz["header"]
+        header = json.loads(raw.tobytes().decode("utf-8"))
+        if header.get("format") != MAGIC or header.get("format_version") != FORMAT_VERSION:
+            return None
+        return from_dict(InputConfig, header["input"])
+    except Exception:  # noqa: BLE001 - any problem: the full load reports it
+        return None
+
+
 #: members ``lomtree predict`` never uses (the optimiser state): not read, not verified
 PREDICT_SKIP = frozenset({"learner/G", "learner/N"})
 

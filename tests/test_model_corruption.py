@@ -215,6 +215,32 @@ def test_cli_subprocess_truncated_model_exit_2(models, tmp_path):
     assert r.returncode == 2 and err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
 
 
+def test_corrupt_model_is_reported_while_stdin_waits(models, tmp_path):
+    """predict starts parsing its input while the model loads; a model whose header reads but whose
+    weights are damaged is still reported at once, without waiting for input on an idle stdin."""
+    import subprocess
+    import sys
+
+    available("oaa")
+    path, _ = models("oaa")
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["learner/w"] = arrays["learner/w"] + np.float32(1)  # checksum mismatch, header intact
+    p = tmp_path / "bad_w.lt"
+    with open(p, "wb") as f:
+        np.savez(f, **arrays)
+    proc = subprocess.Popen([sys.executable, "-m", "lomtree_cli.cli", "predict", "-i", str(p)],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    try:
+        proc.wait(timeout=120)  # stdin stays open and empty
+        err = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdin.close()
+    assert proc.returncode == 2 and err.startswith("error: ") and "checksum mismatch in learner/w" in err, err
+
+
 # ---------------------------------------------------------------------------- no code execution
 
 
