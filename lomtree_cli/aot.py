@@ -17,8 +17,9 @@ calls that come from Python and the numba types of their arguments. Each (kernel
 is exported once. A call with other argument types at run time goes to the JIT (see
 ``lomtree_cli.kernels``), so a signature the warm-up does not reach costs start-up time only.
 
-``numba.pycc`` is deprecated in numba (kept through 0.68 at least): if it is missing, the build
-says so and exits 0.
+After a build, the modules and numba caches of other sources in the same cache directory are
+removed (they accumulated with every edit of a kernel: 175 MB here). ``numba.pycc`` is deprecated
+in numba (kept through 0.68 at least): if it is missing, the build says so and exits 0.
 """
 
 from __future__ import annotations
@@ -186,8 +187,12 @@ def build(quiet: bool = False) -> str:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    for old in glob.glob(os.path.join(base, "aot-*")):
-        if old != target and not os.path.basename(old).startswith("aot-build-"):
+    # modules and numba caches of other (older) sources: never loaded again by these sources
+    from . import _numba_cache_dir
+
+    keep = {target, _numba_cache_dir(), os.environ.get("NUMBA_CACHE_DIR", "")}
+    for old in glob.glob(os.path.join(base, "aot-*")) + glob.glob(os.path.join(base, "numba-*")):
+        if old not in keep and not os.path.basename(old).startswith("aot-build-"):
             shutil.rmtree(old, ignore_errors=True)
     _log(f"{len(entries)} kernels compiled for {cc.target_cpu} in {time.time() - t0:.1f} s -> {target}", quiet)
     return target
