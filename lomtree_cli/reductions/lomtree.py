@@ -261,6 +261,18 @@ def _swap(node_i, node_f, glob, j):
     return s, pa
 
 
+@kernel(inline="always")
+def _prefetch_children(lin, idx, st, en, node_i, j):
+    """Prefetch the weight rows of the internal children of internal node ``j`` (the descent's next
+    score finds them in cache, whichever side it takes)."""
+    a = node_i[j, N_LEFT]
+    b = node_i[j, N_RIGHT]
+    if node_i[a, N_INTERNAL] != 0:
+        K.prefetch_slots(lin, idx, st, en, node_i[a, N_MODEL])
+    if node_i[b, N_INTERNAL] != 0:
+        K.prefetch_slots(lin, idx, st, en, node_i[b, N_MODEL])
+
+
 @kernel()
 def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob):
     """Algorithm 1 for one example (capacity for 2 nodes and depth+1 records guaranteed)."""
@@ -312,12 +324,7 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob)
         e = rec_f[r] / ny if ny > 0 else 0.0
         z = -1.0 if E > e else 1.0
         m = node_i[j, N_MODEL]
-        a = node_i[j, N_LEFT]
-        b = node_i[j, N_RIGHT]
-        if node_i[a, N_INTERNAL] != 0:
-            K.prefetch_slots(lin, idx, st, en, node_i[a, N_MODEL])
-        if node_i[b, N_INTERNAL] != 0:
-            K.prefetch_slots(lin, idx, st, en, node_i[b, N_MODEL])
+        _prefetch_children(lin, idx, st, en, node_i, j)
         f = K.score(lin, idx, val, st, en, m)
         K.learn(lin, idx, val, st, en, m, z, iw, K.clip_score(lin, f))
         s = K.score(lin, idx, val, st, en, m)
@@ -337,12 +344,7 @@ def predict_one(lin, idx, val, st, en, node_i):
     While node ``j`` is scored, the rows of both children's regressors are prefetched."""
     j = 0
     while node_i[j, N_INTERNAL] != 0:
-        a = node_i[j, N_LEFT]
-        b = node_i[j, N_RIGHT]
-        if node_i[a, N_INTERNAL] != 0:
-            K.prefetch_slots(lin, idx, st, en, node_i[a, N_MODEL])
-        if node_i[b, N_INTERNAL] != 0:
-            K.prefetch_slots(lin, idx, st, en, node_i[b, N_MODEL])
+        _prefetch_children(lin, idx, st, en, node_i, j)
         f = K.score(lin, idx, val, st, en, node_i[j, N_MODEL])
         j = node_i[j, N_LEFT] if f < 0 else node_i[j, N_RIGHT]
     return node_i[j, N_MAXLAB]
