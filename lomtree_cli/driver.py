@@ -479,6 +479,7 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     cache = _open_cache(opts, input_cfg, paths, final_model)
     best = math.inf
     best_pass = 0
+    pass_losses = []  # holdout loss of each completed pass (None: nothing held out)
     no_win = 0
     passes_used = 0
     snapshot_written = False
@@ -501,6 +502,7 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
             learner.decay(learner.config.decay_learning_rate)
             if holdout:
                 hl = runner.progress.end_pass()
+                pass_losses.append(hl if math.isfinite(hl) else None)
                 if hl < best:
                     best, best_pass, no_win = hl, p + 1, 0
                     if final_model is not None:
@@ -533,6 +535,7 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
                        best if holdout and math.isfinite(best) else None)
     if holdout:
         summary["best_pass"] = best_pass
+        summary["holdout_losses"] = pass_losses
     _finish(err, opts, runner, summary)
     if stop.signum:
         raise Interrupted(stop.signum, summary)

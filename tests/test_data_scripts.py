@@ -520,3 +520,17 @@ def test_doctests(module):
     import doctest
 
     assert doctest.testmod(module).failed == 0
+
+
+def test_tune_lomtree_folds_hold_out_every_line_once():
+    """--cv K: over the K rotated fold files, with every K-th position held out, each line of the
+    training file is held out exactly once (file length a multiple of K)."""
+    from data_scripts.tune_lomtree import fold_rotations
+
+    k = 5
+    lines = [f"{i}\n" for i in range(40)]
+    held = []
+    for fold in fold_rotations(lines, k):
+        assert sorted(fold) == sorted(lines)
+        held += [fold[pos - 1] for pos in range(k, len(fold) + 1, k)]
+    assert sorted(held) == sorted(lines)

@@ -207,6 +207,7 @@ def test_early_termination_keeps_best_pass(tmp_path, monkeypatch):
     monkeypatch.setattr(Progress, "end_pass", scripted)
     s, err, m = run([data], tmp_path, passes=10, early_terminate=2, model="early.lt")
     assert s["passes"] == 4 and s["best_pass"] == 2 and s["holdout_loss"] == 0.3
+    assert s["holdout_losses"] == [0.5, 0.3, 0.4, 0.35]  # every completed pass, in order (report field)
     assert "early stopping after pass 4" in err and "keeping pass 2" in err
     monkeypatch.undo()
     s2, _, m2 = run([data], tmp_path, passes=2, model="two.lt")
