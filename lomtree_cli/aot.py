@@ -45,18 +45,7 @@ def _log(msg: str, quiet: bool) -> None:
 
 def current(kernels_mod) -> bool:
     """The AOT module for the current sources exists and suits this machine."""
-    d = kernels_mod.aot_dir()
-    try:
-        with open(os.path.join(d, "kernels.json")) as f:
-            meta = json.load(f)
-    except (OSError, ValueError):
-        return False
-    import numpy as np
-
-    return (meta.get("cpu") == kernels_mod.cpu_id()
-            and meta.get("numpy") == ".".join(np.__version__.split(".")[:2])
-            and meta.get("cache_tag") == sys.implementation.cache_tag
-            and os.path.exists(os.path.join(d, meta.get("file", ""))))
+    return kernels_mod.aot_meta(kernels_mod.aot_dir()) is not None
 
 
 def _type_key(t):

@@ -113,11 +113,9 @@ def _tuplify(x):
     return tuple(_tuplify(v) for v in x) if isinstance(x, list) else x
 
 
-def _load_aot():
-    """{"module:name": (compiled function, argument key)} from the AOT module, or None."""
-    if not _want_aot():
-        return None
-    d = aot_dir()
+def aot_meta(d: str):
+    """The metadata (``kernels.json``) of the AOT module in ``d`` if that module exists and suits
+    this machine (CPU, numpy minor version, interpreter), else None."""
     try:
         with open(_os.path.join(d, "kernels.json")) as f:
             meta = _json.load(f)
@@ -126,7 +124,19 @@ def _load_aot():
     import numpy as np
 
     if meta.get("cpu") != cpu_id() or meta.get("numpy") != ".".join(np.__version__.split(".")[:2]) or \
-            meta.get("cache_tag") != _sys.implementation.cache_tag:
+            meta.get("cache_tag") != _sys.implementation.cache_tag or \
+            not _os.path.exists(_os.path.join(d, meta.get("file", ""))):
+        return None
+    return meta
+
+
+def _load_aot():
+    """{"module:name": (compiled function, argument key)} from the AOT module, or None."""
+    if not _want_aot():
+        return None
+    d = aot_dir()
+    meta = aot_meta(d)
+    if meta is None:
         return None
     import importlib.util
 
@@ -213,22 +223,17 @@ def _switch_to_jit():
             return
         for k in _REGISTRY:
             k.dispatcher = _njit(k.py_func, k.options, k.nrt_off)
-        by_id = {id(k): k.dispatcher for k in _REGISTRY}
-        placeholders = {}
-        for mname, mod in list(_sys.modules.items()):
-            if mod is not None and (mname == "lomtree_cli" or mname.startswith("lomtree_cli.")):
-                for v in list(vars(mod).values()):
-                    if type(v) is _Placeholder and id(v) not in placeholders:
-                        v.real = v.make()
-                        placeholders[id(v)] = v.real
-        by_id.update(placeholders)
         for mname, mod in list(_sys.modules.items()):
             if mod is None or not (mname == "lomtree_cli" or mname.startswith("lomtree_cli.")):
                 continue
             d = vars(mod)
             for n, v in list(d.items()):
-                if type(v) is _Kernel or type(v) is _Placeholder:
-                    d[n] = by_id[id(v)]
+                if type(v) is _Kernel:
+                    d[n] = v.dispatcher
+                elif type(v) is _Placeholder:
+                    if v.real is None:
+                        v.real = v.make()
+                    d[n] = v.real
         _JIT_STATE["on"] = True
 
 
