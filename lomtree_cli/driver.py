@@ -205,7 +205,9 @@ class _Prefetch:
     def close(self):
         if self._halt is not None:
             self._halt.set()
-        self._gen.close()
+        close = getattr(self._gen, "close", None)  # a plain iterator with LOMTREE_THREADS=0
+        if close is not None:
+            close()
 
 
 def prefetch(iterable, depth: int = 2, should_stop=None, eager: bool = False):
@@ -552,36 +554,34 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
     stop = _StopFlag()
     # The parser starts on the inputs while the model loads (both release the GIL in their
     # kernels and file reads): the input options come from the model's header, read first.
-    early = None
+    # ``batches`` is closed on every way out (a no-op once the pass has consumed it).
+    batches = runner = writer = None
     peek = model_io.peek_input_config(model_path)
     if peek is not None:
-        early = prefetch(_batches_for_pass(paths, InputConfig(**{**peek.__dict__, "skip_invalid": skip_invalid}),
-                                           opts, 0, None), should_stop=lambda: stop.signum != 0, eager=True)
+        batches = prefetch(_batches_for_pass(paths, InputConfig(**{**peek.__dict__, "skip_invalid": skip_invalid}),
+                                             opts, 0, None), should_stop=lambda: stop.signum != 0, eager=True)
     try:
         loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
-        if early is not None and loaded.input_config != peek:
+        if batches is not None and loaded.input_config != peek:
             raise model_io.ModelFormatError(f"{model_path}: the model file changed while it was read")
-    except BaseException:
-        if early is not None:
-            early.close()
-        raise
-    input_cfg = InputConfig(**{**loaded.input_config.__dict__, "skip_invalid": skip_invalid})
-    runner = Runner(input_cfg, loaded.learner, loaded.reduction, opts, learn=False)
-    writer = PredictionWriter(opts.predictions, opts.flush)
-    if opts.handle_signals:
-        stop.install()
-    try:
+        input_cfg = InputConfig(**{**loaded.input_config.__dict__, "skip_invalid": skip_invalid})
+        runner = Runner(input_cfg, loaded.learner, loaded.reduction, opts, learn=False)
+        writer = PredictionWriter(opts.predictions, opts.flush)
+        if opts.handle_signals:
+            stop.install()
         if (opts.probabilities or opts.top_k) and writer.f is not None:
             loaded.reduction.predict_top(ExampleBatch.empty(), max(1, opts.top_k))  # fail early if unsupported
-        batches = early if early is not None else \
-            prefetch(_batches_for_pass(paths, input_cfg, opts, 0, None), should_stop=lambda: stop.signum != 0)
-        early = None
+        if batches is None:
+            batches = prefetch(_batches_for_pass(paths, input_cfg, opts, 0, None),
+                               should_stop=lambda: stop.signum != 0)
         runner.run_pass(batches, 0, False, writer, stop)
     finally:
-        if early is not None:
-            early.close()
-        runner.close()
-        writer.close()
+        if batches is not None:
+            batches.close()
+        if runner is not None:
+            runner.close()
+        if writer is not None:
+            writer.close()
         stop.restore()
     summary = _summary(runner, loaded.reduction, input_cfg, 1, start, None)
     _finish(err, opts, runner, summary)

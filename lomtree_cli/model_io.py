@@ -157,16 +157,33 @@ def _read_members(path: str, skip: frozenset = frozenset()):
     return data
 
 
+def _decode_header(path: str, raw) -> dict:
+    """The header member as a dict, checked for magic and format version (ModelFormatError)."""
+    try:
+        if raw.dtype != np.uint8 or raw.ndim != 1:
+            raise ValueError
+        header = json.loads(raw.tobytes().decode("utf-8"))
+        if not isinstance(header, dict):
+            raise ValueError
+    except Exception:  # noqa: BLE001
+        raise ModelFormatError(f"{path}: corrupt model header") from None
+    if header.get("format") != MAGIC:
+        raise ModelFormatError(f"{path}: not a lomtree model file (format {header.get('format')!r})")
+    version = header.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ModelFormatError(
+            f"{path}: model format version {version!r} is not supported (this lomtree reads {FORMAT_VERSION})"
+        )
+    return header
+
+
 def peek_input_config(path: str) -> InputConfig | None:
     """The input options of the model at ``path`` from its header alone (a few KB read), or None
     when that fails (``load_model`` then reports the problem properly)."""
     try:
         with np.load(path, allow_pickle=False) as npz:
             raw = npz["header"]
-        header = json.loads(raw.tobytes().decode("utf-8"))
-        if header.get("format") != MAGIC or header.get("format_version") != FORMAT_VERSION:
-            return None
-        return from_dict(InputConfig, header["input"])
+        return from_dict(InputConfig, _decode_header(path, raw)["input"])
     except Exception:  # noqa: BLE001 - any problem: the full load reports it
         return None
 
@@ -183,22 +200,7 @@ def load_model(path: str, predict_only: bool = False, skip_unused: bool = False)
     them verifies them; ``inspect`` verifies every member).
     """
     data = _read_members(path, PREDICT_SKIP if (predict_only and skip_unused) else frozenset())
-    raw = data.pop("header")
-    try:
-        if raw.dtype != np.uint8 or raw.ndim != 1:
-            raise ValueError
-        header = json.loads(raw.tobytes().decode("utf-8"))
-        if not isinstance(header, dict):
-            raise ValueError
-    except Exception:  # noqa: BLE001
-        raise ModelFormatError(f"{path}: corrupt model header") from None
-    if header.get("format") != MAGIC:
-        raise ModelFormatError(f"{path}: not a lomtree model file (format {header.get('format')!r})")
-    version = header.get("format_version")
-    if version != FORMAT_VERSION:
-        raise ModelFormatError(
-            f"{path}: model format version {version!r} is not supported (this lomtree reads {FORMAT_VERSION})"
-        )
+    header = _decode_header(path, data.pop("header"))
     checks = header.get("checksums")
     if not isinstance(checks, dict) or set(checks) != set(data):
         raise ModelFormatError(f"{path}: corrupt model file (member list does not match the header)")

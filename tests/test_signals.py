@@ -138,7 +138,8 @@ def test_signal_during_the_save_still_gives_a_complete_model(tmp_path, big_input
 
 
 def test_sigint_during_startup_is_quiet(tmp_path):
-    """SIGINT while the program is still importing numpy/numba: exit 130, one line, no traceback.
+    """SIGINT while the program is still starting (importing numpy, and numba when the
+    ahead-of-time kernels are absent) or already waiting for input: exit 130, one line, no traceback.
 
     (A SIGINT in the first ~0.2 s, before ``lomtree_cli.cli`` is even imported, is Python's own
     KeyboardInterrupt: the process dies by SIGINT; nothing has been opened or written yet.)

@@ -28,6 +28,7 @@ from ..config import ReductionConfig
 from ..errors import ConfigError
 from ..kernels.linear import MODE_STRIDE
 
+
 def n_distinct(a) -> int:
     """Number of distinct values of a 1-d integer array (``np.unique(a).size`` without
     ``np.unique``, which imports ``numpy.ma``: 12 ms of every model load)."""
