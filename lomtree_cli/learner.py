@@ -12,6 +12,16 @@ from .config import LearnerConfig
 from .kernels import linear as K
 
 
+#: longest example ``slot_layout`` checks (longer ones take the general paths)
+MAX_LAYOUT = 1 << 16
+
+
+def _layout_work(n_features: int) -> np.ndarray:
+    """``lin.work`` for ``slot_layout`` on examples of up to ``n_features`` features."""
+    n = min(max(int(n_features), 8), MAX_LAYOUT)
+    return np.zeros(K.LAYOUT_OFF + (1 << (2 * n - 1).bit_length()), dtype=np.int64)
+
+
 class LinearLearner:
     """The base learner of ALGORITHMS.md §2 for ``n_models`` regressors over ``2**bits`` slots.
 
@@ -42,7 +52,7 @@ class LinearLearner:
             S[:] = t0
             T[:] = t0
         self.arrays = K.LinearArrays(table, S, T, K.make_hp(lcfg, self.bits, n, self.mode),
-                                     np.zeros((1024, 3), dtype=np.float64))
+                                     np.zeros((1024, 3), dtype=np.float64), _layout_work(1024))
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -63,10 +73,14 @@ class LinearLearner:
         self.arrays = self.arrays._replace(S=S, T=T)
 
     def ensure_scratch(self, n_features: int) -> None:
-        """Let ``learn`` cache per-feature rates for examples of up to ``n_features`` features."""
+        """Let ``learn`` cache per-feature rates, and ``slot_layout`` check the slots, of examples
+        of up to ``n_features`` features (the layout check up to ``MAX_LAYOUT`` features)."""
         if n_features > self.arrays.scratch.shape[0]:
             size = max(int(n_features), 2 * self.arrays.scratch.shape[0])
             self.arrays = self.arrays._replace(scratch=np.zeros((size, 3), dtype=np.float64))
+        work = _layout_work(n_features)
+        if work.shape[0] > self.arrays.work.shape[0]:
+            self.arrays = self.arrays._replace(work=work)
 
     @property
     def eta(self) -> float:

@@ -18,6 +18,7 @@ from lomtree_cli.config import InputConfig, LearnerConfig, ReductionConfig
 from lomtree_cli.kernels.trees import build_bracket, node_depths
 from lomtree_cli.learner import LinearLearner
 from lomtree_cli.reductions.filter_tree import FilterTree
+from lomtree_cli.reductions.random_tree import RandomTree
 from tests.reference.linear_ref import RefLinear
 from tests.reference.trees_ref import RefFilterTree, RefLinearLog1p, bracket, make_batch
 
@@ -243,3 +244,29 @@ def test_cli_rejects_label_above_k(tmp_path):
     r = CliRunner().invoke(main, ["train", "-r", "filter", "-k", "4", "--quiet", str(data)])
     assert r.exit_code == 1
     assert "outside 1..4" in r.output
+
+
+# -- exact shortcuts ----------------------------------------------------------------------------
+
+@settings(deadline=None, max_examples=60)
+@given(streams(max_k=12), st.sampled_from([4, 6, 8, 18]), st.sampled_from(["filter", "rtree"]),
+       st.sampled_from([(0.5, False), (0.75, False), (0.5, True)]))
+def test_shortcuts_are_bit_identical(data, bits, name, opt):
+    """Reusing the prediction's scores (and, Filter tree, fusing re-scores into updates) gives the
+    same bits as scoring every node afresh; small tables make duplicate and close slots common."""
+    k, loss, raw = data
+    power_t, sgd = opt
+    exs = [((y - 1) % k + 1, iw, [h for h, _ in f], [v for _, v in f]) for y, iw, f, _ in raw]
+    train = np.array([tr for *_, tr in raw], dtype=bool)
+    cls = FilterTree if name == "filter" else RandomTree
+    out = []
+    for shortcuts in (True, False):
+        rcfg = ReductionConfig(name=name, k=k, seed=3)
+        lin = LinearLearner(LearnerConfig(loss=loss, power_t=power_t, sgd=sgd), bits, cls.n_models_for(rcfg),
+                            cls.slot_mode)
+        t = cls(rcfg, lin)
+        t.shortcuts = shortcuts
+        preds = t.process(make_batch(exs), train)[0]
+        out.append((preds.tobytes(), t.tree.counts.tobytes(), lin.arrays.table.tobytes(), lin.arrays.S.tobytes(),
+                    lin.arrays.hp.tobytes()))
+    assert out[0] == out[1]

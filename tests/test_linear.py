@@ -250,3 +250,121 @@ def test_learn_block_distinct_equals_learn_block(exs, loss, sgd, power_t, bits, 
         np.testing.assert_array_equal(a.S, b.S)
         np.testing.assert_array_equal(a.T, b.T)
         assert a.hp[K.HP_NAN] == b.hp[K.HP_NAN]
+
+
+# -- slot_layout / learn_rescore: the exact shortcuts of the tree reductions ----------------------
+
+def _layout_brute(idx, W, bits):
+    """(distinct, set of |d| of close pairs, number of close position pairs), by all pairs."""
+    size = 1 << bits
+    bases = [(int(h) * W) & (size - 1) for h in idx]
+    close = set()
+    n_close = 0
+    for i in range(len(bases)):
+        for j in range(i + 1, len(bases)):
+            d = (bases[j] - bases[i]) % size
+            if d == 0:
+                continue
+            d = min(d, size - d)
+            if d < W:
+                close.add(d)
+                n_close += 1
+    return len(set(bases)) == len(bases), close, n_close
+
+
+@st.composite
+def layouts(draw):
+    bits = draw(st.sampled_from([6, 10, 16, 24]))
+    W = draw(st.sampled_from([1, 2, 3, 7, 104, 150, 5000]))
+    kind = draw(st.sampled_from(["random", "sorted", "sorted+constant", "clustered", "dups"]))
+    n = draw(st.integers(0, 60))
+    if kind == "random":
+        idx = draw(st.lists(st.integers(0, 2**32 - 1), min_size=n, max_size=n))
+    elif kind in ("sorted", "sorted+constant"):
+        start = draw(st.integers(0, 2**31))
+        gaps = draw(st.lists(st.integers(1, 5000), min_size=n, max_size=n))
+        idx = list(np.cumsum([start] + gaps)[:n])
+        if kind == "sorted+constant":
+            idx.append(draw(st.sampled_from([11650396, draw(st.integers(0, 2**32 - 1))])))
+    elif kind == "clustered":  # small numeric names in any order: the narrow window, not rising
+        idx = draw(st.lists(st.integers(0, 300), min_size=n, max_size=n))
+    else:
+        base = draw(st.lists(st.integers(0, 2**20), min_size=1, max_size=8))
+        idx = draw(st.lists(st.sampled_from(base), min_size=n, max_size=n))
+    return bits, W, np.array(idx, dtype=np.int64) & (2**32 - 1)
+
+
+@settings(deadline=None, max_examples=400)
+@given(layouts())
+def test_slot_layout_matches_all_pairs(case):
+    """``slot_layout`` against every pair of bases: distinctness exactly; the close differences
+    exactly when it lists them (nd >= 0); "too many" only when there are more than ND_MAX."""
+    bits, W, idx = case
+    lrn = make(bits=bits, n_models=W)
+    lrn.ensure_scratch(max(1, len(idx)))
+    distinct, nd = K.slot_layout(lrn.arrays, idx, 0, len(idx))
+    b_distinct, b_close, b_n = _layout_brute(idx, W, bits)
+    size = 1 << bits
+    small = size < 16 * W  # fewer than 4 buckets of the general path: may answer "unknown"
+    if small and len(idx) > 1:
+        assert (distinct, nd) == (False, -1) or distinct == b_distinct
+    else:
+        assert distinct == b_distinct
+    if nd >= 0:
+        got = {abs(int(d)) for d in lrn.arrays.work[:nd]}
+        assert got == b_close
+    elif not small:
+        assert b_n > K.ND_MAX
+
+
+def test_slot_layout_sector_like_example_is_free():
+    """Sorted numeric names plus the constant (a LIBSVM file): the narrow path, no pairs."""
+    lrn = make(bits=24, n_models=104)
+    idx = np.array(list(range(1, 200)) + [11650396], dtype=np.int64)
+    assert K.slot_layout(lrn.arrays, idx, 0, len(idx)) == (True, 0)
+    # a feature whose base lies 8 slots from the constant's is still found (104 h is a multiple
+    # of 8 mod 2**24, so 8 is the smallest possible gap)
+    W, mask = 104, (1 << 24) - 1
+    c = (11650396 * W) & mask
+    target = next(h for h in range(1, 1 << 24) if (h * W) & mask == c + 8)
+    idx2 = np.array(sorted([1, 2, 3, target]) + [11650396], dtype=np.int64)
+    distinct, nd = K.slot_layout(lrn.arrays, idx2, 0, len(idx2))
+    assert distinct and nd == 1 and abs(int(lrn.arrays.work[0])) == 8
+
+
+@settings(deadline=None, max_examples=150)
+@given(
+    exs=st.lists(st.tuples(
+        st.lists(st.tuples(st.integers(0, 3000), st.sampled_from([1.0, -1.0, 0.5, 2.0, 1e-30, 3.25, np.inf, np.nan])),
+                 min_size=0, max_size=8),
+        st.integers(0, 3), st.sampled_from([1.0, -1.0]), st.sampled_from([1.0, 0.5, 2.0, 0.0])),
+        min_size=1, max_size=20),
+    loss=st.sampled_from(["squared", "logistic", "hinge", "quantile"]),
+    sgd=st.booleans(), power_t=st.sampled_from([0.5, 0.75]), bits=st.sampled_from([5, 16]),
+    t0=st.sampled_from([0.0, 1.0]),
+)
+def test_learn_rescore_equals_learn_then_score(exs, loss, sgd, power_t, bits, t0):
+    """``learn_rescore`` (with the distinct flag of ``slot_layout``) is bit-identical to
+    ``learn`` followed by ``score``: weights, optimiser state, NaN count and the returned score
+    (bits=5 makes duplicate slots common, so both paths run)."""
+    W = 4
+    lcfg = LearnerConfig(loss=loss, sgd=sgd, power_t=power_t, initial_t=t0)
+    a_l = LinearLearner(lcfg, bits, W)
+    b_l = LinearLearner(lcfg, bits, W)
+    for feats, m, y, iw in exs:
+        idx = np.array([h for h, _ in feats], np.int64)
+        val = np.array([v for _, v in feats], np.float32)
+        a, b = a_l.arrays, b_l.arrays
+        f = K.score(a, idx, val, 0, len(idx), m)
+        K.learn(a, idx, val, 0, len(idx), m, y, iw, K.clip_score(a, f))
+        want = K.score(a, idx, val, 0, len(idx), m)
+        distinct, _ = K.slot_layout(b, idx, 0, len(idx))
+        got = K.learn_rescore(b, idx, val, 0, len(idx), m, y, iw, K.score(b, idx, val, 0, len(idx), m), distinct)
+        assert np.float64(got).tobytes() == np.float64(want).tobytes() or (want != want and got != got)
+        if iw > 0:
+            K.end_example(a, iw)
+            K.end_example(b, iw)
+        np.testing.assert_array_equal(a.table.view(np.uint32), b.table.view(np.uint32))
+        np.testing.assert_array_equal(a.S, b.S)
+        np.testing.assert_array_equal(a.T, b.T)
+        assert a.hp.tobytes() == b.hp.tobytes()

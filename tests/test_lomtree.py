@@ -448,3 +448,65 @@ def test_sector_error_close_to_vw(tmp_path):
     r = CliRunner().invoke(main, ["predict", "-i", m, test, "-p", os.devnull, "--quiet", "--report", rep])
     assert r.exit_code == 0, r.output
     assert json.load(open(rep))["average_loss"] < 0.27
+
+
+# -- exact shortcuts ----------------------------------------------------------------------------
+
+@settings(deadline=None, max_examples=80, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(kmax=9, nmax=80), st.sampled_from([4, 6, 8, 18]), st.sampled_from(["quantile", "squared", "logistic"]),
+       st.sampled_from([(0.5, False), (0.75, False), (0.5, True)]))
+def test_shortcuts_are_bit_identical(s, bits, loss, opt):
+    """Reusing the prediction's scores and fusing re-scores into updates (``G_SHORTCUTS``) gives
+    the same bits as scoring every node afresh: predictions, tree, statistics, weights. Small
+    tables make duplicate and close slots common, so every fallback runs."""
+    k, T, rs, ex = s
+    power_t, sgd = opt
+    reds = []
+    for shortcuts in (1, 0):
+        rcfg = ReductionConfig(name="lomtree", k=k, max_internal_nodes=T, swap_resistance=rs)
+        lin = LinearLearner(LearnerConfig(loss=loss, power_t=power_t, sgd=sgd), bits, LomTree.n_models_for(rcfg))
+        red = LomTree(rcfg, lin)
+        red.glob[LT.G_SHORTCUTS] = shortcuts
+        half = len(ex) // 2
+        preds = [red.process(batch(part), np.ones(len(part), dtype=bool))[0].tolist()
+                 for part in (ex[:half], ex[half:]) if part]
+        reds.append((red, preds))
+    (a, pa), (b, pb) = reds
+    assert pa == pb
+    sa, sb = a.state(), b.state()
+    for name in sa:
+        assert np.asarray(sa[name]).tobytes() == np.asarray(sb[name]).tobytes(), name
+    assert a.learner.arrays.table.tobytes() == b.learner.arrays.table.tobytes()
+    assert a.learner.arrays.hp.tobytes() == b.learner.arrays.hp.tobytes()
+
+
+@pytest.mark.parametrize("bits", [4, 6, 8])
+@pytest.mark.parametrize("loss", ["squared", "quantile"])
+def test_shortcuts_are_bit_identical_on_a_crowded_table(bits, loss):
+    """200 examples of 5 features in 16 to 256 slots: duplicate slots, close bases and regressors
+    trained above a reused node that share its slots are all common (checked: breaking either
+    guard of the shortcuts fails this test)."""
+    rng = np.random.default_rng(bits)
+    k = 6
+    ex = []
+    for _ in range(200):
+        y = int(rng.integers(1, k + 1))
+        ex.append((y, [(y, 1.0)] + [(int(h), 0.5) for h in rng.integers(0, 1023, 3)] + [CONST], 1.0))
+    out = []
+    for shortcuts in (1, 0):
+        rcfg = ReductionConfig(name="lomtree", k=k)
+        lin = LinearLearner(LearnerConfig(loss=loss), bits, LomTree.n_models_for(rcfg))
+        red = LomTree(rcfg, lin)
+        red.glob[LT.G_SHORTCUTS] = shortcuts
+        preds = red.process(batch(ex), np.ones(len(ex), dtype=bool))[0]
+        out.append((preds.tobytes(), lin.arrays.table.tobytes(), red.node_f.tobytes()))
+    assert out[0] == out[1]
+
+
+def test_shortcuts_flag_survives_save_and_load(tmp_path):
+    red = make(5)
+    red.process(batch([(1, [(3, 1.0), CONST], 1.0), (2, [(4, 1.0), CONST], 1.0)]), np.ones(2, dtype=bool))
+    path = tmp_path / "m.lt"
+    save_model(str(path), InputConfig(bits=BITS), red.learner, red)
+    loaded = load_model(str(path))
+    assert loaded.reduction.glob[LT.G_SHORTCUTS] == 1

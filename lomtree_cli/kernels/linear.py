@@ -17,6 +17,9 @@ hp : float64, shape (N_HP,)
 scratch : float64, shape (capacity, 3)
     Per-feature work space of ``learn`` (rate r and the G, N it was computed from). Examples
     longer than the capacity take the slower path that recomputes r; ``LinearLearner`` grows it.
+work : int64, shape (LAYOUT_OFF + 2**j,)
+    Work space of ``slot_layout``: the close slot differences of the current example
+    (``work[:ND_MAX]``) and its open-addressing table (``work[LAYOUT_OFF:]``).
 
 Slot of feature ``h`` for regressor ``m`` (§2.5)::
 
@@ -74,6 +77,12 @@ _U2 = np.uint64(2)
 X2_MIN = 2.0**-126
 X_MIN = 2.0**-63
 
+# slot_layout: at most ND_MAX close differences are kept (more: "unknown"); its hash table
+# starts at LAYOUT_OFF in lin.work
+ND_MAX = 8
+LAYOUT_OFF = 16
+_GOLD = np.uint64(0x9E3779B97F4A7C15)
+
 
 class LinearArrays(NamedTuple):
     """All state of the base learner (see module docstring for shapes and dtypes)."""
@@ -83,6 +92,7 @@ class LinearArrays(NamedTuple):
     T: np.ndarray
     hp: np.ndarray
     scratch: np.ndarray
+    work: np.ndarray
 
 
 @kernel(inline="always")
@@ -334,12 +344,262 @@ def end_example(lin, iw):
     lin.hp[HP_CLOCK] += iw
 
 
+@kernel(inline="always")
+def _layout_probe(work, C, b, sh, hs, hm, W, mask, size, nd):
+    """``slot_layout``: compare base ``b`` with the bases already filed under key ``C``:
+    (duplicate found, new nd, first free position of the probe chain)."""
+    dup = False
+    h = np.int64((np.uint64(C) * _GOLD) >> hs)
+    while True:
+        u = work[LAYOUT_OFF + h]
+        if u == -1:
+            return dup, nd, h
+        if (u >> sh) == C:
+            if u == b:
+                dup = True
+            else:
+                dlt = (b - u) & mask
+                if dlt >= W:
+                    dlt -= size
+                if dlt > -W:
+                    if nd < ND_MAX:
+                        work[nd] = dlt
+                    nd += 1
+        h = (h + 1) & hm
+
+
 @kernel(error_model="numpy")
-def score_learn_score(lin, idx, val, start, end, m, y, iw):
-    """Score, learn toward ``y``, re-score: returns (pre-update raw, post-update raw)."""
-    f = score(lin, idx, val, start, end, m)
-    learn(lin, idx, val, start, end, m, y, iw, clip_score(lin, f))
-    return f, score(lin, idx, val, start, end, m)
+def slot_layout(lin, idx, start, end):
+    """How the slots of example ``idx[start:end]`` may collide (stride mode): ``(distinct, nd)``.
+
+    Regressor ``m`` reads feature ``h`` at ``slot(h, m) = (b + m) & mask``, ``b = (h * W) & mask``
+    the feature's *base*, so
+
+    - ``distinct``: no two features of the example share a base, hence no regressor visits a
+      slot twice (``learn_rescore`` may then fuse its re-score into the weight pass);
+    - ``nd``: the number of *close* pairs of distinct bases, whose circular difference
+      ``d = b_i - b_l`` lies in ``(-W, W)``; the differences are kept in ``lin.work[:nd]``.
+      Training regressor ``a`` can only change the score of another regressor ``c`` of this
+      example if ``c - a`` is such a ``d`` (``scores_independent``).
+
+    ``(False, -1)`` means unknown: CPT mode, an example longer than the work space
+    (``LinearLearner.ensure_scratch``), or one the narrow way below cannot clear in a table of
+    fewer than 4 buckets (under ``8 W`` to ``16 W`` slots); ``nd = -1`` also when there are more
+    than ``ND_MAX`` close pairs. Callers then take the general paths.
+
+    Two ways, both O(n) expected:
+
+    - *narrow*: with ``g = h & mask``, ``b = g W mod size``; if every ``g`` lies in a window of
+      ``L`` values with ``L W <= size - W``, two bases differ by ``D W`` with ``0 < |D| < L``,
+      which is at least ``W`` and never wraps, so there is no close pair; the bases are then
+      distinct iff the ``g`` are (free when they increase, as in files with sorted numeric
+      feature names like LIBSVM's; else one hash probe a feature on ``b``). The last feature
+      (the constant, usually) may lie outside the window: an O(1) test on the range of its
+      differences clears it, or it is compared with each of the others;
+    - *general*: each base is filed in an open-addressing table under its bucket ``b >> sh``
+      (buckets of ``w = 2**sh >= 2 W`` slots), so a close pair sits in the same bucket or, for a
+      base within ``W`` of its bucket's edge, in a neighbouring one.
+    """
+    hp = lin.hp
+    work = lin.work
+    n = end - start
+    if n <= 1:
+        return True, np.int64(0)
+    if hp[HP_MODE] != MODE_STRIDE:
+        return False, np.int64(-1)
+    W = np.int64(hp[HP_W])
+    mask = np.int64(hp[HP_MASK])
+    size = mask + 1
+    P = np.int64(16)
+    lp = np.uint64(4)
+    while P < 2 * n:
+        P *= 2
+        lp += _U1
+    if LAYOUT_OFF + P > work.shape[0]:
+        return False, np.int64(-1)
+    # narrow? (all features but the last, which is often the constant, far from the others)
+    g0 = np.int64(idx[start]) & mask
+    lo = g0
+    hi = g0
+    rising = True
+    prev = g0
+    for j in range(start + 1, end - 1):
+        g = np.int64(idx[j]) & mask
+        if g <= prev:
+            rising = False
+        prev = g
+        if g < lo:
+            lo = g
+        if g > hi:
+            hi = g
+    if rising and (hi - lo + 1) * W <= size - W:
+        # the last feature against the window: its base differs from theirs by D W, D in
+        # [gl - hi, gl - lo]; a duplicate or close pair needs a multiple of size in
+        # (x1 - W, x2 + W), x1, x2 the ends of that range times W
+        gl = np.int64(idx[end - 1]) & mask
+        x1 = (gl - hi) * W
+        x2 = (gl - lo) * W
+        if ((x1 - W) // size + 1) * size >= x2 + W:
+            return True, np.int64(0)
+        # else compare the last base with each of the others
+        bl = (gl * W) & mask
+        nd = np.int64(0)
+        distinct = True
+        for j in range(start, end - 1):
+            dlt = (bl - ((np.int64(idx[j]) * W) & mask)) & mask
+            if dlt == 0:
+                distinct = False
+                continue
+            if dlt >= W:
+                dlt -= size
+            if dlt > -W:
+                if nd < ND_MAX:
+                    work[nd] = dlt
+                nd += 1
+        return distinct, (nd if nd <= ND_MAX else np.int64(-1))
+    g = np.int64(idx[end - 1]) & mask
+    if g < lo:
+        lo = g
+    if g > hi:
+        hi = g
+    narrow = (hi - lo + 1) * W <= size - W
+    sh = np.int64(0)
+    if not narrow:
+        while (np.int64(1) << sh) < 2 * W:
+            sh += 1
+        if (np.int64(4) << sh) > size:
+            return False, np.int64(-1)
+    w = np.int64(1) << sh
+    bmask = (size >> sh) - 1
+    hs = np.uint64(64) - lp
+    hm = P - 1
+    for i in range(P):
+        work[LAYOUT_OFF + i] = -1
+    nd = np.int64(0)
+    distinct = True
+    for j in range(start, end):
+        b = (np.int64(idx[j]) * W) & mask
+        B = b >> sh
+        dup, nd, h = _layout_probe(work, B, b, sh, hs, hm, W, mask, size, nd)
+        if not narrow:
+            r = b & (w - 1)
+            if r < W:
+                nd = _layout_probe(work, (B - 1) & bmask, b, sh, hs, hm, W, mask, size, nd)[1]
+            if r >= w - W:
+                nd = _layout_probe(work, (B + 1) & bmask, b, sh, hs, hm, W, mask, size, nd)[1]
+        if dup:
+            distinct = False
+        else:
+            work[LAYOUT_OFF + h] = b
+    if nd > ND_MAX:
+        nd = np.int64(-1)
+    return distinct, nd
+
+
+@kernel(inline="always")
+def scores_independent(lin, a, c, nd):
+    """After ``slot_layout`` returned ``nd`` for this example: True if training regressor ``a``
+    on it cannot change regressor ``c``'s score of it (no slot of ``a`` is a slot of ``c``)."""
+    if nd == 0:
+        return True
+    if nd < 0:
+        return False
+    dc = c - a
+    for i in range(nd):
+        if lin.work[i] == dc or lin.work[i] == -dc:
+            return False
+    return True
+
+
+@kernel(error_model="numpy")
+def learn_rescore(lin, idx, val, start, end, m, y, iw, f, distinct):
+    """``learn(..., m, y, iw, clip_score(f))``, then the post-update raw score of ``m``.
+
+    ``f`` must be ``score(lin, idx, val, start, end, m)`` at the current weights (the caller may
+    pass one it already has). Bit-identical to ``learn`` followed by ``score``: when no weight
+    moved the answer is ``f``; when ``distinct`` (``slot_layout``: no slot visited twice) the
+    score is summed in the weight pass, in feature order, from the stored weights, and the
+    first pass's rate of each feature is final (its G, N cannot change again), so the weight
+    pass reads neither back. Any other case (SGD, a predict-only table, duplicate slots, more
+    features than the scratch holds) runs ``learn`` and ``score``.
+    """
+    hp = lin.hp
+    tab = lin.table
+    scr = lin.scratch
+    if (not distinct or hp[HP_SGD] != 0.0 or tab.shape[1] < 3 or end - start > scr.shape[0]):
+        learn(lin, idx, val, start, end, m, y, iw, clip_score(lin, f))
+        return score(lin, idx, val, start, end, m)
+    yhat = clip_score(lin, f)
+    loss = np.int64(hp[HP_LOSS])
+    tau = hp[HP_TAU]
+    if iw <= 0.0 or end <= start or not loss_value(loss, tau, yhat, y) > 0.0:
+        return f
+    d = loss_derivative(loss, tau, yhat, y)
+    g2 = iw * d * d
+    if g2 == 0.0:
+        return f
+    p = hp[HP_POWER_T]
+    eta = hp[HP_ETA]
+    mult, off, mask = slot_params(lin, m)
+    half = p == 0.5
+    nexp = 2.0 * (1.0 - p)
+    moved = False
+    nx = 0.0
+    q = 0.0
+    for j in range(start, end):
+        x = np.float64(val[j])
+        if not math.isfinite(x):
+            continue
+        s = np.uint64((np.int64(idx[j]) * mult + off) & mask)
+        x2 = x * x
+        ax = abs(x)
+        if x2 < X2_MIN:
+            x2 = X2_MIN
+            ax = X_MIN
+        G = np.float32(np.float64(tab[s, 1]) + g2 * x2)
+        tab[s, 1] = G
+        Nf = tab[s, 2]
+        if ax > np.float64(Nf):
+            if Nf > 0.0:
+                moved = True
+                if half:
+                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) * (np.float64(Nf) / ax))
+                else:
+                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) * (np.float64(Nf) / ax) ** nexp)
+            Nf = np.float32(ax)
+            tab[s, 2] = Nf
+        Nv = np.float64(Nf)
+        nx += x2 / (Nv * Nv)
+        if half:
+            r = 1.0 / (math.sqrt(np.float64(G)) * Nv)
+        else:
+            r = np.float64(G) ** (-p) * Nv ** (-nexp)
+        q += x2 * r
+        scr[j - start, 0] = r
+    lin.T[m] += iw
+    lin.S[m] += iw * nx
+    if half:
+        M = math.sqrt(lin.T[m] / lin.S[m])
+    else:
+        M = (lin.S[m] / lin.T[m]) ** (-(1.0 - p))
+    u = update_amount(loss, tau, yhat, y, eta * iw, M * q)
+    if u != u:
+        hp[HP_NAN] += 1.0
+        u = 0.0
+    if u == 0.0:
+        return score(lin, idx, val, start, end, m) if moved else f
+    Mu = M * u
+    acc = 0.0
+    for j in range(start, end):
+        v = np.float64(val[j])
+        s = np.uint64((np.int64(idx[j]) * mult + off) & mask)
+        if not math.isfinite(v):
+            acc += np.float64(tab[s, 0]) * v
+            continue
+        w = np.float32(np.float64(tab[s, 0]) + Mu * v * scr[j - start, 0])
+        tab[s, 0] = w
+        acc += np.float64(w) * v
+    return acc
 
 
 def make_hp(lcfg, bits: int, n_models: int, mode: int) -> np.ndarray:

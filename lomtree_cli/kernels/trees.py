@@ -134,3 +134,39 @@ def descend(lin, idx, val, start, end, left, right, root, k):
         else:
             node = left[node]
     return node
+
+
+@kernel()
+def descend_path(lin, idx, val, start, end, left, right, root, k, pnode, pscore):
+    """``descend`` that records the internal nodes it scored and their raw scores in
+    ``pnode``/``pscore`` (capacity >= depth): returns (leaf, number recorded)."""
+    node = root
+    d = 0
+    while node >= k:
+        if left[node] >= k:
+            K.prefetch_slots(lin, idx, start, end, left[node] - k)
+        if right[node] >= k:
+            K.prefetch_slots(lin, idx, start, end, right[node] - k)
+        raw = K.score(lin, idx, val, start, end, node - k)
+        pnode[d] = node
+        pscore[d] = raw
+        d += 1
+        if K.clip_score(lin, raw) > 0.0:
+            node = right[node]
+        else:
+            node = left[node]
+    return node, d
+
+
+@kernel(inline="always")
+def known_score(lin, a, k, pnode, pscore, plen, trained, ntrained, nd):
+    """(True, raw score of node ``a``) when the prediction path ``pnode[:plen]`` scored ``a`` and
+    none of the ``ntrained`` regressors trained on this example since (``trained``, node ids)
+    can share a slot with it (``K.scores_independent``); else (False, 0.0)."""
+    for d in range(plen):
+        if pnode[d] == a:
+            for t in range(ntrained):
+                if not K.scores_independent(lin, trained[t] - k, a - k, nd):
+                    return False, 0.0
+            return True, pscore[d]
+    return False, 0.0

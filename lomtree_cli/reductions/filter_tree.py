@@ -33,7 +33,9 @@ Choices (documented in ALGORITHMS.md §3.2 unless noted)
   with the model so continuing is exact, and ``inspect`` reports, per level, how many examples
   reached it (the filtering) and the fraction routed right.
 
-Cost per example: predict ``depth`` scores; train ``<= depth`` x (score, update, re-score).
+Cost per example: predict ``depth`` scores; train ``<= depth`` x (score, update, re-score), where
+the score is skipped for nodes the prediction already scored and the re-score is summed in the
+update's weight pass (both exact: ``K.slot_layout``).
 """
 
 from __future__ import annotations
@@ -66,25 +68,44 @@ class TreeArrays(NamedTuple):
 
 
 @kernel(nogil=True)
-def filter_process(lin, tree, indptr, indices, values, labels, weights, train, k, preds):
+def filter_process(lin, tree, indptr, indices, values, labels, weights, train, k, preds, pnode, pscore,
+                   trained, shortcuts):
     """Progressive predict-then-learn over a chunk (Filter tree).
 
     preds : int64, shape (n,) out: label predicted before each example's update
+    pnode, pscore, trained : int64, float64, int64, shape >= (depth,): scratch. A node the
+    prediction scored keeps that score as its pre-update score when no regressor trained
+    below it may share a slot with it (``TR.known_score``), and the post-update score is summed
+    in the update (``K.learn_rescore``); bit-identical to scoring afresh, which ``shortcuts =
+    False`` does.
     """
     root = tree.parent.shape[0] - 1
     for i in range(labels.shape[0]):
         s = indptr[i]
         e = indptr[i + 1]
-        leaf = TR.descend(lin, indices, values, s, e, tree.left, tree.right, root, k)
+        leaf, plen = TR.descend_path(lin, indices, values, s, e, tree.left, tree.right, root, k, pnode, pscore)
         preds[i] = leaf + 1
         if train[i]:
             iw = weights[i]
             c = labels[i] - 1
             a = tree.parent[c]
+            distinct, nd = K.slot_layout(lin, indices, s, e)
+            if not shortcuts:
+                plen = 0
+            nt = 0
             while a >= 0:
                 z = -1.0 if tree.left[a] == c else 1.0
                 m = a - k
-                f0, f1 = K.score_learn_score(lin, indices, values, s, e, m, z, iw)
+                known, f0 = TR.known_score(lin, a, k, pnode, pscore, plen, trained, nt, nd)
+                if not known:
+                    f0 = K.score(lin, indices, values, s, e, m)
+                if shortcuts:
+                    f1 = K.learn_rescore(lin, indices, values, s, e, m, z, iw, f0, distinct)
+                else:
+                    K.learn(lin, indices, values, s, e, m, z, iw, K.clip_score(lin, f0))
+                    f1 = K.score(lin, indices, values, s, e, m)
+                trained[nt] = a
+                nt += 1
                 tree.counts[m, 0 if z < 0.0 else 1] += 1
                 if not f1 * z > 0.0:
                     break
@@ -110,6 +131,10 @@ def level_stats(tree: TreeArrays, k: int) -> list:
 
 class BracketTree(Reduction):
     """Shared part of the Filter tree and the Rtree: the bracket, its state and inspection."""
+
+    #: reuse the prediction's scores and fuse re-scores into updates (bit-identical either way;
+    #: tests switch it off to compare against scoring afresh)
+    shortcuts = True
 
     @staticmethod
     def n_models_for(rcfg) -> int:
@@ -168,7 +193,9 @@ class FilterTree(BracketTree):
     def process(self, batch, train):
         n = len(batch)
         preds = np.zeros(n, dtype=np.int64)
+        d = self.depth + 1
         filter_process(self.learner.arrays, self.tree, batch.indptr, batch.indices, batch.values,
                        batch.labels, batch.weights, np.ascontiguousarray(train, dtype=np.bool_),
-                       np.int64(self.k), preds)
+                       np.int64(self.k), preds, np.zeros(d, dtype=np.int64), np.zeros(d, dtype=np.float64),
+                       np.zeros(d, dtype=np.int64), self.shortcuts)
         return preds, None

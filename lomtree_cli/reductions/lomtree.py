@@ -48,6 +48,12 @@ a node: training costs ``O(depth)`` regressor calls plus ``O(depth)`` look-ups a
   trained (driver contract).
 * Scores in ``E_v`` and ``e_v(y)`` are the raw post-update scores (float64 sums, means computed
   on use), descent ``left iff s < 0`` (0 and NaN go right).
+* Exact shortcuts (``G_SHORTCUTS``, on): progressive training predicts first, so while the
+  training path follows the prediction path a node's pre-update score is the one the prediction
+  computed, unless a regressor trained above it in this example may share one of its slots
+  (``K.slot_layout``/``K.scores_independent``); the post-update score is summed in the
+  update's weight pass when no slot repeats (``K.learn_rescore``). Per trained node that is two
+  passes over the features instead of four, with the same bits (tests compare both ways).
 
 Model state (``state()``): node arrays ``parent, left, right, internal, model, C, En, maxcnt,
 maxlab`` (int64) and ``Esum`` (float64), each of length ``n_nodes``; class records in CSR form
@@ -104,7 +110,8 @@ G_T = 5  # max internal nodes
 G_RS = 6  # swap resistance
 G_DEPTH = 7  # depth bound (deepest node ever created)
 G_NODECAP_MAX = 8  # 2T + 1
-NG = 9
+G_SHORTCUTS = 9  # 1: reuse prediction scores and fuse re-scores (exact); 0: score afresh (tests)
+NG = 10
 
 MIN_HASH_CAP = 64
 NODE_CAP0 = 1024
@@ -274,12 +281,22 @@ def _prefetch_children(lin, idx, st, en, node_i, j):
 
 
 @kernel()
-def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob):
-    """Algorithm 1 for one example (capacity for 2 nodes and depth+1 records guaranteed)."""
+def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob, pnode, pscore, plen):
+    """Algorithm 1 for one example (capacity for 2 nodes and depth+1 records guaranteed).
+
+    ``pnode[:plen]``, ``pscore[:plen]``: the internal nodes of this example's prediction path and
+    their raw scores (``predict_path``, just before, same weights). While the training path
+    follows it, a node's pre-update score is taken from there instead of being recomputed,
+    unless ``K.slot_layout`` says a regressor trained above it may share one of its slots; the
+    post-update score comes from ``K.learn_rescore``. Both bit-identical to scoring afresh.
+    """
     T = glob[G_T]
     RS = glob[G_RS]
     j = 0
     depth = 0
+    shortcuts = glob[G_SHORTCUTS] != 0
+    distinct, nd = K.slot_layout(lin, idx, st, en)
+    onpath = plen > 0 and shortcuts
     while True:
         r = _record(node_i, rec_i, rec_f, glob, j, y)
         cnt = rec_i[r, R_CNT] + 1
@@ -325,9 +342,23 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob)
         z = -1.0 if E > e else 1.0
         m = node_i[j, N_MODEL]
         _prefetch_children(lin, idx, st, en, node_i, j)
-        f = K.score(lin, idx, val, st, en, m)
-        K.learn(lin, idx, val, st, en, m, z, iw, K.clip_score(lin, f))
-        s = K.score(lin, idx, val, st, en, m)
+        known = False
+        if onpath:
+            if depth < plen and pnode[depth] == j:
+                known = True
+                if nd != 0:
+                    for a in range(depth):
+                        if not K.scores_independent(lin, node_i[pnode[a], N_MODEL], m, nd):
+                            known = False
+                            break
+            else:
+                onpath = False
+        f = pscore[depth] if known else K.score(lin, idx, val, st, en, m)
+        if shortcuts:
+            s = K.learn_rescore(lin, idx, val, st, en, m, z, iw, f, distinct)
+        else:
+            K.learn(lin, idx, val, st, en, m, z, iw, K.clip_score(lin, f))
+            s = K.score(lin, idx, val, st, en, m)
         node_f[j] += s
         node_i[j, N_EN] = en_j + 1
         rec_f[r] += s
@@ -336,6 +367,22 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob)
         depth += 1
     node_i[j, N_C] += 1
     update_c(node_i, j)
+
+
+@kernel()
+def predict_path(lin, idx, val, st, en, node_i, pnode, pscore):
+    """``predict_one`` that also records the internal nodes it scored and their raw scores in
+    ``pnode``/``pscore`` (capacity >= depth): returns (label, number recorded)."""
+    j = 0
+    d = 0
+    while node_i[j, N_INTERNAL] != 0:
+        _prefetch_children(lin, idx, st, en, node_i, j)
+        f = K.score(lin, idx, val, st, en, node_i[j, N_MODEL])
+        pnode[d] = j
+        pscore[d] = f
+        d += 1
+        j = node_i[j, N_LEFT] if f < 0 else node_i[j, N_RIGHT]
+    return node_i[j, N_MAXLAB], d
 
 
 @kernel()
@@ -358,17 +405,27 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
     preds : int64, shape (n,) out. Returns the (possibly regrown) node and record arrays.
     """
     n = labels.shape[0]
+    # prediction path: depth <= internal nodes < node capacity (regrown with the nodes)
+    pnode = np.empty(node_i.shape[0], dtype=np.int64)
+    pscore = np.empty(node_i.shape[0], dtype=np.float64)
     for i in range(n):
         st = indptr[i]
         en = indptr[i + 1]
-        preds[i] = predict_one(lin, indices, values, st, en, node_i)
+        preds[i], plen = predict_path(lin, indices, values, st, en, node_i, pnode, pscore)
         if train[i]:
             if glob[G_NNODES] + 2 > node_i.shape[0] and node_i.shape[0] < glob[G_NODECAP_MAX]:
                 node_i, node_f = _grow_nodes(node_i, node_f, glob)
+                pnode2 = np.empty(node_i.shape[0], dtype=np.int64)
+                pscore2 = np.empty(node_i.shape[0], dtype=np.float64)
+                pnode2[:plen] = pnode[:plen]
+                pscore2[:plen] = pscore[:plen]
+                pnode = pnode2
+                pscore = pscore2
             need = glob[G_DEPTH] + 2
             if 2 * (glob[G_OCC] + need) > rec_i.shape[0]:
                 rec_i, rec_f = _rehash(node_i, rec_i, rec_f, glob, need)
-            _train_one(lin, indices, values, st, en, labels[i], weights[i], node_i, node_f, rec_i, rec_f, glob)
+            _train_one(lin, indices, values, st, en, labels[i], weights[i], node_i, node_f, rec_i, rec_f, glob,
+                       pnode, pscore, plen)
             K.end_example(lin, weights[i])
     return node_i, node_f, rec_i, rec_f
 
@@ -445,6 +502,7 @@ class LomTree(Reduction):
         self.glob[G_T] = self.T
         self.glob[G_RS] = self.R_S
         self.glob[G_NODECAP_MAX] = cap_max
+        self.glob[G_SHORTCUTS] = 1
         self._pending = None  # loaded class records not yet in the hash table (load_state)
 
     @staticmethod
@@ -620,6 +678,7 @@ class LomTree(Reduction):
         glob[G_RS] = self.R_S
         glob[G_DEPTH] = meta["depth_bound"]
         glob[G_NODECAP_MAX] = cap_max
+        glob[G_SHORTCUTS] = 1
         depths = self._depths(node_i[:nn, N_PARENT])
         if depths.max() > meta["depth_bound"]:
             raise ValueError("depth_bound is smaller than the tree depth")
