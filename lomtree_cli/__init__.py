@@ -7,12 +7,11 @@ Numba cache: numba's ``cache=True`` revalidates a compiled function only against
 file, not against the kernels it calls in other modules; after an edit of ``kernels/linear.py``
 a cached reduction kernel would keep the old code. So, before numba is imported, the cache
 directory is set to one keyed by a hash of every compiled-code source of the package (unless the
-user set ``NUMBA_CACHE_DIR``). Reading the sources costs about a millisecond. The same key names
+user set ``NUMBA_CACHE_DIR``). Reading and hashing (xxh3) the sources costs under a millisecond. The same key names
 the ahead-of-time kernel module (``lomtree_cli.aot``, loaded by ``lomtree_cli.kernels``), so an
 edited source never runs with kernels built from the old one.
 """
 
-import hashlib as _hashlib
 import os as _os
 
 __version__ = "0.1.0"
@@ -26,8 +25,10 @@ def _source_key() -> str:
     whose compile options shape the ahead-of-time module); computed once per process."""
     if _KEY:
         return _KEY[0]
+    import xxhash  # a dependency anyway; hashlib loads OpenSSL (about 3 ms of every start)
+
     here = _os.path.dirname(_os.path.abspath(__file__))
-    h = _hashlib.sha1(__version__.encode())
+    h = xxhash.xxh3_64(__version__.encode())
     try:
         with open(_os.path.join(here, "aot.py"), "rb") as f:
             h.update(f.read())
@@ -43,7 +44,7 @@ def _source_key() -> str:
             h.update(n.encode())
             with open(_os.path.join(d, n), "rb") as f:
                 h.update(f.read())
-    _KEY.append(h.hexdigest()[:16])
+    _KEY.append(h.hexdigest())
     return _KEY[0]
 
 

@@ -304,9 +304,9 @@ class Runner:
         if parts <= 1 or n < 16 * parts or batch.indptr[-1] < 16384 * parts:  # too small to pay off
             return self.reduction.process(batch, train)
         if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
+            from .workers import Pool
 
-            self._pool = ThreadPoolExecutor(parts - 1, thread_name_prefix="lomtree-predict")
+            self._pool = Pool(parts - 1, "lomtree-predict")
         cut = [n * i // parts for i in range(parts + 1)]
         futures = [self._pool.submit(self.reduction.process, batch.slice(a, b), train[a:b])
                    for a, b in zip(cut[1:-1], cut[2:])]
@@ -318,7 +318,7 @@ class Runner:
 
     def close(self):
         if self._pool is not None:
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown()
             self._pool = None
 
     # -- helpers -----------------------------------------------------------------------------

@@ -24,9 +24,6 @@ Grammar choices are listed in ``kernels/parse.py``.
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import lzma
 import sys
 from collections import deque
 from typing import BinaryIO, Iterator
@@ -61,11 +58,18 @@ def open_input(path: str) -> tuple[BinaryIO, str]:
     if path == "-":
         return sys.stdin.buffer, "<stdin>"
     try:
+        # the decompressors are imported only when used (a few ms of every start otherwise)
         if path.endswith(".gz"):
+            import gzip
+
             f = gzip.open(path, "rb")
         elif path.endswith(".bz2"):
+            import bz2
+
             f = bz2.open(path, "rb")
         elif path.endswith(".xz"):
+            import lzma
+
             f = lzma.open(path, "rb")
         else:
             f = open(path, "rb")
@@ -196,9 +200,9 @@ def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: b
     pool = None
     pending_jobs: deque = deque()
     if workers > 1 and not flush:
-        from concurrent.futures import ThreadPoolExecutor
+        from .workers import Pool
 
-        pool = ThreadPoolExecutor(workers, thread_name_prefix="lomtree-parse")
+        pool = Pool(workers, "lomtree-parse")
     try:
         for chunk, line_no in _chunks(stream, chunk_bytes, flush):
             if pool is None:
@@ -216,7 +220,7 @@ def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: b
         if pool is not None:
             for f in pending_jobs:
                 f.cancel()
-            pool.shutdown(wait=True)
+            pool.shutdown()
 
 
 def _emit(batch: ExampleBatch, errs: list, cfg: InputConfig) -> Iterator[ExampleBatch]:

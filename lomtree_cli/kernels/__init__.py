@@ -81,7 +81,7 @@ def _want_aot() -> bool:
 
 def cpu_id() -> str:
     """The CPU model and feature flags (the AOT module is compiled for the host CPU)."""
-    import hashlib
+    import xxhash
 
     model = flags = ""
     try:
@@ -95,9 +95,8 @@ def cpu_id() -> str:
                     break
     except OSError:
         pass
-    import platform
-
-    return hashlib.sha1(f"{platform.machine()}|{model}|{flags}".encode()).hexdigest()[:16]
+    machine = _os.uname().machine if hasattr(_os, "uname") else ""
+    return xxhash.xxh3_64_hexdigest(f"{machine}|{model}|{flags}".encode())
 
 
 def aot_dir() -> str:
