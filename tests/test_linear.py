@@ -18,6 +18,13 @@ def make(bits=18, n_models=1, **kw):
     return LinearLearner(lcfg, bits, n_models)
 
 
+def assert_same_state(a, b):
+    """Two learners' arrays hold the same bits: table, S, T."""
+    np.testing.assert_array_equal(a.table.view(np.uint32), b.table.view(np.uint32))
+    np.testing.assert_array_equal(a.S, b.S)
+    np.testing.assert_array_equal(a.T, b.T)
+
+
 def step(lrn, idx, val, m, y, iw=1.0):
     a = lrn.arrays
     f = K.score(a, idx, val, 0, len(idx), m)
@@ -246,9 +253,7 @@ def test_learn_block_distinct_equals_learn_block(exs, loss, sgd, power_t, bits, 
         if iw > 0:
             K.end_example(a, iw)
             K.end_example(b, iw)
-        np.testing.assert_array_equal(a.table.view(np.uint32), b.table.view(np.uint32))
-        np.testing.assert_array_equal(a.S, b.S)
-        np.testing.assert_array_equal(a.T, b.T)
+        assert_same_state(a, b)
         assert a.hp[K.HP_NAN] == b.hp[K.HP_NAN]
 
 
@@ -364,7 +369,5 @@ def test_learn_rescore_equals_learn_then_score(exs, loss, sgd, power_t, bits, t0
         if iw > 0:
             K.end_example(a, iw)
             K.end_example(b, iw)
-        np.testing.assert_array_equal(a.table.view(np.uint32), b.table.view(np.uint32))
-        np.testing.assert_array_equal(a.S, b.S)
-        np.testing.assert_array_equal(a.T, b.T)
+        assert_same_state(a, b)
         assert a.hp.tobytes() == b.hp.tobytes()
