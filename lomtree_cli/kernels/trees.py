@@ -116,30 +116,14 @@ def node_depths(parent):
 
 
 @kernel()
-def descend(lin, idx, val, start, end, left, right, root, k):
-    """Top-down prediction through a bracket: the leaf id (0..k-1) reached.
+def descend_path(lin, idx, val, start, end, left, right, root, k, pnode, pscore):
+    """Top-down prediction through a bracket: (the leaf id (0..k-1) reached, number of internal
+    nodes scored); those nodes and their raw scores are recorded in ``pnode``/``pscore``
+    (capacity >= depth), which training reuses.
 
     At internal node ``a`` (regressor ``a - k``) go right iff ``clip(f_{a-k}(x)) > 0`` (ties left).
     The rows of both children's regressors are prefetched while ``a`` is scored.
     """
-    node = root
-    while node >= k:
-        if left[node] >= k:
-            K.prefetch_slots(lin, idx, start, end, left[node] - k)
-        if right[node] >= k:
-            K.prefetch_slots(lin, idx, start, end, right[node] - k)
-        f = K.clip_score(lin, K.score(lin, idx, val, start, end, node - k))
-        if f > 0.0:
-            node = right[node]
-        else:
-            node = left[node]
-    return node
-
-
-@kernel()
-def descend_path(lin, idx, val, start, end, left, right, root, k, pnode, pscore):
-    """``descend`` that records the internal nodes it scored and their raw scores in
-    ``pnode``/``pscore`` (capacity >= depth): returns (leaf, number recorded)."""
     node = root
     d = 0
     while node >= k:

@@ -371,8 +371,10 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob,
 
 @kernel()
 def predict_path(lin, idx, val, st, en, node_i, pnode, pscore):
-    """``predict_one`` that also records the internal nodes it scored and their raw scores in
-    ``pnode``/``pscore`` (capacity >= depth): returns (label, number recorded)."""
+    """Descend by the sign of each node's score to a leaf; returns (the leaf's most frequent label
+    (1-based), the number of internal nodes scored). Those nodes and their raw scores are
+    recorded in ``pnode``/``pscore`` (capacity > ``glob[G_DEPTH]``, the depth bound), which
+    training reuses. While node ``j`` is scored, both children's rows are prefetched."""
     j = 0
     d = 0
     while node_i[j, N_INTERNAL] != 0:
@@ -385,18 +387,6 @@ def predict_path(lin, idx, val, st, en, node_i, pnode, pscore):
     return node_i[j, N_MAXLAB], d
 
 
-@kernel()
-def predict_one(lin, idx, val, st, en, node_i):
-    """Descend by the sign of each node's score; the leaf's most frequent label (1-based).
-    While node ``j`` is scored, the rows of both children's regressors are prefetched."""
-    j = 0
-    while node_i[j, N_INTERNAL] != 0:
-        _prefetch_children(lin, idx, st, en, node_i, j)
-        f = K.score(lin, idx, val, st, en, node_i[j, N_MODEL])
-        j = node_i[j, N_LEFT] if f < 0 else node_i[j, N_RIGHT]
-    return node_i[j, N_MAXLAB]
-
-
 @jit(nogil=True)
 def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i, node_f, rec_i, rec_f,
                     glob, preds):
@@ -405,22 +395,19 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
     preds : int64, shape (n,) out. Returns the (possibly regrown) node and record arrays.
     """
     n = labels.shape[0]
-    # prediction path: depth <= internal nodes < node capacity (regrown with the nodes)
-    pnode = np.empty(node_i.shape[0], dtype=np.int64)
-    pscore = np.empty(node_i.shape[0], dtype=np.float64)
+    # the prediction path: at most glob[G_DEPTH] internal nodes, a bound training may raise
+    pnode = np.empty(glob[G_DEPTH] + 1, dtype=np.int64)
+    pscore = np.empty(glob[G_DEPTH] + 1, dtype=np.float64)
     for i in range(n):
         st = indptr[i]
         en = indptr[i + 1]
+        if glob[G_DEPTH] >= pnode.shape[0]:
+            pnode = np.empty(2 * glob[G_DEPTH] + 1, dtype=np.int64)
+            pscore = np.empty(2 * glob[G_DEPTH] + 1, dtype=np.float64)
         preds[i], plen = predict_path(lin, indices, values, st, en, node_i, pnode, pscore)
         if train[i]:
             if glob[G_NNODES] + 2 > node_i.shape[0] and node_i.shape[0] < glob[G_NODECAP_MAX]:
                 node_i, node_f = _grow_nodes(node_i, node_f, glob)
-                pnode2 = np.empty(node_i.shape[0], dtype=np.int64)
-                pscore2 = np.empty(node_i.shape[0], dtype=np.float64)
-                pnode2[:plen] = pnode[:plen]
-                pscore2[:plen] = pscore[:plen]
-                pnode = pnode2
-                pscore = pscore2
             need = glob[G_DEPTH] + 2
             if 2 * (glob[G_OCC] + need) > rec_i.shape[0]:
                 rec_i, rec_f = _rehash(node_i, rec_i, rec_f, glob, need)
@@ -431,9 +418,10 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
 
 
 @kernel(nogil=True)
-def lomtree_predict(lin, indptr, indices, values, node_i, preds):
+def lomtree_predict(lin, indptr, indices, values, node_i, preds, pnode, pscore):
+    """Predictions only; pnode, pscore: scratch of ``predict_path``."""
     for i in range(indptr.shape[0] - 1):
-        preds[i] = predict_one(lin, indices, values, indptr[i], indptr[i + 1], node_i)
+        preds[i] = predict_path(lin, indices, values, indptr[i], indptr[i + 1], node_i, pnode, pscore)[0]
 
 
 @kernel()
@@ -534,7 +522,9 @@ class LomTree(Reduction):
         preds = np.zeros(n, dtype=np.int64)
         train = np.ascontiguousarray(train, dtype=np.bool_)
         if not train.any():
-            lomtree_predict(self.learner.arrays, batch.indptr, batch.indices, batch.values, self.node_i, preds)
+            d = int(self.glob[G_DEPTH]) + 1
+            lomtree_predict(self.learner.arrays, batch.indptr, batch.indices, batch.values, self.node_i, preds,
+                            np.empty(d, dtype=np.int64), np.empty(d, dtype=np.float64))
             return preds, None
         self._ensure_records()
         self.node_i, self.node_f, self.rec_i, self.rec_f = lomtree_process(
