@@ -357,6 +357,9 @@ class Runner:
 
     # -- the loop ----------------------------------------------------------------------------
     def run_pass(self, batches, pass_index: int, holdout: bool, writer: PredictionWriter, stop: _StopFlag):
+        from .launch import end_startup
+
+        end_startup()
         period = self.opts.holdout_period
         counter = 0
         for batch in batches:

@@ -38,7 +38,7 @@ import tempfile
 import time
 
 from .errors import ConfigError
-from .launch import listening
+from .launch import end_startup, exit_status, listening
 
 
 def default_socket_path() -> str:
@@ -120,18 +120,6 @@ def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
     return json.loads(body.decode()), fds
 
 
-def _exit_status(code) -> int:
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    try:
-        sys.stderr.write(f"{code}\n")
-    except (OSError, ValueError):
-        pass
-    return 1
-
-
 def _new_stdio() -> None:
     """Python-level stdio on the client's descriptors, buffered as a fresh interpreter's would be."""
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
@@ -163,7 +151,7 @@ def _child(conn: socket.socket) -> None:
             cli_main(args=[str(a) for a in req["argv"]], prog_name="lomtree", standalone_mode=True)
             status = 0
         except SystemExit as e:
-            status = _exit_status(e.code)
+            status = exit_status(e.code)
     except _NoRequest:
         status = 0
     except BaseException as e:  # noqa: BLE001 - reported to the client, never a traceback
@@ -239,6 +227,7 @@ def serve(path: str, idle_timeout: float = 0.0, announce=None) -> int:
             sock.close()
             os.unlink(path)
             raise
+    end_startup()
     stop = []
 
     def on_signal(signum, _frame):

@@ -19,7 +19,7 @@ from lomtree_cli.reductions import REGISTRY, get_reduction_class
 from tests.helpers import separable_lines
 
 ALL_REDUCTIONS = sorted(REGISTRY)
-LOMTREE = [sys.executable, "-m", "lomtree_cli.cli"]
+LOMTREE = [sys.executable, "-m", "lomtree_cli.launch"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import separable_lines
 
-LOMTREE = [sys.executable, "-m", "lomtree_cli.cli"]
+LOMTREE = [sys.executable, "-m", "lomtree_cli.launch"]
 
 
 def run(args, stdin=None, check=None):

@@ -229,7 +229,7 @@ def test_corrupt_model_is_reported_while_stdin_waits(models, tmp_path):
     p = tmp_path / "bad_w.lt"
     with open(p, "wb") as f:
         np.savez(f, **arrays)
-    proc = subprocess.Popen([sys.executable, "-m", "lomtree_cli.cli", "predict", "-i", str(p)],
+    proc = subprocess.Popen([sys.executable, "-m", "lomtree_cli.launch", "predict", "-i", str(p)],
                             stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
     try:
         proc.wait(timeout=120)  # stdin stays open and empty

@@ -246,7 +246,7 @@ def test_cache_write_failure(tmp_path):
 
 
 def _cli(args, stdin=None, env=None):
-    return subprocess.run([sys.executable, "-m", "lomtree_cli.cli", *args], input=stdin, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "lomtree_cli.launch", *args], input=stdin, capture_output=True,
                           cwd=ROOT, env=env, timeout=120)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import separable_lines
 
-LOMTREE = [sys.executable, "-m", "lomtree_cli.cli"]
+LOMTREE = [sys.executable, "-m", "lomtree_cli.launch"]
 JIT = os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0")
 
 
