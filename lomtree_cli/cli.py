@@ -253,7 +253,7 @@ def predict(inputs, model, predictions, probabilities, top_k, flush, skip_invali
       cat test.vw | lomtree predict -i m.lt -p - | head -3
       lomtree predict -i cpt.lt test.vw --top-k 5
     """
-    from .driver import RunOptions, process_start_time
+    from .driver import RunOptions, process_start_time, resolve_threads
 
     start = process_start_time()
 
@@ -264,21 +264,10 @@ def predict(inputs, model, predictions, probabilities, top_k, flush, skip_invali
                           progress_interval=_progress_interval(progress_interval), progress_bar=progress_bar,
                           report=report, flush=flush, probabilities=probabilities, top_k=top_k or 0,
                           chunk_bytes=(4096 if flush and chunk_bytes == 1 << 20 else chunk_bytes),
-                          start_time=start, handle_signals=True, threads=_threads(threads))
+                          start_time=start, handle_signals=True, threads=resolve_threads(threads))
         run_predict(model, opts, skip_invalid=skip_invalid)
 
     _run(body)
-
-
-def _threads(n: int) -> int:
-    """--threads: 0 = one per CPU this process may use, at most 4."""
-    if n > 0:
-        return n
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(4, cpus))
 
 
 @main.command(context_settings=CONTEXT)

@@ -193,11 +193,13 @@ _END = object()
 
 class _Prefetch:
     """The iterator ``prefetch`` returns: iterate it once; ``close()`` stops the thread even when
-    the iteration never began (e.g. the model failed to load while the parser ran ahead)."""
+    the iteration never began (e.g. the model failed to load while the parser ran ahead).
+    ``should_stop`` may be replaced until the iteration begins."""
 
-    def __init__(self, gen, halt):
+    def __init__(self, gen, halt, should_stop=None):
         self._gen = gen
         self._halt = halt
+        self.should_stop = should_stop
 
     def __iter__(self):
         return self._gen
@@ -222,7 +224,7 @@ def prefetch(iterable, depth: int = 2, should_stop=None, eager: bool = False):
     off (debugging).
     """
     if os.environ.get("LOMTREE_THREADS", "1") == "0":
-        return _Prefetch(iter(iterable), None)
+        return _Prefetch(iter(iterable), None, should_stop)
     import queue
     import threading
 
@@ -257,7 +259,7 @@ def prefetch(iterable, depth: int = 2, should_stop=None, eager: bool = False):
                 try:
                     item, err = q.get(timeout=0.2)
                 except queue.Empty:
-                    if should_stop is not None and should_stop():
+                    if handle.should_stop is not None and handle.should_stop():
                         return
                     continue
                 if item is _END:
@@ -271,9 +273,10 @@ def prefetch(iterable, depth: int = 2, should_stop=None, eager: bool = False):
             if not t.is_alive() and hasattr(iterable, "close"):
                 iterable.close()
 
+    handle = _Prefetch(drain(), halt, should_stop)
     if eager:
         t.start()
-    return _Prefetch(drain(), halt)
+    return handle
 
 
 class Runner:
@@ -547,6 +550,64 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     return summary
 
 
+def resolve_threads(n: int) -> int:
+    """``predict --threads``: 0 = one per CPU this process may use, at most 4."""
+    if n > 0:
+        return n
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+#: the parser a ``predict`` started before its command line was parsed (``start_predict_early``):
+#: [(key, input options from the model's header, batches)], taken by ``predict``
+_EARLY: list = []
+
+
+def _early_key(model_path: str, paths, skip_invalid: bool, opts: RunOptions) -> tuple:
+    return (model_path, tuple(paths), bool(skip_invalid), opts.chunk_bytes, opts.flush, opts.threads)
+
+
+def start_predict_early(model_path: str, paths: list, skip_invalid: bool, chunk_bytes: int, threads: int) -> bool:
+    """Start parsing a ``predict``'s input files before the command line is fully parsed.
+
+    The entry point (``launch.main``) calls this when a quick scan of its arguments found a
+    ``predict`` on regular files; the parser then runs on the second core while click and the
+    rest of the command load (20-60 ms of a command's start-up; it would otherwise start only
+    when the model loads). ``predict`` adopts these batches only if the model path, the inputs
+    and every option that shapes the batches are what it was given; otherwise they are dropped
+    (files can be read again; stdin is never read early). True if a parser was started."""
+    from . import model_io
+
+    peek = model_io.peek_input_config(model_path)
+    if peek is None or os.environ.get("LOMTREE_THREADS", "1") == "0":
+        return False
+    opts = RunOptions(inputs=list(paths), chunk_bytes=chunk_bytes, threads=resolve_threads(threads))
+    cfg = InputConfig(**{**peek.__dict__, "skip_invalid": bool(skip_invalid)})
+    batches = prefetch(_batches_for_pass(list(paths), cfg, opts, 0, None), eager=True)
+    discard_early()
+    _EARLY.append((_early_key(model_path, paths, skip_invalid, opts), peek, batches))
+    return True
+
+
+def discard_early() -> None:
+    """Stop and drop an early parser nobody took."""
+    while _EARLY:
+        _EARLY.pop()[2].close()
+
+
+def _take_early(key: tuple):
+    """(peeked input options, batches) of the early parser if it was started for ``key``, else
+    None (an early parser for anything else is stopped)."""
+    if _EARLY and _EARLY[0][0] == key:
+        _, peek, batches = _EARLY.pop()
+        return peek, batches
+    discard_early()
+    return None
+
+
 def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> dict:
     """Test only: predict every example of ``opts.inputs`` with the model; nothing changes."""
     from . import model_io
@@ -559,8 +620,13 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
     # kernels and file reads): the input options come from the model's header, read first.
     # ``batches`` is closed on every way out (a no-op once the pass has consumed it).
     batches = runner = writer = None
-    peek = model_io.peek_input_config(model_path)
-    if peek is not None:
+    early = _take_early(_early_key(model_path, paths, skip_invalid, opts))
+    if early is not None:
+        peek, batches = early
+        batches.should_stop = lambda: stop.signum != 0
+    else:
+        peek = model_io.peek_input_config(model_path)
+    if peek is not None and batches is None:
         batches = prefetch(_batches_for_pass(paths, InputConfig(**{**peek.__dict__, "skip_invalid": skip_invalid}),
                                              opts, 0, None), should_stop=lambda: stop.signum != 0, eager=True)
     try:

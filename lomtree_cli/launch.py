@@ -169,6 +169,82 @@ def _finish(status: int) -> None:
     os._exit(status)
 
 
+#: ``predict``'s options for ``scan_predict``: option -> (takes a value, what it sets or None).
+#: tests/test_launch.py checks this table against the click command.
+PREDICT_OPTIONS = {
+    "-i": (True, "model"), "--initial-model": (True, "model"), "--model": (True, "model"),
+    "-p": (True, None), "--predictions": (True, None), "--top-k": (True, None),
+    "--threads": (True, "threads"), "-P": (True, None), "--progress-interval": (True, None),
+    "--report": (True, None), "--chunk-bytes": (True, "chunk_bytes"),
+    "--probabilities": (False, None), "--flush": (False, "flush"), "--quiet": (False, None),
+    "--progress": (False, None), "--skip-invalid": (False, "skip_invalid"),
+    "--skip_invalid": (False, "skip_invalid"),
+}
+
+
+def scan_predict(args: list[str]) -> dict | None:
+    """What a ``predict`` command line asks for, read without click: {model, inputs,
+    skip_invalid, chunk_bytes, threads}, or None when anything is unusual (an unknown option,
+    ``--``, stdin, ``--flush``, an input that is not a regular file, a value click would reject).
+    None only means no early start; click reads the command line in any case."""
+    found = {"model": None, "threads": 0, "chunk_bytes": 1 << 20, "flush": False, "skip_invalid": False}
+    inputs = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if not a.startswith("-") or a == "-":
+            inputs.append(a)
+            continue
+        name, eq, value = a.partition("=")
+        if not eq and name not in PREDICT_OPTIONS and len(a) > 2 and a[:2] in PREDICT_OPTIONS:
+            name, value, eq = a[:2], a[2:], "="  # -iMODEL
+        spec = PREDICT_OPTIONS.get(name)
+        if spec is None:
+            return None
+        takes_value, sets = spec
+        if takes_value and not eq:
+            if i >= len(args):
+                return None
+            value = args[i]
+            i += 1
+        elif not takes_value and eq:
+            return None
+        if sets is None:
+            continue
+        if not takes_value:
+            found[sets] = True
+        elif sets == "model":
+            found["model"] = value
+        else:
+            try:
+                found[sets] = int(value)
+            except ValueError:
+                return None
+    if (found["model"] is None or found["flush"] or not inputs or found["threads"] < 0
+            or found["chunk_bytes"] < 64 or not all(os.path.isfile(p) for p in inputs)):
+        return None
+    return {"model": found["model"], "inputs": inputs, "skip_invalid": found["skip_invalid"],
+            "chunk_bytes": found["chunk_bytes"], "threads": found["threads"]}
+
+
+def _start_predict_early(args: list[str]) -> None:
+    """``predict`` on files: the parser starts now (``driver.start_predict_early``), not after
+    click and the model. ``LOMTREE_EARLY_PARSE=0`` turns it off; any failure here is left for
+    the command itself to meet and report."""
+    if os.environ.get("LOMTREE_EARLY_PARSE", "1") == "0":
+        return
+    try:
+        scan = scan_predict(args)
+        if scan is not None:
+            from .driver import start_predict_early
+
+            start_predict_early(scan["model"], scan["inputs"], scan["skip_invalid"], scan["chunk_bytes"],
+                                scan["threads"])
+    except Exception:  # noqa: BLE001 - the command reports real problems itself
+        pass
+
+
 def main() -> None:
     path = os.environ.get(SERVER_ENV)
     argv = sys.argv[1:]
@@ -181,6 +257,8 @@ def main() -> None:
 
     gc.disable()
     _GC_HELD[0] = True
+    if argv and argv[0] == "predict":
+        _start_predict_early(argv[1:])
     from .cli import main as cli_main
 
     try:

@@ -97,3 +97,95 @@ def test_finish_flushes_stdio_runs_atexit_and_keeps_the_status():
             "sys.stdout.write('x' * 100); sys.stderr.write('partial '); _finish(3)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=ENV)
     assert (p.returncode, p.stdout, p.stderr) == (3, "x" * 100, "partial bye")
+
+
+# ---------------------------------------------------------------------------- early parse (predict)
+
+def _predict_params():
+    from lomtree_cli.cli import main as cli_main
+
+    return [p for p in cli_main.commands["predict"].params if p.param_type_name == "option"]
+
+
+def test_predict_option_table_matches_the_command():
+    table = dict(launch.PREDICT_OPTIONS)
+    for p in _predict_params():
+        for name in p.opts + p.secondary_opts:
+            if name in ("-h", "--help"):
+                continue
+            assert name in table, f"{name} missing from launch.PREDICT_OPTIONS"
+            takes_value, sets = table.pop(name)
+            assert takes_value == (not p.is_flag), name
+            assert sets is None or sets == p.name, name
+    assert not table, f"not options of predict: {sorted(table)}"
+    # everything that shapes the batches is read by the scan
+    sets = {s for _, s in launch.PREDICT_OPTIONS.values() if s}
+    assert sets == {"model", "threads", "chunk_bytes", "flush", "skip_invalid"}
+
+
+def test_scan_predict(tmp_path):
+    f = tmp_path / "a.vw"
+    f.write_text("1 | a\n")
+    g = str(f)
+    base = {"model": "m.lt", "inputs": [g], "skip_invalid": False, "chunk_bytes": 1 << 20, "threads": 0}
+    assert launch.scan_predict(["-i", "m.lt", g]) == base
+    assert launch.scan_predict(["-im.lt", g, "-p", "-"]) == base
+    assert launch.scan_predict([g, "--model=m.lt", "--quiet", "--report", "r.json", "-P", "3"]) == base
+    assert launch.scan_predict(["-i", "x", "-i", "m.lt", g, g, "--threads", "2", "--skip_invalid",
+                                "--chunk-bytes=4096"]) == \
+        {**base, "inputs": [g, g], "threads": 2, "skip_invalid": True, "chunk_bytes": 4096}
+    for args in (["-i", "m.lt"], ["-i", "m.lt", "-"], ["-i", "m.lt", g, "--flush"], [g],
+                 ["-i", "m.lt", g, "--bogus"], ["-i", "m.lt", str(tmp_path / "none.vw")],
+                 ["-i", "m.lt", str(tmp_path)], ["-i", "m.lt", g, "--threads", "x"],
+                 ["-i", "m.lt", "--", g], ["-i", "m.lt", g, "-h"], ["-i", "m.lt", g, "-p"],
+                 ["-i", "m.lt", g, "--quiet=1"], ["-i", "m.lt", g, "--chunk-bytes", "8"]):
+        assert launch.scan_predict(args) is None, args
+
+
+def _tiny_model(tmp_path, n=2000):
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(separable_lines(4, n, seed=3)) + "\n")
+    model = tmp_path / "m.lt"
+    p = subprocess.run(MAIN + ["train", "-r", "lomtree", "-k", "4", "-b", "12", str(data), "-f", str(model),
+                               "--quiet"], capture_output=True, timeout=300, env=ENV)
+    assert p.returncode == 0, p.stderr
+    return data, model
+
+
+def test_early_parse_predicts_the_same(tmp_path):
+    data, model = _tiny_model(tmp_path)
+    outs = []
+    for early in ("1", "0"):
+        p = subprocess.run(MAIN + ["predict", "-i", str(model), str(data), "--chunk-bytes", "4096", "--threads", "2",
+                                   "--report", str(tmp_path / f"r{early}.json")],
+                           capture_output=True, timeout=300, env={**ENV, "LOMTREE_EARLY_PARSE": early})
+        assert p.returncode == 0, p.stderr
+        rep = json.loads((tmp_path / f"r{early}.json").read_text())
+        outs.append((p.stdout, rep["examples"], rep["average_loss"]))
+    assert outs[0] == outs[1] and outs[0][1] == 2000
+
+
+def test_early_parser_is_taken_only_for_its_own_command(tmp_path, monkeypatch):
+    from lomtree_cli import driver
+
+    data, model = _tiny_model(tmp_path, n=300)
+    took = []
+    take = driver._take_early
+    monkeypatch.setattr(driver, "_take_early", lambda key: took.append(take(key)) or took[-1])
+    want = tmp_path / "want.txt"
+    driver.predict(str(model), driver.RunOptions(inputs=[str(data)], predictions=str(want), quiet=True, threads=1))
+    for scan_args, opts_kw, taken in (
+            (["-i", str(model), str(data), "--threads", "1"], {"threads": 1}, True),
+            (["-i", str(model), str(data), "--threads", "2"], {"threads": 1}, False),
+            (["-i", str(model), str(data), "--threads", "1", "--chunk-bytes", "100"], {"threads": 1}, False),
+            (["-i", str(model), str(data), str(data), "--threads", "1"], {"threads": 1}, False)):
+        launch._start_predict_early(scan_args)
+        assert len(driver._EARLY) == 1
+        early_batches = driver._EARLY[0][2]
+        got = tmp_path / "got.txt"
+        driver.predict(str(model), driver.RunOptions(inputs=[str(data)], predictions=str(got), quiet=True, **opts_kw))
+        assert not driver._EARLY
+        assert got.read_bytes() == want.read_bytes()
+        assert (took[-1] is not None) == taken
+        if taken:
+            assert took[-1][1] is early_batches
