@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from fuzz.fuzz_parsers import batch_lists
 from lomtree_cli.config import InputConfig
 from lomtree_cli.errors import InputError
-from lomtree_cli.kernels.parse import parse_float
+from lomtree_cli.kernels.parse import _find_newline, parse_float
 from lomtree_cli.parsing import iter_batches, open_input, parse_bytes
 from tests.reference.parser_ref import Bad, parse_ref
 
@@ -398,6 +398,31 @@ def test_missing_file():
         list(iter_batches(["/nonexistent/x.vw"], cfg()))
     assert ei.value.reason == "open" and ei.value.line == 0
     assert ei.value.detail.startswith("cannot open input")
+
+
+# ---------------------------------------------------------------------------- line ends
+
+
+@HYP
+@given(st.lists(st.sampled_from([0x0A, 0x0B, 0x09, 0x00, 0x01, 0x8A, 0x80, 0xFF, 0x7F, 0x30, 0xA0]),
+                max_size=40), st.integers(0, 45))
+def test_find_newline_is_bytes_find(seq, start):
+    data = bytes(seq)
+    buf = np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8)
+    start = min(start, len(data))
+    want = data.find(b"\n", start)
+    assert _find_newline(buf, start, len(data)) == (len(data) if want < 0 else want)
+
+
+def test_find_newline_every_position():
+    for n in range(0, 20):
+        for k in range(n):
+            data = bytearray(b"\x8a" * n)  # 0x8A ^ 0x0A = 0x80: only bit 7 set
+            data[k] = 10
+            buf = np.frombuffer(bytes(data), np.uint8)
+            for start in range(n + 1):
+                want = k if start <= k else n
+                assert _find_newline(buf, start, n) == want
 
 
 # ---------------------------------------------------------------------------- float parser

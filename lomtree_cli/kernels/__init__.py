@@ -276,6 +276,43 @@ def _make_prefetch_row():
     return prefetch_row
 
 
+def _make_load_u64():
+    """``load_u64(buf, i)``: the 8 bytes ``buf[i:i+8]`` of a 1-d uint8 array as one little-endian
+    uint64, in one unaligned load (the parser's eight-bytes-at-once scans). The caller guarantees
+    ``0 <= i`` and ``i + 8 <= buf.shape[0]``: nothing is checked. Without the JIT it is Python."""
+    if _os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
+        import numpy as _np
+
+        def load_u64(buf, i):
+            return _np.uint64(int.from_bytes(bytes(buf[int(i):int(i) + 8]), "little"))
+        return load_u64
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def load_u64(typingctx, buf, i):
+        if not (isinstance(buf, types.Array) and buf.ndim == 1 and buf.dtype == types.uint8
+                and isinstance(i, types.Integer)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            ary = context.make_array(signature.args[0])(context, builder, args[0])
+            off = context.cast(builder, args[1], signature.args[1], types.intp)
+            p64 = builder.bitcast(builder.gep(ary.data, [off]), ir.IntType(64).as_pointer())
+            v = builder.load(p64, align=1)
+            if _sys.byteorder != "little":
+                fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), [ir.IntType(64)]),
+                                                    "llvm.bswap.i64")
+                v = builder.call(fn, [v])
+            return v
+
+        return types.uint64(buf, i), codegen
+
+    return load_u64
+
+
 class _Placeholder:
     """Stands for a numba intrinsic while the AOT module serves (compiled code does not need it);
     ``_switch_to_jit`` puts the real one into the module globals before anything compiles."""
@@ -291,6 +328,7 @@ class _Placeholder:
 
 
 prefetch_row = _make_prefetch_row() if _JIT_STATE["on"] else _Placeholder(_make_prefetch_row)
+load_u64 = _make_load_u64() if _JIT_STATE["on"] else _Placeholder(_make_load_u64)
 
 
 def aot_active() -> bool:

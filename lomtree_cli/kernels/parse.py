@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import jit, kernel
+from . import jit, kernel, load_u64
 
 from .hashing import hash_bytes_xxh32
 
@@ -127,6 +127,13 @@ _TWO_M200 = 2.0**-200
 _TWO_M60 = 2.0**-60
 _TWO_P60 = 2.0**60
 _SPLITTER = 134217729.0  # 2**27 + 1
+
+# _find_newline: eight bytes at a time
+_B0A = np.uint64(0x0A0A0A0A0A0A0A0A)
+_B7F = np.uint64(0x7F7F7F7F7F7F7F7F)
+_B80 = np.uint64(0x8080808080808080)
+_B80_1 = np.uint64(0x80)
+_U8 = np.uint64(8)
 
 
 @kernel(inline="always")
@@ -478,6 +485,26 @@ def _parse_libsvm_line(buf, s, e, mask, label_offset, indices, values, nnz):
     return nnz, label, 1.0, -1, -1, 0, -1, 0, 0, 0
 
 
+@kernel(inline="always")
+def _find_newline(buf, i, n):
+    """Position of the first ``\n`` in ``buf[i:n]``, or ``n`` (``n == buf.shape[0]``). Eight bytes
+    at a time: in ``t = x ^ 0x0A..0A`` a byte is zero iff it was ``\n``, and bit 7 of
+    ``((t & 0x7F..7F) + 0x7F..7F) | t`` is set exactly in the non-zero bytes (no carry crosses a
+    byte; nothing overflows, so the code also runs as plain Python)."""
+    while i + 8 <= n:
+        t = load_u64(buf, i) ^ _B0A
+        z = ~(((t & _B7F) + _B7F) | t) & _B80
+        if z != 0:
+            while (z & _B80_1) == 0:
+                z >>= _U8
+                i += 1
+            return i
+        i += 8
+    while i < n and buf[np.uint64(i)] != 10:
+        i += 1
+    return i
+
+
 @jit()
 def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_index, add_constant,
                  skip_invalid):
@@ -505,9 +532,7 @@ def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_
     line = first_line
     pos = 0
     while pos < n:
-        e = pos
-        while e < n and buf[np.uint64(e)] != 10:
-            e += 1
+        e = _find_newline(buf, pos, n)
         nxt = e + 1
         le = e
         while le > pos and buf[np.uint64(le - 1)] == 13:
