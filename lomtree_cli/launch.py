@@ -258,8 +258,6 @@ def main() -> None:
     gc.disable()
     _GC_HELD[0] = True
     if argv and argv[0] == "predict":
-        if os.environ.get("SWI"):
-            sys.setswitchinterval(float(os.environ["SWI"]))
         _start_predict_early(argv[1:])
     from .cli import main as cli_main
 
