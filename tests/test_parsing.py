@@ -312,18 +312,27 @@ MIXED = (
 )
 
 
+@pytest.mark.parametrize("workers", [1, 3])
 @pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 20])
-def test_chunk_boundaries(tmp_path, chunk):
+def test_chunk_boundaries(tmp_path, chunk, workers):
     c = cfg(skip_invalid=True)
     whole = parse_bytes(MIXED, c, source=str(tmp_path / "f.vw"))
     p = tmp_path / "f.vw"
     p.write_bytes(MIXED)
-    batches = list(iter_batches([str(p)], c, chunk_bytes=chunk))
+    batches = list(iter_batches([str(p)], c, chunk_bytes=chunk, workers=workers))
     for b in batches:
         check_batch_invariants(b)
         assert b.source == str(p)
     assert batch_lists(batches) == batch_lists([whole])
+    assert [(e.line, e.reason) for b in batches for e in b.skipped] == [(e.line, e.reason) for e in whole.skipped]
     assert len(whole) == 44 and whole.skipped[0].line == 43
+    # strict: the first bad line is reported with its line number, after every example before it
+    with pytest.raises(InputError) as ei:
+        got = []
+        for b in iter_batches([str(p)], cfg(), chunk_bytes=chunk, workers=workers):
+            got += b.line_numbers.tolist()
+    assert ei.value.line == 43 and ei.value.source == str(p)
+    assert got == [ln for ln in whole.line_numbers.tolist() if ln < 43]
 
 
 def test_stdin_and_flush():
