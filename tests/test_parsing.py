@@ -628,3 +628,14 @@ def test_pow10_table_is_exact():
         f = Fraction(10) ** k * (Fraction(2) ** 200 if k < -280 else 1)
         assert P._P10_S[j] == (k < -280)
         assert P._P10_H[j] == float(f) and P._P10_L[j] == float(f - Fraction(P._P10_H[j])), k
+
+
+def test_pow10_module_is_generated():
+    """``pow10_table.py`` holds what ``_pow10_source`` writes (regenerate it there after a change)."""
+    import inspect
+
+    from lomtree_cli.kernels import parse as P
+    from lomtree_cli.kernels import pow10_table
+
+    assert inspect.getsource(pow10_table) == P._pow10_source()
+    assert (P._P10_LO, P._P10_HI, P._P10_H.shape) == (-350, 308, (659,))
