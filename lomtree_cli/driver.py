@@ -587,15 +587,24 @@ def start_predict_early(model_path: str, paths: list, skip_invalid: bool, chunk_
     (files can be read again; stdin is never read early). True if a parser was started."""
     from . import model_io
 
+    if os.environ.get("LOMTREE_THREADS", "1") == "0":
+        return False
     peek = model_io.peek_input_config(model_path)
-    if peek is None or os.environ.get("LOMTREE_THREADS", "1") == "0":
+    if peek is None:
         return False
     opts = RunOptions(inputs=list(paths), chunk_bytes=chunk_bytes, threads=resolve_threads(threads))
-    cfg = InputConfig(**{**peek.__dict__, "skip_invalid": bool(skip_invalid)})
-    batches = prefetch(_batches_for_pass(list(paths), cfg, opts, 0, None), depth=PREDICT_AHEAD, eager=True)
+    batches = _predict_parser(list(paths), peek, skip_invalid, opts)
     discard_early()
     _EARLY.append((_early_key(model_path, paths, skip_invalid, opts), peek, batches))
     return True
+
+
+def _predict_parser(paths: list, input_cfg: InputConfig, skip_invalid: bool, opts: RunOptions, should_stop=None):
+    """``predict``'s batches of ``paths``, parsed in a thread that starts now and may run
+    ``PREDICT_AHEAD`` batches ahead."""
+    cfg = InputConfig(**{**input_cfg.__dict__, "skip_invalid": bool(skip_invalid)})
+    return prefetch(_batches_for_pass(paths, cfg, opts, 0, None), depth=PREDICT_AHEAD, should_stop=should_stop,
+                    eager=True)
 
 
 def discard_early() -> None:
@@ -633,9 +642,7 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
     else:
         peek = model_io.peek_input_config(model_path)
     if peek is not None and batches is None:
-        batches = prefetch(_batches_for_pass(paths, InputConfig(**{**peek.__dict__, "skip_invalid": skip_invalid}),
-                                             opts, 0, None), depth=PREDICT_AHEAD, should_stop=lambda: stop.signum != 0,
-                           eager=True)
+        batches = _predict_parser(paths, peek, skip_invalid, opts, should_stop=lambda: stop.signum != 0)
     try:
         loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
         if batches is not None and loaded.input_config != peek:

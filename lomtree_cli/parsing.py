@@ -136,7 +136,7 @@ def _make_error(data: bytes, row: np.ndarray, source: str) -> InputError:
 
 
 def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int):
-    """One kernel call on ``data`` (complete lines). Returns the kernel's 8-tuple."""
+    """One kernel call on ``data`` (complete lines). Returns the kernel's 9-tuple."""
     buf = np.frombuffer(data, dtype=np.uint8)
     if cfg.format == "libsvm":
         return parse_libsvm_chunk(buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.label_offset),
@@ -146,7 +146,7 @@ def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int):
 
 
 def _build(data: bytes, res, source: str) -> tuple[ExampleBatch, list[InputError]]:
-    labels, weights, indptr, indices, values, line_numbers, tag_spans, errors = res
+    labels, weights, indptr, indices, values, line_numbers, tag_spans, errors, _ = res
     tags = None
     if tag_spans.shape[0] and (tag_spans[:, 0] >= 0).any():
         tags = [
@@ -188,17 +188,8 @@ def _read_fn(stream):
     return read1 if read1 is not None else stream.read
 
 
-def _parse_job(chunk: bytes, cfg: InputConfig):
-    """A worker's part of a chunk: the kernel's outputs with line numbers counted from 1, and the
-    chunk's newline count (a numpy comparison, which releases the GIL, where ``bytes.count`` in
-    the reading thread held it: 4% of a Sector prediction's CPU)."""
-    res = _parse_chunk(chunk, cfg, 1)
-    newlines = int(np.count_nonzero(np.frombuffer(chunk, dtype=np.uint8) == 10))
-    return res, newlines
-
-
 def _place(chunk: bytes, res, line_no: int, name: str):
-    """``_build`` for a chunk parsed from line 1 whose first line is ``line_no``."""
+    """``_build`` for a chunk parsed as if it started at line 1 whose first line is ``line_no``."""
     if line_no != 1:
         res[5][:] += line_no - 1  # line_numbers (a fresh array)
         res[7][:, 0] += line_no - 1  # the errors' lines
@@ -209,8 +200,9 @@ def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: b
                  workers: int = 1) -> Iterator[ExampleBatch]:
     """Chunks of complete lines, parsed in order; with ``workers > 1`` (and not ``flush``) up to
     ``workers`` chunks are parsed at once in a thread pool (the kernel releases the GIL). Each
-    chunk is parsed as if it started at line 1 and placed in the input when its turn comes (the
-    line count of the chunks before it)."""
+    chunk is parsed as if it started at line 1 and placed in the input when its turn comes, after
+    the newlines the kernel counted in the chunks before it (``bytes.count`` in the reading
+    thread held the GIL: 4% of a Sector prediction's CPU)."""
     pool = None
     pending_jobs: deque = deque()
     if workers > 1 and not flush:
@@ -218,27 +210,25 @@ def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: b
 
         pool = Pool(workers, "lomtree-parse")
     line_no = 1
+
+    def place(chunk, res):
+        nonlocal line_no
+        placed = _place(chunk, res, line_no, name)
+        line_no += int(res[8])
+        return placed
+
     try:
         for chunk in _chunks(stream, chunk_bytes, flush):
             if pool is None:
-                res, newlines = _parse_job(chunk, cfg)
-                batch, errs = _place(chunk, res, line_no, name)
-                line_no += newlines
-                yield from _emit(batch, errs, cfg)
+                yield from _emit(*place(chunk, _parse_chunk(chunk, cfg, 1)), cfg)
                 continue
-            pending_jobs.append((chunk, pool.submit(_parse_job, chunk, cfg)))
+            pending_jobs.append((chunk, pool.submit(_parse_chunk, chunk, cfg, 1)))
             while len(pending_jobs) > workers:
                 done, job = pending_jobs.popleft()
-                res, newlines = job.result()
-                batch, errs = _place(done, res, line_no, name)
-                line_no += newlines
-                yield from _emit(batch, errs, cfg)
+                yield from _emit(*place(done, job.result()), cfg)
         while pending_jobs:
             done, job = pending_jobs.popleft()
-            res, newlines = job.result()
-            batch, errs = _place(done, res, line_no, name)
-            line_no += newlines
-            yield from _emit(batch, errs, cfg)
+            yield from _emit(*place(done, job.result()), cfg)
     finally:
         if pool is not None:
             for _, f in pending_jobs:

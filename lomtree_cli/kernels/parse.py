@@ -55,6 +55,7 @@ Outputs of ``parse_vw_chunk`` / ``parse_libsvm_chunk`` (n examples, nnz features
     line_numbers : int64 (n,)
     tags : int64 (n, 2)         byte span [start, end) of the tag in ``buf``, or (-1, -1)
     errors : int64 (m, 6)       rows (line, column, reason code, tok_start, tok_end, kind)
+    newlines : int              number of ``\n`` bytes in ``buf`` (where the next chunk's lines start)
 
 In strict mode (``skip_invalid`` False) the kernel stops at the first bad line: ``errors`` has one
 row and the outputs hold the examples before it. ``kind``: 0 not a number / malformed, 1 not
@@ -594,6 +595,7 @@ def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_
         line_numbers[:n_ex].copy(),
         tags[:n_ex].copy(),
         errors[:n_err].copy(),
+        n_lines - 1,
     )
 
 
@@ -610,7 +612,7 @@ def parse_vw_chunk(buf, first_line, mask, seed, constant_index, add_constant, sk
     constant_index : int64, ``11650396 & mask``
     add_constant, skip_invalid : bool
 
-    Returns the 8-tuple described in the module docstring.
+    Returns the 9-tuple described in the module docstring.
     """
     return _parse_chunk(buf, first_line, False, mask, seed, 0, constant_index, add_constant,
                         skip_invalid)
