@@ -145,6 +145,10 @@ _TWO_M200 = 2.0**-200
 _TWO_M60 = 2.0**-60
 _TWO_P60 = 2.0**60
 _SPLITTER = 134217729.0  # 2**27 + 1
+_TWO_P200 = 2.0**200
+_MIN_NORMAL = 2.0**-1022
+_SUB_ULP = 2.0**-1074  # spacing of the subnormals
+_SUB_HALF_SCALED = 2.0**-875  # half of it, times 2**200
 
 # _find_newline: eight bytes at a time
 _B0A = np.uint64(0x0A0A0A0A0A0A0A0A)
@@ -198,7 +202,17 @@ def _scale_pow10(m, e10):
     err += mh * pl + ml * ph
     r = p + err
     if _P10_S[j] == 1:
-        r = r * _TWO_M200
+        t = r * _TWO_M200
+        if t < _MIN_NORMAL:
+            # a subnormal result is rounded twice (r to 53 bits, then t to the subnormal grid, one
+            # bit coarser here): when r fell on a midpoint of that grid, the remainder of r
+            # decides the side instead of ties-to-even
+            d = (r - t * _TWO_P200) + ((p - r) + err)
+            if d > _SUB_HALF_SCALED:
+                t += _SUB_ULP
+            elif d < -_SUB_HALF_SCALED:
+                t -= _SUB_ULP
+        r = t
     return r
 
 
