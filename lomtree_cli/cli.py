@@ -1,6 +1,8 @@
 """The ``lomtree`` command line (spelling: ../shared/docs/CLI.md).
 
-Thin: builds configs and calls ``driver.train`` / ``driver.predict`` / ``model_io.inspect_model``.
+Thin: ``train`` and ``predict`` hand their parameters to ``commands.run_train`` / ``run_predict``
+(which ``launch.main`` also calls directly when ``argv.parse`` could read the command line without
+click); ``inspect`` and ``serve`` call ``model_io.inspect_model`` / ``server.serve``.
 numba and numpy are imported inside command bodies, so ``lomtree --help`` is instant. Every
 ``LomtreeError`` becomes one line on stderr and its exit code (1 bad data, 2 bad usage or bad
 model file); a closed stdout ends ``predict`` quietly; SIGINT/SIGTERM stop at an example boundary
@@ -15,72 +17,32 @@ import sys
 
 import click
 
-from . import __version__
-from .config import InputConfig, LearnerConfig, ReductionConfig
-from .errors import ConfigError, LomtreeError
+from . import __version__, commands
+from .errors import ConfigError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-def _fail(msg: str, code: int):
-    click.echo(f"error: {msg}", err=True)
-    sys.exit(code)
-
-
 def _run(fn):
     """Run a command body: one-line errors, quiet closed pipes, signal exit codes."""
-    from .driver import Interrupted
-
-    try:
-        return fn()
-    except Interrupted as e:
-        click.echo(f"interrupted by signal {e.signum}; stopped at an example boundary", err=True)
-        sys.exit(e.exit_code)
-    except LomtreeError as e:
-        _fail(str(e), e.exit_code)
-    except BrokenPipeError:
-        _quiet_stdout()
-        sys.exit(0)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
-    except MemoryError:
-        _fail("out of memory (try fewer --bits or a smaller -k)", 1)
-    except OSError as e:
-        _fail(f"{getattr(e, 'filename', '') or ''}: {e.strerror or e}", 1)
+    return commands.guarded(fn)
 
 
-def _quiet_stdout():
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except OSError:
-        pass
-
-
-def _explicit(ctx: click.Context, names) -> dict:
-    """Options the user gave on the command line (not defaults)."""
-    out = {}
-    for n in names:
+def _given(ctx: click.Context) -> set:
+    """Names of the parameters the user gave on the command line (not defaults)."""
+    out = set()
+    for n in ctx.params:
         src = ctx.get_parameter_source(n)
         if src is not None and src.name == "COMMANDLINE":
-            out[n] = ctx.params[n]
+            out.add(n)
     return out
 
 
 def _progress_interval(value: str) -> float | int:
     try:
-        if value.strip().lstrip("+").isdigit():
-            v = int(value)
-            if v < 1:
-                raise ValueError
-            return v
-        v = float(value)
-        if not v > 1.0:
-            raise ValueError
-        return v
+        return commands.progress_interval(value)
     except ValueError:
-        raise click.BadParameter("must be an integer >= 1 (additive) or a float > 1 (multiplicative)") from None
+        raise click.BadParameter(commands.PROGRESS_INTERVAL_RULE) from None
 
 
 class _Group(click.Group):
@@ -181,53 +143,11 @@ def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fm
       lomtree train -r oaa -k 26 --passes 10 letter.vw -c -f m.lt --report run.json
       zcat big.vw.gz | lomtree train -r filter -k 5001 -b 24 -f m.lt
     """
-    from .driver import RunOptions, process_start_time
+    from .driver import process_start_time
 
     start = process_start_time()
-
-    def body():
-        from .driver import train as run_train
-        from .reductions import get_reduction_class
-
-        if passes < 1:
-            raise ConfigError("--passes must be >= 1")
-        explicit = _explicit(ctx, ["bits", "hash_seed", "noconstant", "label_offset", "loss", "sgd",
-                                   "quantile_tau", "power_t", "max_internal_nodes", "swap_resistance",
-                                   "cpt_alpha", "learning_rate", "decay_learning_rate"])
-        if initial_model is not None:
-            src = ctx.get_parameter_source("reduction")
-            if src is not None and src.name == "COMMANDLINE":
-                explicit["reduction"] = reduction
-            if k is not None:
-                explicit["k"] = k
-            if ctx.get_parameter_source("fmt").name == "COMMANDLINE":
-                explicit["format"] = fmt
-        icfg = InputConfig(format=fmt, bits=bits, hash_seed=hash_seed, noconstant=noconstant,
-                           label_offset=label_offset, skip_invalid=skip_invalid)
-        if initial_model is None:
-            rcfg = ReductionConfig(name=reduction, k=k, max_internal_nodes=max_internal_nodes,
-                                   swap_resistance=swap_resistance, cpt_alpha=cpt_alpha, cpt_predict=cpt_predict,
-                                   cpt_random_insert=cpt_random_insert, seed=seed)
-            cls = get_reduction_class(reduction)
-            the_loss = loss
-            if the_loss is None:
-                the_loss = cls.default_loss
-            elif the_loss != cls.default_loss and reduction == "lomtree" and not quiet:
-                click.echo(f"warning: lomtree nodes are designed for quantile loss; using {the_loss} as asked",
-                           err=True)
-            lcfg = LearnerConfig(learning_rate=learning_rate, power_t=power_t, initial_t=initial_t, loss=the_loss,
-                                 quantile_tau=quantile_tau, sgd=sgd, decay_learning_rate=decay_learning_rate)
-        else:
-            rcfg = None
-            lcfg = None
-        opts = RunOptions(inputs=list(inputs), predictions=predictions, passes=passes, cache=cache,
-                          use_cache=cache is not None, holdout_period=holdout_period, holdout_off=holdout_off,
-                          early_terminate=early_terminate, quiet=quiet,
-                          progress_interval=_progress_interval(progress_interval), progress_bar=progress_bar,
-                          report=report, chunk_bytes=chunk_bytes, start_time=start, handle_signals=True)
-        run_train(icfg, lcfg, rcfg, opts, initial_model=initial_model, final_model=final_model, explicit=explicit)
-
-    _run(body)
+    params = dict(ctx.params, progress_interval=_progress_interval(progress_interval))
+    commands.run_train(params, _given(ctx), start, warn=lambda m: click.echo(m, err=True))
 
 
 @main.command(context_settings=CONTEXT)
@@ -253,21 +173,14 @@ def predict(inputs, model, predictions, probabilities, top_k, flush, skip_invali
       cat test.vw | lomtree predict -i m.lt -p - | head -3
       lomtree predict -i cpt.lt test.vw --top-k 5
     """
-    from .driver import RunOptions, process_start_time, resolve_threads
+    from .driver import process_start_time
 
     start = process_start_time()
-
-    def body():
-        from .driver import predict as run_predict
-
-        opts = RunOptions(inputs=list(inputs), predictions=predictions, quiet=quiet,
-                          progress_interval=_progress_interval(progress_interval), progress_bar=progress_bar,
-                          report=report, flush=flush, probabilities=probabilities, top_k=top_k or 0,
-                          chunk_bytes=(4096 if flush and chunk_bytes == 1 << 20 else chunk_bytes),
-                          start_time=start, handle_signals=True, threads=resolve_threads(threads))
-        run_predict(model, opts, skip_invalid=skip_invalid)
-
-    _run(body)
+    params = dict(inputs=inputs, model=model, predictions=predictions, probabilities=probabilities, top_k=top_k,
+                  flush=flush, skip_invalid=skip_invalid, quiet=quiet, progress_bar=progress_bar,
+                  progress_interval=_progress_interval(progress_interval), report=report,
+                  chunk_bytes=chunk_bytes, threads=threads)
+    commands.run_predict(params, start)
 
 
 @main.command(context_settings=CONTEXT)

@@ -579,10 +579,9 @@ def _early_key(model_path: str, paths, skip_invalid: bool, opts: RunOptions) -> 
 def start_predict_early(model_path: str, paths: list, skip_invalid: bool, chunk_bytes: int, threads: int) -> bool:
     """Start parsing a ``predict``'s input files before the command line is fully parsed.
 
-    The entry point (``launch.main``) calls this when a quick scan of its arguments found a
-    ``predict`` on regular files; the parser then runs on the second core while click and the
-    rest of the command load (20-60 ms of a command's start-up; it would otherwise start only
-    when the model loads). ``predict`` adopts these batches only if the model path, the inputs
+    The entry point (``launch.main``) calls this for a ``predict`` on regular files whose
+    command line ``argv.parse`` read; the parser then runs on the second core while the rest of
+    the command and the model load (it would otherwise start only when the model has loaded). ``predict`` adopts these batches only if the model path, the inputs
     and every option that shapes the batches are what it was given; otherwise they are dropped
     (files can be read again; stdin is never read early). True if a parser was started."""
     from . import model_io

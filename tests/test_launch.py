@@ -101,45 +101,26 @@ def test_finish_flushes_stdio_runs_atexit_and_keeps_the_status():
 
 # ---------------------------------------------------------------------------- early parse (predict)
 
-def _predict_params():
-    from lomtree_cli.cli import main as cli_main
+def test_early_start_only_for_regular_files_without_flush(tmp_path, monkeypatch):
+    from lomtree_cli import argv, driver
 
-    return [p for p in cli_main.commands["predict"].params if p.param_type_name == "option"]
-
-
-def test_predict_option_table_matches_the_command():
-    table = dict(launch.PREDICT_OPTIONS)
-    for p in _predict_params():
-        for name in p.opts + p.secondary_opts:
-            if name in ("-h", "--help"):
-                continue
-            assert name in table, f"{name} missing from launch.PREDICT_OPTIONS"
-            takes_value, sets = table.pop(name)
-            assert takes_value == (not p.is_flag), name
-            assert sets is None or sets == p.name, name
-    assert not table, f"not options of predict: {sorted(table)}"
-    # everything that shapes the batches is read by the scan
-    sets = {s for _, s in launch.PREDICT_OPTIONS.values() if s}
-    assert sets == {"model", "threads", "chunk_bytes", "flush", "skip_invalid"}
-
-
-def test_scan_predict(tmp_path):
     f = tmp_path / "a.vw"
     f.write_text("1 | a\n")
-    g = str(f)
-    base = {"model": "m.lt", "inputs": [g], "skip_invalid": False, "chunk_bytes": 1 << 20, "threads": 0}
-    assert launch.scan_predict(["-i", "m.lt", g]) == base
-    assert launch.scan_predict(["-im.lt", g, "-p", "-"]) == base
-    assert launch.scan_predict([g, "--model=m.lt", "--quiet", "--report", "r.json", "-P", "3"]) == base
-    assert launch.scan_predict(["-i", "x", "-i", "m.lt", g, g, "--threads", "2", "--skip_invalid",
-                                "--chunk-bytes=4096"]) == \
-        {**base, "inputs": [g, g], "threads": 2, "skip_invalid": True, "chunk_bytes": 4096}
-    for args in (["-i", "m.lt"], ["-i", "m.lt", "-"], ["-i", "m.lt", g, "--flush"], [g],
-                 ["-i", "m.lt", g, "--bogus"], ["-i", "m.lt", str(tmp_path / "none.vw")],
-                 ["-i", "m.lt", str(tmp_path)], ["-i", "m.lt", g, "--threads", "x"],
-                 ["-i", "m.lt", "--", g], ["-i", "m.lt", g, "-h"], ["-i", "m.lt", g, "-p"],
-                 ["-i", "m.lt", g, "--quiet=1"], ["-i", "m.lt", g, "--chunk-bytes", "8"]):
-        assert launch.scan_predict(args) is None, args
+    started = []
+    monkeypatch.setattr(driver, "start_predict_early", lambda *a: started.append(a) or True)
+    for args, want in ((["-i", "m.lt", str(f)], ("m.lt", [str(f)], False, 1 << 20, 0)),
+                       (["-i", "m.lt", str(f), "--skip-invalid", "--threads", "2", "--chunk-bytes=4096"],
+                        ("m.lt", [str(f)], True, 4096, 2)),
+                       (["-i", "m.lt", str(f), "--flush"], None), (["-i", "m.lt", "-"], None),
+                       (["-i", "m.lt"], None), (["-i", "m.lt", str(tmp_path)], None),
+                       (["-i", "m.lt", str(tmp_path / "none.vw")], None)):
+        started.clear()
+        params, _ = argv.parse("predict", args)
+        launch._start_predict_early(params)
+        assert started == ([] if want is None else [want]), args
+    monkeypatch.setenv("LOMTREE_EARLY_PARSE", "0")
+    launch._start_predict_early(argv.parse("predict", ["-i", "m.lt", str(f)])[0])
+    assert started == []
 
 
 def _tiny_model(tmp_path, n=2000):
@@ -166,7 +147,7 @@ def test_early_parse_predicts_the_same(tmp_path):
 
 
 def test_early_parser_is_taken_only_for_its_own_command(tmp_path, monkeypatch):
-    from lomtree_cli import driver
+    from lomtree_cli import argv, driver
 
     data, model = _tiny_model(tmp_path, n=300)
     took = []
@@ -179,7 +160,7 @@ def test_early_parser_is_taken_only_for_its_own_command(tmp_path, monkeypatch):
             (["-i", str(model), str(data), "--threads", "2"], {"threads": 1}, False),
             (["-i", str(model), str(data), "--threads", "1", "--chunk-bytes", "100"], {"threads": 1}, False),
             (["-i", str(model), str(data), str(data), "--threads", "1"], {"threads": 1}, False)):
-        launch._start_predict_early(scan_args)
+        launch._start_predict_early(argv.parse("predict", scan_args)[0])
         assert len(driver._EARLY) == 1
         early_batches = driver._EARLY[0][2]
         got = tmp_path / "got.txt"
