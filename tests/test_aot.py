@@ -53,10 +53,14 @@ RUN_ALL = textwrap.dedent("""
     import io, sys, contextlib
     from lomtree_cli.server import _warm_commands
     from lomtree_cli.cli import main
-    from lomtree_cli import kernels
+    from lomtree_cli import kernels, launch
     out = open("stdout.txt", "w")
     for cmd in _warm_commands("."):
         with contextlib.redirect_stdout(out):
+            parsed = launch._parse_argv(cmd)  # as the entry point: without click when it can
+            if parsed is not None:
+                print("exit", launch.run_parsed(cmd[0], *parsed), file=out)
+                continue
             try:
                 main(args=cmd, prog_name="lomtree", standalone_mode=True)
             except SystemExit as e:

@@ -343,14 +343,17 @@ def test_stdin_and_flush():
     assert b[0].source == "<stdin>" and b[0].labels.tolist() == [1, 2]
 
     class Pipe:
-        """read1 gives one scripted piece per call; records how many calls were made."""
+        """readinto1 gives one scripted piece per call (as a pipe's buffered reader does);
+        records how many calls were made."""
 
         def __init__(self, pieces):
             self.pieces, self.calls = list(pieces), 0
 
-        def read1(self, n):
+        def readinto1(self, b):
             self.calls += 1
-            return self.pieces.pop(0) if self.pieces else b""
+            piece = self.pieces.pop(0) if self.pieces else b""
+            b[:len(piece)] = piece
+            return len(piece)
 
     pipe = Pipe([b"1 | a\n2 |", b" b\n", b"3 | c\n"])
 
