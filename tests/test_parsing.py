@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from fuzz.fuzz_parsers import batch_lists
 from lomtree_cli.config import InputConfig
 from lomtree_cli.errors import InputError
-from lomtree_cli.kernels.parse import _find_newline, parse_float
+from lomtree_cli.kernels.parse import _find_newline, _parse_float_long, parse_float
 from lomtree_cli.parsing import iter_batches, open_input, parse_bytes
 from tests.reference.parser_ref import Bad, parse_ref
 
@@ -465,6 +465,20 @@ def test_parse_float_long_digits_within_one_ulp(ip, fp, ex):
         assert v == ref or abs(v - ref) <= 5e-324 * 2
     else:
         assert abs(v - ref) <= math.ulp(ref), s
+
+
+@HYP
+@given(st.text("0123456789.+-eE", max_size=28), st.text("0123456789", min_size=15, max_size=24))
+@example("0.", "0000000000000000000123")
+@example("-", "1234567890123456789")  # 19 digits: the one-pass path
+@example("-", "12345678901234567890")  # 20: read again
+def test_parse_float_one_pass_equals_the_careful_reading(junk, digits):
+    """The one-pass reading (<= 19 digits) gives what the digit-by-digit reading that keeps 19
+    significant digits gives, on any bytes (valid or not, at every start)."""
+    for s in (junk, digits, junk + digits, digits[:9] + "." + digits[9:], "0." + digits, digits + "e-7" + junk):
+        buf = np.frombuffer(s.encode(), np.uint8)
+        for start in range(len(s) + 1):
+            assert parse_float(buf, start, len(s)) == _parse_float_long(buf, start, len(s)), (s, start)
 
 
 # ---------------------------------------------------------------------------- grammar round trip vs reference

@@ -223,7 +223,73 @@ def parse_float(buf, i, e):
     Returns
     -------
     (value float64, end int64, ok bool): ``ok`` False when no valid float starts at ``i``.
+
+    The common case (at most 19 digits in all, the usual ``0.00456`` or ``-0.4667``) takes one
+    pass that accumulates every digit; a longer digit string is read again by
+    ``_parse_float_long``, which keeps the first 19 significant digits.
     """
+    start = i
+    neg = False
+    if i < e and (buf[np.uint64(i)] == 43 or buf[np.uint64(i)] == 45):
+        neg = buf[np.uint64(i)] == 45
+        i += 1
+    m = np.uint64(0)
+    ds = i
+    while i < e and 48 <= buf[np.uint64(i)] <= 57:
+        m = m * _U10 + np.uint64(buf[np.uint64(i)] - 48)
+        i += 1
+    nint = i - ds
+    nfrac = 0
+    if i < e and buf[np.uint64(i)] == 46:
+        i += 1
+        fs = i
+        while i < e and 48 <= buf[np.uint64(i)] <= 57:
+            m = m * _U10 + np.uint64(buf[np.uint64(i)] - 48)
+            i += 1
+        nfrac = i - fs
+    if nint + nfrac == 0:
+        return 0.0, start, False
+    if nint + nfrac > 19:
+        return _parse_float_long(buf, start, e)
+    e10 = -nfrac
+    if i < e and (buf[np.uint64(i)] == 101 or buf[np.uint64(i)] == 69):
+        j = i + 1
+        eneg = False
+        if j < e and (buf[np.uint64(j)] == 43 or buf[np.uint64(j)] == 45):
+            eneg = buf[np.uint64(j)] == 45
+            j += 1
+        if j < e and 48 <= buf[np.uint64(j)] <= 57:
+            x = 0
+            while j < e and 48 <= buf[np.uint64(j)] <= 57:
+                if x < 100000:
+                    x = x * 10 + (np.int64(buf[np.uint64(j)]) - 48)
+                j += 1
+            e10 += -x if eneg else x
+            i = j
+    if m == 0:
+        v = 0.0
+    elif m < np.uint64(9007199254740992) and -22 <= e10 <= 22:
+        fm = np.float64(m)
+        v = fm * _EXACT10[e10] if e10 >= 0 else fm / _EXACT10[-e10]
+    else:
+        # nd: significant digits of m (m < 10**19)
+        nd = 1
+        t = m
+        while t >= _U10:
+            t = t // _U10
+            nd += 1
+        if nd + e10 > 309:
+            v = np.inf
+        elif nd + e10 < -325:
+            v = 0.0
+        else:
+            v = _scale_pow10(m, e10)
+    return (-v if neg else v), i, True
+
+
+@kernel()
+def _parse_float_long(buf, i, e):
+    """``parse_float`` for a float of more than 19 digits: the first 19 significant digits."""
     start = i
     neg = False
     if i < e and (buf[np.uint64(i)] == 43 or buf[np.uint64(i)] == 45):
