@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from fuzz.fuzz_parsers import batch_lists
 from lomtree_cli.config import InputConfig
 from lomtree_cli.errors import InputError
-from lomtree_cli.kernels.parse import _find_newline, _parse_float_long, parse_float
+from lomtree_cli.kernels.parse import _count_newlines, _find_newline, _parse_float_long, parse_float
 from lomtree_cli.parsing import iter_batches, open_input, parse_bytes
 from tests.reference.parser_ref import Bad, parse_ref
 
@@ -424,6 +424,15 @@ def test_find_newline_is_bytes_find(seq, start):
     start = min(start, len(data))
     want = data.find(b"\n", start)
     assert _find_newline(buf, start, len(data)) == (len(data) if want < 0 else want)
+
+
+@HYP
+@given(st.lists(st.sampled_from([10, 10, 0, 9, 11, 0x0A ^ 0x80, 0x8A, 0xFF, 32, 49]), max_size=70))
+def test_count_newlines_is_bytes_count(seq):
+    data = bytes(seq)
+    buf = np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8)
+    for n in range(len(data) + 1):
+        assert _count_newlines(buf, n) == data[:n].count(b"\n")
 
 
 def test_find_newline_every_position():

@@ -94,6 +94,7 @@ KIND_NAN, KIND_INF, KIND_NEG, KIND_RANGE = 0, 1, 2, 3
 
 _M32 = np.uint64(0xFFFFFFFF)
 _U10 = np.uint64(10)
+_U1 = np.uint64(1)
 _LABEL_LIMIT = 2**31
 
 
@@ -234,22 +235,25 @@ def parse_float(buf, i, e):
         neg = buf[np.uint64(i)] == 45
         i += 1
     m = np.uint64(0)
-    ds = i
+    nd = 0  # digits seen; the first 19 are in m (no overflow, also as plain Python)
     while i < e and 48 <= buf[np.uint64(i)] <= 57:
-        m = m * _U10 + np.uint64(buf[np.uint64(i)] - 48)
+        if nd < 19:
+            m = m * _U10 + np.uint64(buf[np.uint64(i)] - 48)
+        nd += 1
         i += 1
-    nint = i - ds
     nfrac = 0
     if i < e and buf[np.uint64(i)] == 46:
         i += 1
         fs = i
         while i < e and 48 <= buf[np.uint64(i)] <= 57:
-            m = m * _U10 + np.uint64(buf[np.uint64(i)] - 48)
+            if nd < 19:
+                m = m * _U10 + np.uint64(buf[np.uint64(i)] - 48)
+            nd += 1
             i += 1
         nfrac = i - fs
-    if nint + nfrac == 0:
+    if nd == 0:
         return 0.0, start, False
-    if nint + nfrac > 19:
+    if nd > 19:
         return _parse_float_long(buf, start, e)
     e10 = -nfrac
     if i < e and (buf[np.uint64(i)] == 101 or buf[np.uint64(i)] == 69):
@@ -603,15 +607,33 @@ def _find_newline(buf, i, n):
     return i
 
 
+@kernel(inline="always")
+def _count_newlines(buf, n):
+    """The number of ``\n`` in ``buf[:n]``, eight bytes at a time (as ``_find_newline``)."""
+    c = 0
+    i = 0
+    while i + 8 <= n:
+        t = load_u64(buf, i) ^ _B0A
+        z = ~(((t & _B7F) + _B7F) | t) & _B80
+        while z != 0:
+            z &= z - _U1
+            c += 1
+        i += 8
+    while i < n:
+        if buf[np.uint64(i)] == 10:
+            c += 1
+        i += 1
+    return c
+
+
 @jit()
 def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_index, add_constant,
                  skip_invalid):
-    """Shared driver of both formats; see the module docstring for the outputs."""
+    """Shared driver of both formats; see the module docstring for the outputs. The outputs are
+    the used parts of arrays sized for the worst case (views: pages never written are never
+    touched, and a copy would fault in fresh pages for every chunk)."""
     n = buf.shape[0]
-    n_lines = 1
-    for j in range(n):
-        if buf[np.uint64(j)] == 10:
-            n_lines += 1
+    n_lines = 1 + _count_newlines(buf, n)
     labels = np.empty(n_lines, np.int64)
     weights = np.empty(n_lines, np.float64)
     indptr = np.empty(n_lines + 1, np.int64)
@@ -667,14 +689,14 @@ def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_
         line += 1
         pos = nxt
     return (
-        labels[:n_ex].copy(),
-        weights[:n_ex].copy(),
-        indptr[: n_ex + 1].copy(),
-        indices[:nnz].copy(),
-        values[:nnz].copy(),
-        line_numbers[:n_ex].copy(),
-        tags[:n_ex].copy(),
-        errors[:n_err].copy(),
+        labels[:n_ex],
+        weights[:n_ex],
+        indptr[: n_ex + 1],
+        indices[:nnz],
+        values[:nnz],
+        line_numbers[:n_ex],
+        tags[:n_ex],
+        errors[:n_err],
         n_lines - 1,
     )
 
