@@ -232,10 +232,12 @@ def render_markdown(res: dict, plots: list[str] | None = None) -> str:
     if res.get("foundation"):
         parts += ["### Throughput vs VW (issue #2)", "", foundation_table(res["foundation"]), ""]
     if res.get("throughput"):
-        reps = res["throughput"][0].get("repeats", 1)
+        reps = sorted({r.get("repeats", 1) for r in res["throughput"]})
+        ran = " or ".join(str(x) for x in reps) + " times (the `repeats` of each row in results.json)" \
+            if len(reps) > 1 else f"{reps[0]} times"
         parts += ["### Throughput vs VW, median of alternating runs (issues #2, #3, #4)", "",
                   throughput_table(res["throughput"]), "",
-                  f"Each command ran {reps} times, lomtree and VW alternating; medians of wall time. "
+                  f"Each command ran {ran}, lomtree and VW alternating; medians of wall time. "
                   "`whole`: examples / whole command (start-up, model load and save included). "
                   "`steady`: (examples − 10) / (whole − the same command on the file's first 10 lines): "
                   "the rate once running, start-up removed for both programs alike "

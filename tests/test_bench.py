@@ -350,3 +350,13 @@ def test_holdout_off_is_a_switch_for_both_programs():
     off = dict(on, holdout_off=False)
     assert not any("holdout" in a for a in bench.lomtree_train_cmd("lomtree", 105, off, "tr.vw", "m", "r.json"))
     assert not any("holdout" in a for a in bench.vw_train_cmd("log_multi", 105, off, "tr.vw", "m"))
+
+
+def test_short_files_get_their_own_number_of_rounds():
+    from data_scripts.bench_throughput import case_repeats
+
+    cfg = {"repeats": 3, "short_repeats": 7}
+    assert case_repeats("sector_lomtree_x5", cfg) == 7
+    assert case_repeats("letter_filter_x5", cfg) == 7
+    assert case_repeats("kjv_lomtree", cfg) == 3
+    assert case_repeats("sector_filter_x5", {"repeats": 4}) == 4
