@@ -217,6 +217,26 @@ def _scale_pow10(m, e10):
     return r
 
 
+@kernel(inline="always")
+def _exponent(buf, i, e):
+    """(exponent, end) of an exponent part ``[eE][+-]?[0-9]+`` at ``buf[i:e]``; (0, i) when there
+    is none (an ``e`` without digits is not part of the float). Values beyond 10**5 saturate."""
+    if i < e and (buf[np.uint64(i)] == 101 or buf[np.uint64(i)] == 69):
+        j = i + 1
+        eneg = False
+        if j < e and (buf[np.uint64(j)] == 43 or buf[np.uint64(j)] == 45):
+            eneg = buf[np.uint64(j)] == 45
+            j += 1
+        if j < e and 48 <= buf[np.uint64(j)] <= 57:
+            x = 0
+            while j < e and 48 <= buf[np.uint64(j)] <= 57:
+                if x < 100000:
+                    x = x * 10 + (np.int64(buf[np.uint64(j)]) - 48)
+                j += 1
+            return (-x if eneg else x), j
+    return 0, i
+
+
 @kernel()
 def parse_float(buf, i, e):
     """Parse the ``float`` rule at ``buf[i:e]``; stop at the first byte that cannot continue it.
@@ -256,20 +276,8 @@ def parse_float(buf, i, e):
     if nd > 19:
         return _parse_float_long(buf, start, e)
     e10 = -nfrac
-    if i < e and (buf[np.uint64(i)] == 101 or buf[np.uint64(i)] == 69):
-        j = i + 1
-        eneg = False
-        if j < e and (buf[np.uint64(j)] == 43 or buf[np.uint64(j)] == 45):
-            eneg = buf[np.uint64(j)] == 45
-            j += 1
-        if j < e and 48 <= buf[np.uint64(j)] <= 57:
-            x = 0
-            while j < e and 48 <= buf[np.uint64(j)] <= 57:
-                if x < 100000:
-                    x = x * 10 + (np.int64(buf[np.uint64(j)]) - 48)
-                j += 1
-            e10 += -x if eneg else x
-            i = j
+    x, i = _exponent(buf, i, e)
+    e10 += x
     if m == 0:
         v = 0.0
     elif m < np.uint64(9007199254740992) and -22 <= e10 <= 22:
@@ -328,20 +336,8 @@ def _parse_float_long(buf, i, e):
             i += 1
     if not any_digit:
         return 0.0, start, False
-    if i < e and (buf[np.uint64(i)] == 101 or buf[np.uint64(i)] == 69):
-        j = i + 1
-        eneg = False
-        if j < e and (buf[np.uint64(j)] == 43 or buf[np.uint64(j)] == 45):
-            eneg = buf[np.uint64(j)] == 45
-            j += 1
-        if j < e and 48 <= buf[np.uint64(j)] <= 57:
-            x = 0
-            while j < e and 48 <= buf[np.uint64(j)] <= 57:
-                if x < 100000:
-                    x = x * 10 + (np.int64(buf[np.uint64(j)]) - 48)
-                j += 1
-            e10 += -x if eneg else x
-            i = j
+    x, i = _exponent(buf, i, e)
+    e10 += x
     if m == 0:
         v = 0.0
     elif nd + e10 > 309:
