@@ -238,7 +238,7 @@ def _switch_to_jit():
 
 def _make_prefetch_row():
     """``prefetch_row(table, row)``: LLVM's ``llvm.prefetch`` (read, high locality) of the first
-    byte of ``table[row, 0]``; computes nothing. A tree descent prefetches the rows of both
+    byte of ``table[row, 0]`` (``table[row]`` for a 1-d array); computes nothing. A tree descent prefetches the rows of both
     children of the node it is scoring, so the child's score, whichever it is, finds its weights
     in cache: the descents are bound by cache misses on a large table (KJV LOMtree prediction
     0.20 -> 0.12 s per pass over the test file). Without the JIT it is a no-op Python function."""
@@ -253,7 +253,7 @@ def _make_prefetch_row():
 
     @intrinsic
     def prefetch_row(typingctx, table, row):
-        if not (isinstance(table, types.Array) and table.ndim == 2 and isinstance(row, types.Integer)):
+        if not (isinstance(table, types.Array) and table.ndim in (1, 2) and isinstance(row, types.Integer)):
             return None
 
         def codegen(context, builder, signature, args):
@@ -261,8 +261,9 @@ def _make_prefetch_row():
             ary = context.make_array(aryty)(context, builder, args[0])
             zero = context.get_constant(types.intp, 0)
             row_i = context.cast(builder, args[1], signature.args[1], types.intp)
+            index = [row_i, zero] if aryty.ndim == 2 else [row_i]
             ptr = cgutils.get_item_pointer2(context, builder, ary.data, cgutils.unpack_tuple(builder, ary.shape),
-                                            cgutils.unpack_tuple(builder, ary.strides), aryty.layout, [row_i, zero],
+                                            cgutils.unpack_tuple(builder, ary.strides), aryty.layout, index,
                                             wraparound=False)
             i8p = builder.bitcast(ptr, ir.IntType(8).as_pointer())
             i32 = ir.IntType(32)

@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import jit, kernel
+from ..kernels import jit, kernel, prefetch_row
 
 from ..kernels import linear as K
 from .base import Reduction, n_distinct
@@ -280,6 +280,19 @@ def _prefetch_children(lin, idx, st, en, node_i, j):
         K.prefetch_slots(lin, idx, st, en, node_i[b, N_MODEL])
 
 
+@kernel(inline="always")
+def _prefetch_records(rec_i, rec_f, pnode, plen, y):
+    """Prefetch the first probe of the records ``(node, y)`` of the prediction path's nodes: the
+    training path mostly follows it, and each record look-up is otherwise a cache miss that
+    waits for the one before (KJV next-word: the look-ups were a fifth of LOMtree's training
+    time). A hint only; nothing is read or changed."""
+    hmask = rec_i.shape[0] - 1
+    for d in range(plen):
+        h = _hash(pnode[d], y, hmask)
+        prefetch_row(rec_i, h)
+        prefetch_row(rec_f, h)
+
+
 @kernel()
 def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob, pnode, pscore, plen):
     """Algorithm 1 for one example (capacity for 2 nodes and depth+1 records guaranteed).
@@ -297,6 +310,7 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob,
     shortcuts = glob[G_SHORTCUTS] != 0
     distinct, nd = K.slot_layout(lin, idx, st, en)
     onpath = plen > 0 and shortcuts
+    _prefetch_records(rec_i, rec_f, pnode, plen, y)
     while True:
         r = _record(node_i, rec_i, rec_f, glob, j, y)
         cnt = rec_i[r, R_CNT] + 1
