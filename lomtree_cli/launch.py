@@ -239,16 +239,22 @@ def main() -> None:
 
     gc.disable()
     _GC_HELD[0] = True
-    parsed = _parse_argv(argv)
-    if parsed is not None:
-        _finish(run_parsed(argv[0], *parsed))
-    from .cli import main as cli_main
-
     try:
+        parsed = _parse_argv(argv)
+        if parsed is not None:
+            _finish(run_parsed(argv[0], *parsed))
+        from .cli import main as cli_main
+
         cli_main(prog_name="lomtree")
         status = 0
     except SystemExit as e:
         status = exit_status(e.code)
+    except KeyboardInterrupt:  # Ctrl-C while the modules load, before a command guards itself
+        try:
+            sys.stderr.write("interrupted\n")
+        except (OSError, ValueError):
+            pass
+        status = 130
     _finish(status)
 
 
