@@ -218,6 +218,17 @@ def _scale_pow10(m, e10):
 
 
 @kernel(inline="always")
+def _scaled(m, nd, e10):
+    """``m * 10**e10`` for ``m > 0`` of ``nd`` significant digits: inf above the float64 range,
+    0 below it, else ``_scale_pow10``."""
+    if nd + e10 > 309:
+        return np.inf
+    if nd + e10 < -325:
+        return 0.0
+    return _scale_pow10(m, e10)
+
+
+@kernel(inline="always")
 def _exponent(buf, i, e):
     """(exponent, end) of an exponent part ``[eE][+-]?[0-9]+`` at ``buf[i:e]``; (0, i) when there
     is none (an ``e`` without digits is not part of the float). Values beyond 10**5 saturate."""
@@ -290,12 +301,7 @@ def parse_float(buf, i, e):
         while t >= _U10:
             t = t // _U10
             nd += 1
-        if nd + e10 > 309:
-            v = np.inf
-        elif nd + e10 < -325:
-            v = 0.0
-        else:
-            v = _scale_pow10(m, e10)
+        v = _scaled(m, nd, e10)
     return (-v if neg else v), i, True
 
 
@@ -338,14 +344,7 @@ def _parse_float_long(buf, i, e):
         return 0.0, start, False
     x, i = _exponent(buf, i, e)
     e10 += x
-    if m == 0:
-        v = 0.0
-    elif nd + e10 > 309:
-        v = np.inf
-    elif nd + e10 < -325:
-        v = 0.0
-    else:
-        v = _scale_pow10(m, e10)
+    v = 0.0 if m == 0 else _scaled(m, nd, e10)
     return (-v if neg else v), i, True
 
 
