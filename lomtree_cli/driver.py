@@ -107,12 +107,18 @@ class _StopFlag:
 
 
 class PredictionWriter:
-    """Writes one prediction per line (``label`` or ``label tag``), '-' = stdout."""
+    """Writes one prediction per line (``label`` or ``label tag``), '-' = stdout.
+
+    Labels below ``NAME_CACHE`` are written from a list of their decimal strings, built as larger
+    labels appear (``str`` per prediction was 5 ms per 25,000 predictions, 1 ms this way)."""
+
+    NAME_CACHE = 1 << 16
 
     def __init__(self, path: str | None, flush: bool = False):
         self.flush = flush
         self.own = False
         self.broken = False
+        self._names: list[str] = []
         if path is None:
             self.f = None
         elif path == "-":
@@ -127,7 +133,7 @@ class PredictionWriter:
     def write(self, preds: np.ndarray, tags, extra: list | None = None):
         if self.f is None or preds.shape[0] == 0:
             return
-        lines = list(map(str, preds.tolist()))
+        lines = self.label_strings(preds)
         if extra is not None:
             lines = [a + b for a, b in zip(lines, extra)]
         if tags is not None:
@@ -141,6 +147,17 @@ class PredictionWriter:
             self.broken = True
             self.f = None
             _silence_stdout()
+
+    def label_strings(self, preds: np.ndarray) -> list[str]:
+        """``[str(p) for p in preds]`` (an integer array)."""
+        values = preds.tolist()
+        lo, hi = int(preds.min()), int(preds.max())
+        if lo < 0 or hi >= self.NAME_CACHE:
+            return list(map(str, values))
+        names = self._names
+        if hi >= len(names):
+            names.extend(map(str, range(len(names), hi + 1)))
+        return [names[v] for v in values]
 
     def close(self):
         if self.f is not None:

@@ -10,6 +10,8 @@ import subprocess
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lomtree_cli import driver
 from tests.robustness_helpers import ALL_REDUCTIONS, LOMTREE, ROOT, available, run_cli, train_api, write_lines
@@ -139,3 +141,19 @@ def test_sigpipe_default_disposition_is_quiet(trained):
     rc = p.wait(120)
     err = p.stderr.read().decode()
     assert rc in (0, -signal.SIGPIPE) and "Traceback" not in err, (rc, err)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(-3, 70000), max_size=30), max_size=6))
+def test_prediction_labels_written_as_str_writes_them(batches):
+    """The writer's cached label strings give exactly ``str`` of each prediction, batch after batch
+    (labels growing, negative ones and ones beyond the cache included)."""
+    import numpy as np
+
+    from lomtree_cli.driver import PredictionWriter
+
+    w = PredictionWriter(None)
+    for b in batches:
+        a = np.array(b, dtype=np.int64)
+        if a.size:
+            assert w.label_strings(a) == [str(v) for v in b]
