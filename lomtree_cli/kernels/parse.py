@@ -151,7 +151,7 @@ _MIN_NORMAL = 2.0**-1022
 _SUB_ULP = 2.0**-1074  # spacing of the subnormals
 _SUB_HALF_SCALED = 2.0**-875  # half of it, times 2**200
 
-# _find_newline: eight bytes at a time
+# _newline_bits, _find_newline, _count_newlines: eight bytes at a time
 _B0A = np.uint64(0x0A0A0A0A0A0A0A0A)
 _B7F = np.uint64(0x7F7F7F7F7F7F7F7F)
 _B80 = np.uint64(0x8080808080808080)
@@ -229,6 +229,14 @@ def _scaled(m, nd, e10):
 
 
 @kernel(inline="always")
+def _sign(buf, i, e):
+    """(negative, position after it) of an optional ``+``/``-`` at ``buf[i:e]``."""
+    if i < e and (buf[np.uint64(i)] == 43 or buf[np.uint64(i)] == 45):
+        return buf[np.uint64(i)] == 45, i + 1
+    return False, i
+
+
+@kernel(inline="always")
 def _exponent(buf, i, e):
     """(exponent, end) of an exponent part ``[eE][+-]?[0-9]+`` at ``buf[i:e]``; (0, i) when there
     is none (an ``e`` without digits is not part of the float). Values beyond 10**5 saturate."""
@@ -261,10 +269,7 @@ def parse_float(buf, i, e):
     ``_parse_float_long``, which keeps the first 19 significant digits.
     """
     start = i
-    neg = False
-    if i < e and (buf[np.uint64(i)] == 43 or buf[np.uint64(i)] == 45):
-        neg = buf[np.uint64(i)] == 45
-        i += 1
+    neg, i = _sign(buf, i, e)
     m = np.uint64(0)
     nd = 0  # digits seen; the first 19 are in m (no overflow, also as plain Python)
     while i < e and 48 <= buf[np.uint64(i)] <= 57:
@@ -309,10 +314,7 @@ def parse_float(buf, i, e):
 def _parse_float_long(buf, i, e):
     """``parse_float`` for a float of more than 19 digits: the first 19 significant digits."""
     start = i
-    neg = False
-    if i < e and (buf[np.uint64(i)] == 43 or buf[np.uint64(i)] == 45):
-        neg = buf[np.uint64(i)] == 45
-        i += 1
+    neg, i = _sign(buf, i, e)
     m = np.uint64(0)
     nd = 0
     e10 = 0
@@ -583,14 +585,21 @@ def _parse_libsvm_line(buf, s, e, mask, label_offset, indices, values, nnz):
 
 
 @kernel(inline="always")
-def _find_newline(buf, i, n):
-    """Position of the first ``\n`` in ``buf[i:n]``, or ``n`` (``n == buf.shape[0]``). Eight bytes
-    at a time: in ``t = x ^ 0x0A..0A`` a byte is zero iff it was ``\n``, and bit 7 of
+def _newline_bits(buf, i):
+    """Bit 7 set in exactly the bytes of ``buf[i:i+8]`` that are ``\n`` (the caller guarantees the
+    8 bytes): in ``t = x ^ 0x0A..0A`` a byte is zero iff it was ``\n``, and bit 7 of
     ``((t & 0x7F..7F) + 0x7F..7F) | t`` is set exactly in the non-zero bytes (no carry crosses a
     byte; nothing overflows, so the code also runs as plain Python)."""
+    t = load_u64(buf, i) ^ _B0A
+    return ~(((t & _B7F) + _B7F) | t) & _B80
+
+
+@kernel(inline="always")
+def _find_newline(buf, i, n):
+    """Position of the first ``\n`` in ``buf[i:n]``, or ``n`` (``n == buf.shape[0]``), eight bytes
+    at a time (``_newline_bits``)."""
     while i + 8 <= n:
-        t = load_u64(buf, i) ^ _B0A
-        z = ~(((t & _B7F) + _B7F) | t) & _B80
+        z = _newline_bits(buf, i)
         if z != 0:
             while (z & _B80_1) == 0:
                 z >>= _U8
@@ -604,12 +613,11 @@ def _find_newline(buf, i, n):
 
 @kernel(inline="always")
 def _count_newlines(buf, n):
-    """The number of ``\n`` in ``buf[:n]``, eight bytes at a time (as ``_find_newline``)."""
+    """The number of ``\n`` in ``buf[:n]``, eight bytes at a time (``_newline_bits``)."""
     c = 0
     i = 0
     while i + 8 <= n:
-        t = load_u64(buf, i) ^ _B0A
-        z = ~(((t & _B7F) + _B7F) | t) & _B80
+        z = _newline_bits(buf, i)
         while z != 0:
             z &= z - _U1
             c += 1
