@@ -163,7 +163,8 @@ def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fm
                    "CPU, at most 4; prediction in parallel for OAA, LOMtree, Filter tree, Rtree). "
                    "Predictions do not depend on it.")
 @common_run_options
-def predict(inputs, model, predictions, probabilities, top_k, flush, skip_invalid, quiet, progress_bar,
+@click.pass_context
+def predict(ctx, inputs, model, predictions, probabilities, top_k, flush, skip_invalid, quiet, progress_bar,
             progress_interval, report, chunk_bytes, threads):
     """Predict INPUT lines ('-' or none = stdin) with MODEL; nothing in the model changes.
 
@@ -176,11 +177,7 @@ def predict(inputs, model, predictions, probabilities, top_k, flush, skip_invali
     from .driver import process_start_time
 
     start = process_start_time()
-    params = dict(inputs=inputs, model=model, predictions=predictions, probabilities=probabilities, top_k=top_k,
-                  flush=flush, skip_invalid=skip_invalid, quiet=quiet, progress_bar=progress_bar,
-                  progress_interval=_progress_interval(progress_interval), report=report,
-                  chunk_bytes=chunk_bytes, threads=threads)
-    commands.run_predict(params, start)
+    commands.run_predict(dict(ctx.params, progress_interval=_progress_interval(progress_interval)), start)
 
 
 @main.command(context_settings=CONTEXT)

@@ -20,20 +20,12 @@ import sys
 
 from .config import InputConfig, LearnerConfig, ReductionConfig
 from .errors import ConfigError, LomtreeError
+from .launch import say
 
 #: train options a model fixes or records: when given on the command line next to ``-i MODEL``
 #: they are checked against the model (``driver.train``'s ``explicit``)
 EXPLICIT_TRAIN = ("bits", "hash_seed", "noconstant", "label_offset", "loss", "sgd", "quantile_tau", "power_t",
                   "max_internal_nodes", "swap_resistance", "cpt_alpha", "learning_rate", "decay_learning_rate")
-
-
-def say(msg: str) -> None:
-    """One line on stderr, flushed (what ``click.echo(msg, err=True)`` does with plain text)."""
-    try:
-        sys.stderr.write(msg + "\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
 
 
 def fail(msg: str, code: int):

@@ -598,9 +598,10 @@ def start_predict_early(model_path: str, paths: list, skip_invalid: bool, chunk_
 
     The entry point (``launch.main``) calls this for a ``predict`` on regular files whose
     command line ``argv.parse`` read; the parser then runs on the second core while the rest of
-    the command and the model load (it would otherwise start only when the model has loaded). ``predict`` adopts these batches only if the model path, the inputs
-    and every option that shapes the batches are what it was given; otherwise they are dropped
-    (files can be read again; stdin is never read early). True if a parser was started."""
+    the command and the model load (it would otherwise start only when the model has loaded).
+    ``predict`` adopts these batches only if the model path, the inputs and every option that
+    shapes the batches are what it was given; otherwise they are dropped (files can be read
+    again; stdin is never read early). True if a parser was started."""
     from . import model_io
 
     if os.environ.get("LOMTREE_THREADS", "1") == "0":
@@ -657,8 +658,8 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
         batches.should_stop = lambda: stop.signum != 0
     else:
         peek = model_io.peek_input_config(model_path)
-    if peek is not None and batches is None:
-        batches = _predict_parser(paths, peek, skip_invalid, opts, should_stop=lambda: stop.signum != 0)
+        if peek is not None:
+            batches = _predict_parser(paths, peek, skip_invalid, opts, should_stop=lambda: stop.signum != 0)
     try:
         loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
         if batches is not None and loaded.input_config != peek:

@@ -192,26 +192,28 @@ def _start_predict_early(params: dict) -> None:
         pass
 
 
-def run_parsed(command: str, params: dict, given: set) -> int:
-    """Run ``train``/``predict`` from ``argv.parse``'s reading of its command line (no click);
-    the exit status."""
+def run_parsed(command: str, params: dict, given: set) -> None:
+    """Run ``train``/``predict`` from ``argv.parse``'s reading of its command line (no click).
+    Like a click command it returns on success and raises ``SystemExit`` otherwise."""
     from . import commands
     from .driver import process_start_time
 
+    start = process_start_time()
+    params = dict(params, progress_interval=commands.progress_interval(params["progress_interval"]))
+    if command == "predict":
+        _start_predict_early(params)
+        commands.run_predict(params, start)
+    else:
+        commands.run_train(params, given, start, warn=say)
+
+
+def say(msg: str) -> None:
+    """One line on stderr, flushed (what ``click.echo(msg, err=True)`` does with plain text)."""
     try:
-        start = process_start_time()
-        params = dict(params, progress_interval=commands.progress_interval(params["progress_interval"]))
-        if command == "predict":
-            _start_predict_early(params)
-            commands.run_predict(params, start)
-        else:
-            commands.run_train(params, given, start, warn=commands.say)
-        return 0
-    except SystemExit as e:
-        return exit_status(e.code)
-    except KeyboardInterrupt:  # during the imports, before a command body guards itself
-        commands.say("interrupted")
-        return 130
+        sys.stderr.write(msg + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _parse_argv(argv: list[str]):
@@ -242,18 +244,16 @@ def main() -> None:
     try:
         parsed = _parse_argv(argv)
         if parsed is not None:
-            _finish(run_parsed(argv[0], *parsed))
-        from .cli import main as cli_main
+            run_parsed(argv[0], *parsed)
+        else:
+            from .cli import main as cli_main
 
-        cli_main(prog_name="lomtree")
+            cli_main(prog_name="lomtree")
         status = 0
     except SystemExit as e:
         status = exit_status(e.code)
     except KeyboardInterrupt:  # Ctrl-C while the modules load, before a command guards itself
-        try:
-            sys.stderr.write("interrupted\n")
-        except (OSError, ValueError):
-            pass
+        say("interrupted")
         status = 130
     _finish(status)
 

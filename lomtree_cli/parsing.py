@@ -184,14 +184,6 @@ def parse_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>") -> Examp
     return batch
 
 
-def _place(chunk: bytes, res, line_no: int, name: str):
-    """``_build`` for a chunk parsed as if it started at line 1 whose first line is ``line_no``."""
-    if line_no != 1:
-        res[5][:] += line_no - 1  # line_numbers (a fresh array)
-        res[7][:, 0] += line_no - 1  # the errors' lines
-    return _build(chunk, res, name)
-
-
 def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: bool,
                  workers: int = 1) -> Iterator[ExampleBatch]:
     """Chunks of complete lines, parsed in order; with ``workers > 1`` (and not ``flush``) up to
@@ -209,8 +201,12 @@ def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: b
     spare: list = []  # buffers _chunks may fill again
 
     def place(chunk, buf, res):
+        """``_build`` for a chunk parsed as if it started at line 1; its lines start at ``line_no``."""
         nonlocal line_no
-        placed = _place(chunk, res, line_no, name)
+        if line_no != 1:
+            res[5][:] += line_no - 1  # line_numbers (this chunk's own array)
+            res[7][:, 0] += line_no - 1  # the errors' lines
+        placed = _build(chunk, res, name)
         spare.append(buf)  # the batch holds no view of it
         line_no += int(res[8])
         return placed

@@ -58,11 +58,12 @@ RUN_ALL = textwrap.dedent("""
     for cmd in _warm_commands("."):
         with contextlib.redirect_stdout(out):
             parsed = launch._parse_argv(cmd)  # as the entry point: without click when it can
-            if parsed is not None:
-                print("exit", launch.run_parsed(cmd[0], *parsed), file=out)
-                continue
             try:
-                main(args=cmd, prog_name="lomtree", standalone_mode=True)
+                if parsed is not None:
+                    launch.run_parsed(cmd[0], *parsed)
+                    print("exit", 0, file=out)
+                else:
+                    main(args=cmd, prog_name="lomtree", standalone_mode=True)
             except SystemExit as e:
                 print("exit", e.code, file=out)
     out.close()
