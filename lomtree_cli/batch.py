@@ -6,13 +6,12 @@ driver and the reductions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
+from .records import Record, factory
 
-@dataclass
-class ExampleBatch:
+
+class ExampleBatch(Record):
     """A CSR chunk of examples.
 
     Attributes
@@ -45,7 +44,7 @@ class ExampleBatch:
     line_numbers: np.ndarray
     source: str = "<stdin>"
     tags: list | None = None
-    skipped: list = field(default_factory=list)
+    skipped: list = factory(list)
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])

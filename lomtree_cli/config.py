@@ -1,4 +1,4 @@
-"""Frozen, self-validating configuration dataclasses.
+"""Frozen, self-validating configuration records (``records.Record``: dataclass-like, cheaper to make).
 
 One for the input/hashing side (``InputConfig``), one for the base linear learner
 (``LearnerConfig``) and one for the reduction (``ReductionConfig``). Each checks its own values in
@@ -9,9 +9,8 @@ silently replaced.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
-
 from .errors import ConfigError
+from .records import Record, asdict, fields
 
 LOSSES = ("squared", "logistic", "hinge", "quantile")
 FORMATS = ("vw", "libsvm")
@@ -20,8 +19,7 @@ REDUCTIONS = ("oaa", "lomtree", "filter", "rtree", "cpt", "table")
 CONSTANT_HASH = 11650396
 
 
-@dataclass(frozen=True)
-class InputConfig:
+class InputConfig(Record, frozen=True):
     """How text becomes hashed examples (ALGORITHMS.md §1).
 
     format : 'vw' or 'libsvm'
@@ -56,8 +54,7 @@ class InputConfig:
         return CONSTANT_HASH & self.mask
 
 
-@dataclass(frozen=True)
-class LearnerConfig:
+class LearnerConfig(Record, frozen=True):
     """The base linear learner (ALGORITHMS.md §2).
 
     learning_rate : eta (None = 0.5, or 10 with --sgd)
@@ -107,8 +104,7 @@ class LearnerConfig:
         return 1.0 if self.sgd else 0.0
 
 
-@dataclass(frozen=True)
-class ReductionConfig:
+class ReductionConfig(Record, frozen=True):
     """Which reduction, and its parameters (ALGORITHMS.md §3).
 
     name : oaa | lomtree | filter | rtree | cpt | table
@@ -150,11 +146,11 @@ class ReductionConfig:
 
 
 def to_dict(cfg) -> dict:
-    """Plain JSON-able dict of a config dataclass."""
+    """Plain JSON-able dict of a config record."""
     return asdict(cfg)
 
 
 def from_dict(cls, d: dict):
     """Build ``cls`` from a dict, ignoring unknown keys (newer files) and validating values."""
-    names = {f.name for f in fields(cls)}
+    names = set(fields(cls))
     return cls(**{k: v for k, v in d.items() if k in names})

@@ -19,13 +19,11 @@ Choices (documented for users):
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,6 +32,7 @@ from .config import InputConfig, LearnerConfig, ReductionConfig
 from .errors import ConfigError, InputError
 from .kernels.linear import HP_ETA
 from .metrics import Progress
+from .records import Record, factory, replace
 
 
 #: set by a ``lomtree serve`` child to its client's start time (see ``server.py``)
@@ -50,11 +49,10 @@ def process_start_time() -> float:
     return own_start()
 
 
-@dataclass
-class RunOptions:
+class RunOptions(Record):
     """Driver options shared by train and predict."""
 
-    inputs: list = field(default_factory=list)
+    inputs: list = factory(list)
     predictions: str | None = None
     passes: int = 1
     cache: str | None = None
@@ -477,8 +475,7 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
         if explicit and explicit.get("learning_rate") is not None:
             learner.arrays.hp[HP_ETA] = float(explicit["learning_rate"])
         if explicit and explicit.get("decay_learning_rate") is not None:
-            learner.config = dataclasses.replace(learner.config,
-                                                 decay_learning_rate=float(explicit["decay_learning_rate"]))
+            learner.config = replace(learner.config, decay_learning_rate=float(explicit["decay_learning_rate"]))
         passes_before = loaded.passes_done
     else:
         cls = get_reduction_class(red_cfg.name)
