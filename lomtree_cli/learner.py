@@ -145,4 +145,6 @@ class LinearLearner:
         hp[K.HP_ETA] = float(meta["eta_current"])
         hp[K.HP_CLOCK] = float(meta["sgd_t"])
         hp[K.HP_W] = max(1, int(hp[K.HP_W]))
+        if self.predict_only and nz.size <= K.PREFETCH_MIN_SLOTS:
+            hp[K.HP_PREFETCH] = 0.0  # all its rows stay cached: prefetching them is pure overhead
         self.arrays = a._replace(S=S.copy(), T=T.copy(), hp=hp)

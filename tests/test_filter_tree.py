@@ -197,6 +197,34 @@ def test_save_load_continue_equals_uninterrupted(tmp_path):
     assert np.array_equal(loaded.tree.counts, full.tree.counts)
 
 
+@pytest.mark.parametrize("n_features", [5, 400])
+def test_small_prediction_models_skip_prefetching(tmp_path, n_features):
+    """A prediction-only load of a model with at most PREFETCH_MIN_SLOTS nonzero weights turns the
+    descent's prefetches off (hp[HP_PREFETCH] = 0); larger models and training loads keep them.
+    Prefetches are hints: the predictions are the same either way."""
+    from lomtree_cli.kernels import linear as K
+
+    k = 13
+    rng = np.random.default_rng(5)
+    exs = [(int(y), 1.0, [int(h) for h in rng.choice(1 << 14, size=n_features, replace=False)],
+            [0.5] * n_features) for y in rng.integers(1, k + 1, size=120)]
+    batch = make_batch(exs)
+    t = make_tree(k, bits=14)
+    t.process(batch, np.ones(len(batch), dtype=bool))
+    path = str(tmp_path / "m.lt")
+    model_io.save_model(path, InputConfig(bits=14), t.learner, t)
+    nz = int(np.count_nonzero(t.learner.arrays.table[:, 0]))
+    small = nz <= K.PREFETCH_MIN_SLOTS
+    assert small == (n_features == 5)
+    pred = model_io.load_model(path, predict_only=True, skip_unused=True)
+    assert pred.learner.arrays.hp[K.HP_PREFETCH] == (0.0 if small else 1.0)
+    assert model_io.load_model(path).learner.arrays.hp[K.HP_PREFETCH] == 1.0
+    no = np.zeros(len(batch), dtype=bool)
+    got = pred.reduction.process(batch, no)[0]
+    pred.learner.arrays.hp[K.HP_PREFETCH] = 1.0 - pred.learner.arrays.hp[K.HP_PREFETCH]
+    assert got.tolist() == pred.reduction.process(batch, no)[0].tolist() == t.process(batch, no)[0].tolist()
+
+
 def test_load_rejects_a_wrong_tree():
     t = make_tree(6)
     st_ = t.state()
