@@ -490,6 +490,25 @@ def test_parse_float_one_pass_equals_the_careful_reading(junk, digits):
             assert parse_float(buf, start, len(s)) == _parse_float_long(buf, start, len(s)), (s, start)
 
 
+@HYP
+@given(st.text("0123456789.-e", max_size=20), st.text("0123456789", min_size=0, max_size=20),
+       st.text("0123456789. |\n", min_size=0, max_size=20))
+@example("-0.", "466667", "9999999999999999")
+@example("", "1234567.1234567", "0")  # 7 + 7 digits: both sides read eight bytes at a time
+@example("", "12345678.5", "")  # 8 integer digits: read one at a time
+def test_parse_float_stops_at_the_end_it_is_given(pre, digits, after):
+    """Eight-bytes-at-once reading (``_mantissa``, used when 16 bytes follow the start): the same
+    value and end as the digit-by-digit reading and as a buffer cut at ``e``, even when digits
+    follow ``e`` in the buffer, at every start."""
+    s = pre + digits
+    e = len(s)
+    full = np.frombuffer((s + after + " " * 16).encode(), np.uint8)
+    cut = np.frombuffer(s.encode(), np.uint8)
+    for start in range(e + 1):
+        got = parse_float(full, start, e)
+        assert got == _parse_float_long(full, start, e) == parse_float(cut, start, e), (s, after, start)
+
+
 # ---------------------------------------------------------------------------- grammar round trip vs reference
 
 NAME_CH = st.sampled_from(list("abcxyz_019") + ["é", "\x00", "'", "#"])

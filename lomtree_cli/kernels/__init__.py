@@ -137,12 +137,14 @@ def _load_aot():
     meta = aot_meta(d)
     if meta is None:
         return None
-    import importlib.util
+    # importlib.machinery is loaded at start-up already; importlib.util would cost 0.5-1 ms more
+    from importlib.machinery import ExtensionFileLoader, ModuleSpec
 
     try:
-        spec = importlib.util.spec_from_file_location(AOT_MODULE, _os.path.join(d, meta["file"]))
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+        path = _os.path.join(d, meta["file"])
+        loader = ExtensionFileLoader(AOT_MODULE, path)
+        mod = loader.create_module(ModuleSpec(AOT_MODULE, loader, origin=path))
+        loader.exec_module(mod)
         return {name: (getattr(mod, e["symbol"]), _tuplify(e["args"])) for name, e in meta["entries"].items()}
     except Exception:  # noqa: BLE001 - a broken or foreign module: the JIT does the work
         return None
