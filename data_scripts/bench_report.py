@@ -147,14 +147,15 @@ def throughput_table(rows: list[dict]) -> str:
         vw = f"VW --{r['vw_reduction']}" if r.get("vw_reduction") else ""
         out.append([f"{names.get(r['reduction'], r['reduction'])} {r['part']}", f"{r['file']} ({r['examples']:,})",
                     vw, rate(r["ours_whole_ex_s"]), rate(r["vw_whole_ex_s"]), fmt_num(r.get("ratio_whole")),
+                    fmt_num(r.get("ratio_paired")),
                     rate(r["ours_steady_ex_s"]), rate(r["vw_steady_ex_s"]), fmt_num(r.get("ratio_steady")),
                     rate(r.get("server_whole_ex_s")), fmt_num(r.get("ratio_server_whole")),
                     fmt_num(r.get("ours_fixed_seconds")), fmt_num(r.get("server_fixed_seconds")),
                     fmt_num(r.get("vw_fixed_seconds"))])
     return md_table(["command", "file (examples)", "vs", "ours ex/s (whole)", "VW ex/s (whole)", "ratio whole",
-                     "ours ex/s (steady)", "VW ex/s (steady)", "ratio steady", "server ex/s (whole)",
+                     "ratio paired", "ours ex/s (steady)", "VW ex/s (steady)", "ratio steady", "server ex/s (whole)",
                      "ratio server", "ours 10-line s", "server 10-line s", "VW 10-line s"],
-                    out, "lllrrrrrrrrrrr")
+                    out, "lllrrrrrrrrrrrr")
 
 
 def sweep_table(results: list[dict]) -> str:
@@ -241,7 +242,9 @@ def render_markdown(res: dict, plots: list[str] | None = None) -> str:
                   "`whole`: examples / whole command (start-up, model load and save included). "
                   "`steady`: (examples − 10) / (whole − the same command on the file's first 10 lines): "
                   "the rate once running, start-up removed for both programs alike "
-                  "(`data_scripts/bench_throughput.py`). Ratios are ours / VW: > 1 means lomtree is faster.", ""]
+                  "(`data_scripts/bench_throughput.py`). Ratios are ours / VW: > 1 means lomtree is faster. "
+                  "`ratio paired`: the median over the rounds of VW's time / ours in the same round (the "
+                  "two commands ran back to back, so a stall of the machine spoils one round, not a median).", ""]
     if any(r.get("sweep") for r in res.get("results", [])):
         parts += ["### Per-example time vs k (synthetic streams)", "", sweep_table(res["results"]), "",
                   "Each learner trains with `-b " +

@@ -360,3 +360,18 @@ def test_short_files_get_their_own_number_of_rounds():
     assert case_repeats("letter_filter_x5", cfg) == 7
     assert case_repeats("kjv_lomtree", cfg) == 3
     assert case_repeats("sector_filter_x5", {"repeats": 4}) == 4
+
+
+def test_paired_ratio_is_the_median_of_per_round_ratios():
+    """VW time / ours per round, median over rounds (here 1.5, the ratio of the medians 1.25)."""
+    from data_scripts.bench_throughput import paired_ratio
+
+    def runs(*secs, rc=0):
+        return [bench.Timed(cmd=[], rc=rc, seconds=s, maxrss_kb=0, stderr="") for s in secs]
+
+    ours = runs(1.0, 1.0, 9.0, 9.0, 1.2)
+    vw = runs(1.5, 1.5, 1.5, 1.5, 9.0)
+    assert paired_ratio(ours, vw) == pytest.approx(1.5)
+    assert paired_ratio(runs(2.0, 1.0), runs(1.0, 3.0)) == pytest.approx((0.5 + 3.0) / 2)
+    assert paired_ratio(runs(1.0) + runs(1.0, rc=1), runs(2.0, 2.0)) == pytest.approx(2.0)  # failed runs left out
+    assert paired_ratio([], []) is None
