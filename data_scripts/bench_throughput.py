@@ -181,10 +181,11 @@ def run_case(name: str, repeats: int, use_vw: bool, config_dir=B.CONFIG_DIR, ser
 def paired_ratio(ours: list[B.Timed], vw: list[B.Timed]) -> float | None:
     """Median over the rounds of VW's time / ours in that round (the two ran back to back).
 
-    The ratio of the two medians compares commands that ran minutes apart; on this VM stalls of
-    several seconds hit either program's runs (a `make bench` had three of our 11 Sector LOMtree
-    predictions at 2-10 s and two of VW's at 1-1.7 s). Within a round both commands see the same
-    machine, so a stall spoils that round's ratio only."""
+    The ratio of the two medians compares commands that ran minutes apart, and this VM's speed
+    drifts within minutes (the same 0.2 s Letter prediction had medians of 0.21 and 0.83 s in
+    sets of 7 runs half an hour apart, with 13-17% of the CPU stolen by the host in the slow one).
+    Within a round both commands see the same machine, so a slow spell spoils that round's ratio
+    only, where it can move both medians."""
     pairs = [v.seconds / o.seconds for o, v in zip(ours, vw) if o.rc == 0 and v.rc == 0 and o.seconds > 0]
     return statistics.median(pairs) if pairs else None
 
