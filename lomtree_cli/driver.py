@@ -470,7 +470,7 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     if initial_model is not None:
         loaded = model_io.load_model(initial_model)
         _check_model_conflicts(loaded, explicit or {}, input_cfg)
-        input_cfg = InputConfig(**{**loaded.input_config.__dict__, "skip_invalid": input_cfg.skip_invalid})
+        input_cfg = replace(loaded.input_config, skip_invalid=input_cfg.skip_invalid)
         learner, reduction = loaded.learner, loaded.reduction
         if explicit and explicit.get("learning_rate") is not None:
             learner.arrays.hp[HP_ETA] = float(explicit["learning_rate"])
@@ -616,7 +616,7 @@ def start_predict_early(model_path: str, paths: list, skip_invalid: bool, chunk_
 def _predict_parser(paths: list, input_cfg: InputConfig, skip_invalid: bool, opts: RunOptions, should_stop=None):
     """``predict``'s batches of ``paths``, parsed in a thread that starts now and may run
     ``PREDICT_AHEAD`` batches ahead."""
-    cfg = InputConfig(**{**input_cfg.__dict__, "skip_invalid": bool(skip_invalid)})
+    cfg = replace(input_cfg, skip_invalid=bool(skip_invalid))
     return prefetch(_batches_for_pass(paths, cfg, opts, 0, None), depth=PREDICT_AHEAD, should_stop=should_stop,
                     eager=True)
 
@@ -661,7 +661,7 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
         loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
         if batches is not None and loaded.input_config != peek:
             raise model_io.ModelFormatError(f"{model_path}: the model file changed while it was read")
-        input_cfg = InputConfig(**{**loaded.input_config.__dict__, "skip_invalid": skip_invalid})
+        input_cfg = replace(loaded.input_config, skip_invalid=skip_invalid)
         runner = Runner(input_cfg, loaded.learner, loaded.reduction, opts, learn=False)
         writer = PredictionWriter(opts.predictions, opts.flush)
         if opts.handle_signals:
