@@ -150,12 +150,21 @@ def throughput_table(rows: list[dict]) -> str:
                     fmt_num(r.get("ratio_paired")),
                     rate(r["ours_steady_ex_s"]), rate(r["vw_steady_ex_s"]), fmt_num(r.get("ratio_steady")),
                     rate(r.get("server_whole_ex_s")), fmt_num(r.get("ratio_server_whole")),
+                    _whole_paired(r.get("ratio_whole_vw_nop"), r.get("ratio_paired_vw_nop")),
                     fmt_num(r.get("ours_fixed_seconds")), fmt_num(r.get("server_fixed_seconds")),
                     fmt_num(r.get("vw_fixed_seconds"))])
     return md_table(["command", "file (examples)", "vs", "ours ex/s (whole)", "VW ex/s (whole)", "ratio whole",
                      "ratio paired", "ours ex/s (steady)", "VW ex/s (steady)", "ratio steady", "server ex/s (whole)",
-                     "ratio server", "ours 10-line s", "server 10-line s", "VW 10-line s"],
-                    out, "lllrrrrrrrrrrrr")
+                     "ratio server", "ratio vs VW without -p", "ours 10-line s", "server 10-line s",
+                     "VW 10-line s"],
+                    out, "lllrrrrrrrrrrrrr")
+
+
+def _whole_paired(whole, paired) -> str:
+    """``whole (paired)`` of two ratios, blank when there is neither."""
+    if whole is None and paired is None:
+        return ""
+    return f"{fmt_num(whole)} ({fmt_num(paired)})"
 
 
 def sweep_table(results: list[dict]) -> str:
@@ -244,7 +253,10 @@ def render_markdown(res: dict, plots: list[str] | None = None) -> str:
                   "the rate once running, start-up removed for both programs alike "
                   "(`data_scripts/bench_throughput.py`). Ratios are ours / VW: > 1 means lomtree is faster. "
                   "`ratio paired`: the median over the rounds of VW's time / ours in the same round (the "
-                  "two commands ran back to back, so a stall of the machine spoils one round, not a median).", ""]
+                  "two commands ran back to back, so a stall of the machine spoils one round, not a median). "
+                  "Both prediction commands write their predictions (`-p /dev/null`); "
+                  "`ratio vs VW without -p`: whole (paired) against VW's test run a fourth time in each "
+                  "round without `-p` (the loss only, no predictions written).", ""]
     if any(r.get("sweep") for r in res.get("results", [])):
         parts += ["### Per-example time vs k (synthetic streams)", "", sweep_table(res["results"]), "",
                   "Each learner trains with `-b " +

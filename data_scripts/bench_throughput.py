@@ -10,7 +10,10 @@ cost of a command: interpreter, imports, model load and save. Two rates per comm
 * **steady state**: (examples - 10) / (median wall - median 10-line wall): the rate at which a
   command goes through examples once it runs; start-up removed for both programs alike.
 
-The ratios are ours / VW (> 1: lomtree is faster). On small files (Sector: 6,412 training and
+The ratios are ours / VW (> 1: lomtree is faster). Both prediction commands write their predictions
+(to /dev/null: ``-p``); VW's test also runs a fourth time in each round without ``-p`` (computing the
+loss only, the cheapest way VW evaluates a model), reported as ``ratio_whole_vw_nop`` /
+``ratio_paired_vw_nop``. On small files (Sector: 6,412 training and
 3,207 test lines; here repeated 5 times) the whole-command ratio is bounded by start-up: with the
 ahead-of-time kernels (``make aot``) a lomtree command spends about 0.2 s (Python, numpy, click,
 the model file) before it reads a line, 0.5-0.8 s when the kernels come from numba's cache; VW
@@ -136,6 +139,8 @@ def run_case(name: str, repeats: int, use_vw: bool, config_dir=B.CONFIG_DIR, ser
             ("vw", "train_head"): B.vw_train_cmd(vw_red, k, opts, str(heads["train"]), vhm, extra=exp.vw_args),
             ("vw", "predict"): B.vw_test_cmd(vm, str(test)),
             ("vw", "predict_head"): B.vw_test_cmd(vm, str(heads["predict"])),
+            # VW's test as often run to evaluate: the loss only, no predictions written
+            ("vw_nop", "predict"): B.vw_test_cmd(vm, str(test), None),
         })
     if server:
         cmds.update({("server", what): cmds[("ours", what)] for what in ("train", "train_head", "predict",
@@ -144,7 +149,7 @@ def run_case(name: str, repeats: int, use_vw: bool, config_dir=B.CONFIG_DIR, ser
     order = ["train", "train_head", "predict", "predict_head"]
     for r in range(repeats):
         for what in order:
-            for who in ("ours", "server", "vw"):
+            for who in ("ours", "server", "vw", "vw_nop"):
                 if (who, what) in cmds:
                     env = {"LOMTREE_SERVER": server} if who == "server" else None
                     t = B.run_timed(cmds[(who, what)], env_extra=env)
@@ -170,6 +175,12 @@ def run_case(name: str, repeats: int, use_vw: bool, config_dir=B.CONFIG_DIR, ser
         row["ratio_paired"] = paired_ratio(times.get(("ours", part), []), times.get(("vw", part), []))
         row["ratio_steady"] = B._ratio(row["ours_steady_ex_s"], row["vw_steady_ex_s"])
         row["ratio_server_whole"] = B._ratio(row["server_whole_ex_s"], row["vw_whole_ex_s"])
+        if times.get(("vw_nop", part)):
+            nop = _median(times[("vw_nop", part)])
+            row["vw_nop_seconds"] = nop
+            row["vw_nop_all_seconds"] = [round(t.seconds, 3) for t in times[("vw_nop", part)]]
+            row["ratio_whole_vw_nop"] = B._ratio(row["ours_whole_ex_s"], n / nop if nop else None)
+            row["ratio_paired_vw_nop"] = paired_ratio(times.get(("ours", part), []), times[("vw_nop", part)])
         rows.append(row)
         B.log(f"  {name:16s} {part:7s} ours {row['ours_seconds']} vw {row['vw_seconds']} "
               f"ratio whole {row['ratio_whole']} paired {row['ratio_paired']} steady {row['ratio_steady']} "

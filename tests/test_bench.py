@@ -142,7 +142,11 @@ def test_vw_cmds_same_settings():
     assert "max_internal" not in s and "swap" not in s  # VW log_multi has no T; ours-only options dropped
     one = bench.vw_train_cmd("oaa", 5, {"bits": 18, "passes": 1}, "tr.vw", "m")
     assert "--passes" not in one and "-c" not in one
-    assert bench.vw_test_cmd("m", "te.vw")[3:] == ["-t", "-i", "m", "-d", "te.vw"]
+    assert bench.vw_test_cmd("m", "te.vw")[3:] == ["-t", "-i", "m", "-d", "te.vw", "-p", "/dev/null"]
+    assert bench.vw_test_cmd("m", "te.vw", "p.txt")[-2:] == ["-p", "p.txt"]
+    assert bench.vw_test_cmd("m", "te.vw", None)[3:] == ["-t", "-i", "m", "-d", "te.vw"]
+    # the same output as ours: predictions to /dev/null
+    assert bench.lomtree_predict_cmd("m", "te.vw", "r.json")[-5:-3] == ["-p", "/dev/null"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -375,3 +379,44 @@ def test_paired_ratio_is_the_median_of_per_round_ratios():
     assert paired_ratio(runs(2.0, 1.0), runs(1.0, 3.0)) == pytest.approx((0.5 + 3.0) / 2)
     assert paired_ratio(runs(1.0) + runs(1.0, rc=1), runs(2.0, 2.0)) == pytest.approx(2.0)  # failed runs left out
     assert paired_ratio([], []) is None
+
+
+def test_throughput_rounds_time_vw_with_and_without_predictions(tmp_path, monkeypatch):
+    """Each round runs our prediction and VW's with ``-p /dev/null`` (the same work), and VW's
+    test once more without ``-p`` (prediction only); its ratios land in the predict row."""
+    from data_scripts import bench_throughput as T
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "letter.train.vw").write_text("".join(f"{i % 26 + 1} | 1:0.{i % 9 + 1}\n" for i in range(40)))
+    (data / "letter.test.vw").write_text("".join(f"{i % 26 + 1} | 1:0.{i % 7 + 1}\n" for i in range(20)))
+    monkeypatch.setattr(bench, "DATA_DIR", data)
+    monkeypatch.setattr(bench, "RUNS_DIR", tmp_path / "runs")
+    (tmp_path / "runs").mkdir()
+    ran = []
+    secs = {"ours": 1.0, "vw": 1.5, "vw_nop": 0.8}
+
+    def fake_run(cmd, env_extra=None, **kw):
+        is_vw = "vowpalwabbit" in cmd
+        who = ("vw_nop" if "-t" in cmd and "-p" not in cmd else "vw") if is_vw else "ours"
+        ran.append((who, cmd))
+        return bench.Timed(cmd=cmd, rc=0, seconds=secs[who], maxrss_kb=0, stderr="")
+
+    monkeypatch.setattr(bench, "run_timed", fake_run)
+    rows = T.run_case("letter_filter_x5", 3, use_vw=True)
+    nop = [c for who, c in ran if who == "vw_nop"]
+    assert len(nop) == 3 and all(c[c.index("-d") + 1].endswith("letter.test.x5.vw") for c in nop)
+    vw_pred = [c for who, c in ran if who == "vw" and "-t" in c]
+    assert vw_pred and all(c[c.index("-p") + 1] == "/dev/null" for c in vw_pred)
+    pred = next(r for r in rows if r["part"] == "predict")
+    train = next(r for r in rows if r["part"] == "train")
+    assert pred["ratio_whole"] == pytest.approx(1.5) and pred["ratio_paired"] == pytest.approx(1.5)
+    assert pred["ratio_whole_vw_nop"] == pytest.approx(0.8) and pred["ratio_paired_vw_nop"] == pytest.approx(0.8)
+    assert pred["vw_nop_all_seconds"] == [0.8, 0.8, 0.8]
+    assert "ratio_whole_vw_nop" not in train
+    md = bench_report.throughput_table(rows)
+    header = [c.strip() for c in md.splitlines()[0].strip("|").split("|")]
+    col = header.index("ratio vs VW without -p")
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.strip().strip("|").split("|")][col]
+             for line in md.splitlines()[2:]}
+    assert cells["Filter tree predict"] == "0.80 (0.80)" and cells["Filter tree train"] == ""
