@@ -126,7 +126,7 @@ def test_lomtree_train_cmd_passes_use_cache():
     assert "--max-internal-nodes" not in cmd
 
 
-def test_predict_cmd_writes_no_predictions():
+def test_predict_cmd_writes_predictions_to_dev_null():
     cmd = bench.lomtree_predict_cmd("m", "te.vw", "r.json")
     assert cmd[cmd.index("-p") + 1] == "/dev/null" and "--quiet" in cmd and cmd[cmd.index("-i") + 1] == "m"
 
@@ -383,7 +383,7 @@ def test_paired_ratio_is_the_median_of_per_round_ratios():
 
 def test_throughput_rounds_time_vw_with_and_without_predictions(tmp_path, monkeypatch):
     """Each round runs our prediction and VW's with ``-p /dev/null`` (the same work), and VW's
-    test once more without ``-p`` (prediction only); its ratios land in the predict row."""
+    test once more without ``-p`` (the loss only); its ratios land in the predict row."""
     from data_scripts import bench_throughput as T
 
     data = tmp_path / "data"
