@@ -150,7 +150,8 @@ def throughput_table(rows: list[dict]) -> str:
                     fmt_num(r.get("ratio_paired")),
                     rate(r["ours_steady_ex_s"]), rate(r["vw_steady_ex_s"]), fmt_num(r.get("ratio_steady")),
                     rate(r.get("server_whole_ex_s")), fmt_num(r.get("ratio_server_whole")),
-                    _whole_paired(r.get("ratio_whole_vw_nop"), r.get("ratio_paired_vw_nop")),
+                    "" if r.get("ratio_whole_vw_nop") is None else
+                    _two(r["ratio_whole_vw_nop"], r.get("ratio_paired_vw_nop")),
                     fmt_num(r.get("ours_fixed_seconds")), fmt_num(r.get("server_fixed_seconds")),
                     fmt_num(r.get("vw_fixed_seconds"))])
     return md_table(["command", "file (examples)", "vs", "ours ex/s (whole)", "VW ex/s (whole)", "ratio whole",
@@ -158,13 +159,6 @@ def throughput_table(rows: list[dict]) -> str:
                      "ratio server", "ratio vs VW without -p", "ours 10-line s", "server 10-line s",
                      "VW 10-line s"],
                     out, "lllrrrrrrrrrrrrr")
-
-
-def _whole_paired(whole, paired) -> str:
-    """``whole (paired)`` of two ratios, blank when there is neither."""
-    if whole is None and paired is None:
-        return ""
-    return f"{fmt_num(whole)} ({fmt_num(paired)})"
 
 
 def sweep_table(results: list[dict]) -> str:
