@@ -90,7 +90,7 @@ def common_run_options(f):
 
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, type=str)
-@click.option("-r", "--reduction", type=click.Choice(["oaa", "lomtree", "filter", "rtree", "cpt", "table"]),
+@click.option("-r", "--reduction", type=click.Choice(["oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt"]),
               default="lomtree", show_default=True, help="The reduction.")
 @click.option("-k", "--classes", "k", type=int, help="Number of classes (labels 1..K); optional for cpt.")
 @click.option("-f", "--final-model", "final_model", type=click.Path(dir_okay=False), help="Write the model here.")
@@ -123,6 +123,12 @@ def common_run_options(f):
               default="exact", show_default=True)
 @click.option("--cpt-random-insert", "--cpt_random_insert", "cpt_random_insert", is_flag=True,
               help="cpt baseline: insert new labels on a random side.")
+@click.option("--arity", type=int, default=16, show_default=True, help="plt: most children of a node.")
+@click.option("--beam", type=int, default=10, show_default=True, help="plt: beam width of the prediction search.")
+@click.option("--tree-buffer", "tree_buffer", type=int, default=100_000, show_default=True,
+              help="plt: examples buffered to build the label tree by k-means (0 = grow it online).")
+@click.option("--plt-gamma", "plt_gamma", type=float, default=1.0, show_default=True)
+@click.option("--plt-negatives", "plt_negatives", is_flag=True)
 @click.option("--seed", "--random_seed", "seed", type=int, default=0, show_default=True)
 @click.option("--hash-seed", "--hash_seed", "hash_seed", type=int, default=0, show_default=True)
 @click.option("--noconstant", is_flag=True, help="No constant (bias) feature.")
@@ -132,7 +138,7 @@ def common_run_options(f):
 @click.pass_context
 def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fmt, bits, learning_rate, power_t,
           initial_t, loss, quantile_tau, sgd, decay_learning_rate, passes, cache, holdout_period, holdout_off,
-          early_terminate, max_internal_nodes, swap_resistance, cpt_alpha, cpt_predict, cpt_random_insert, seed,
+          early_terminate, max_internal_nodes, swap_resistance, cpt_alpha, cpt_predict, cpt_random_insert, arity, beam, tree_buffer, plt_gamma, plt_negatives, seed,
           hash_seed, noconstant, label_offset, skip_invalid, quiet, progress_bar, progress_interval, report,
           chunk_bytes):
     """Train on INPUT files ('-' or none = stdin) with progressive validation.

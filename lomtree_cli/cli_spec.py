@@ -22,7 +22,7 @@ SPECS = {
     'train': {
         'argument': 'inputs',
         'options': [
-            ('reduction', ('-r', '--reduction'), ('choice', ('oaa', 'lomtree', 'filter', 'rtree', 'cpt', 'table')), 'lomtree', False),
+            ('reduction', ('-r', '--reduction'), ('choice', ('oaa', 'lomtree', 'filter', 'rtree', 'cpt', 'table', 'plt')), 'lomtree', False),
             ('k', ('-k', '--classes'), ('int',), None, False),
             ('final_model', ('-f', '--final-model'), ('path',), None, False),
             ('initial_model', ('-i', '--initial-model'), ('str',), None, False),
@@ -46,6 +46,11 @@ SPECS = {
             ('cpt_alpha', ('--cpt-alpha', '--cpt_alpha'), ('float',), 0.5, False),
             ('cpt_predict', ('--cpt-predict', '--cpt_predict'), ('choice', ('exact', 'greedy')), 'exact', False),
             ('cpt_random_insert', ('--cpt-random-insert', '--cpt_random_insert'), ('flag',), False, False),
+            ('arity', ('--arity',), ('int',), 16, False),
+            ('beam', ('--beam',), ('int',), 10, False),
+            ('tree_buffer', ('--tree-buffer',), ('int',), 100000, False),
+            ('plt_gamma', ('--plt-gamma',), ('float',), 1.0, False),
+            ('plt_negatives', ('--plt-negatives',), ('flag',), False, False),
             ('seed', ('--seed', '--random_seed'), ('int',), 0, False),
             ('hash_seed', ('--hash-seed', '--hash_seed'), ('int',), 0, False),
             ('noconstant', ('--noconstant',), ('flag',), False, False),

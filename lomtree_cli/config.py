@@ -14,7 +14,7 @@ from .records import Record, asdict, fields
 
 LOSSES = ("squared", "logistic", "hinge", "quantile")
 FORMATS = ("vw", "libsvm")
-REDUCTIONS = ("oaa", "lomtree", "filter", "rtree", "cpt", "table")
+REDUCTIONS = ("oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt")
 #: the constant feature's hash before masking (VW's constant); ALGORITHMS.md §1.3
 CONSTANT_HASH = 11650396
 
@@ -114,6 +114,9 @@ class ReductionConfig(Record, frozen=True):
     cpt_alpha : CPT balance/regressor trade-off in [0, 1]
     cpt_predict : 'exact' (best-first search) or 'greedy'
     cpt_random_insert : CPT baseline: insert new labels on a random side
+    arity : PLT: most children of a node (M)
+    beam : PLT: beam width of the prediction search (B)
+    tree_buffer : PLT: examples buffered to build the label tree (0 = grow it online)
     seed : the run's random seed (SplitMix64 state)
     """
 
@@ -124,6 +127,11 @@ class ReductionConfig(Record, frozen=True):
     cpt_alpha: float = 0.5
     cpt_predict: str = "exact"
     cpt_random_insert: bool = False
+    arity: int = 16
+    beam: int = 10
+    tree_buffer: int = 100_000
+    plt_gamma: float = 1.0
+    plt_negatives: bool = False
     seed: int = 0
 
     def __post_init__(self):
@@ -141,6 +149,12 @@ class ReductionConfig(Record, frozen=True):
             raise ConfigError(f"--cpt-alpha must be in [0, 1], got {self.cpt_alpha}")
         if self.cpt_predict not in ("exact", "greedy"):
             raise ConfigError(f"--cpt-predict must be exact or greedy, got {self.cpt_predict!r}")
+        if not 2 <= int(self.arity) <= 1024:
+            raise ConfigError(f"--arity must be in 2..1024, got {self.arity}")
+        if not 1 <= int(self.beam) <= 4096:
+            raise ConfigError(f"--beam must be in 1..4096, got {self.beam}")
+        if not 0 <= int(self.tree_buffer) <= 1 << 30:
+            raise ConfigError(f"--tree-buffer must be in 0..2^30, got {self.tree_buffer}")
         if not 0 <= int(self.seed) < 2**64:
             raise ConfigError(f"--seed must be in 0..2^64-1, got {self.seed}")
 

@@ -211,7 +211,7 @@ def _build(header: dict, data: dict, predict_only: bool = False) -> LoadedModel:
     if S.ndim != 1:
         raise ValueError("bad model_S")
     learner = LinearLearner(lcfg, input_cfg.bits, max(1, S.shape[0]), cls.slot_mode, predict_only=predict_only)
-    if cls.needs_k and learner.n_models != cls.n_models_for(rcfg):
+    if cls.needs_k and cls.fixed_models and learner.n_models != cls.n_models_for(rcfg):
         raise ValueError("regressor count does not match the reduction")
     learner.load_state({name[len("learner/"):]: a for name, a in data.items() if name.startswith("learner/")},
                        header["learner_meta"])

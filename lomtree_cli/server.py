@@ -56,7 +56,7 @@ def _warm_commands(d: str) -> list[list[str]]:
     with open(svm, "w") as f:
         f.write("".join(f"{1 + i % 5} {1 + i % 7}:0.5 {9 + i % 3}:1\n" for i in range(40)))
     cmds = []
-    for r in ("oaa", "lomtree", "filter", "rtree", "cpt", "table"):
+    for r in ("oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt"):
         m = os.path.join(d, f"{r}.lt")
         preds = os.path.join(d, f"{r}.preds")
         cmds += [["train", "-r", r, "-k", "5", "-b", "18", vw, "-f", m, "-p", preds, "--quiet"],

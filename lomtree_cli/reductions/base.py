@@ -44,6 +44,7 @@ REGISTRY = {
     "rtree": "lomtree_cli.reductions.random_tree:RandomTree",
     "cpt": "lomtree_cli.reductions.cpt:ConditionalProbabilityTree",
     "table": "lomtree_cli.reductions.table:LabelFrequencyTable",
+    "plt": "lomtree_cli.reductions.plt:ProbabilisticLabelTree",
 }
 
 
@@ -69,6 +70,8 @@ class Reduction:
     name: ClassVar[str] = ""
     slot_mode: ClassVar[int] = MODE_STRIDE
     needs_k: ClassVar[bool] = True
+    #: False when the number of regressors grows with the model (CPT, PLT): not fixed by k
+    fixed_models: ClassVar[bool] = True
     #: True when ``process`` returns its own losses (CPT: squared loss of P(y|x))
     own_loss: ClassVar[bool] = False
     #: the loss this reduction uses when the user gives none (LOMtree: quantile)

@@ -1,0 +1,432 @@
+"""Numba kernels of the probabilistic label tree (``reductions/plt.py``).
+
+``PltTree`` (capacity ``C`` nodes, arity ``M``; node 0 is the root, never a leaf)
+    child : int64, shape (C, M)     children of a node, ``child[a, :nchild[a]]``; -1 = none
+    nchild : int64, shape (C,)      0 on leaves (and on the root of an empty tree)
+    parent : int64, shape (C,)      -1 on the root
+    label : int64, shape (C,)       the label of a leaf (>= 1); 0 on internal nodes
+    nleaves : int64, shape (C,)     labels in the subtree
+    leaf_of : int64, shape (k + 1,) leaf node of each label, -1 = not in the tree yet
+    counts : int64, shape (N_CT,)   ``CT_NODES`` nodes used, ``CT_LABELS`` labels in the tree
+
+Node ``a`` uses regressor ``a`` (CPT slot mode: ``slot(h, a) = (h + a * 0x9E3779B1) mod 2^b``,
+so the tree can grow without moving any weight). The children of a node are either all leaves
+or all internal nodes (every rule below keeps it so).
+
+``params`` : float64, shape (N_PAR,) -- ``PAR_ARITY`` M, ``PAR_BEAM`` B, ``PAR_LOGISTIC`` (1 =
+sigmoid link, else ``(clip(f)+1)/2``), ``PAR_NEED_PRED`` (0: the caller discards the
+predictions), ``PAR_GAMMA`` (weight of the parent path in a candidate's ranking score, see
+``beam_search``), ``PAR_NEGATIVES`` (1: a trained example also trains every candidate leaf of its
+beam toward -1, one-against-some).
+
+A kernel that would need more room (nodes or regressors) for an insertion stops *before* the
+example that needs it and returns its index; the caller grows the arrays and calls again from
+there, so results do not depend on chunking.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from . import jit, kernel
+
+from . import linear as K
+
+CT_NODES = 0
+CT_LABELS = 1
+N_CT = 2
+
+PAR_ARITY = 0
+PAR_BEAM = 1
+PAR_LOGISTIC = 2
+PAR_NEED_PRED = 3
+PAR_GAMMA = 4
+PAR_NEGATIVES = 5
+N_PAR = 6
+
+#: nodes an insertion may create (a push-down split: two internal nodes and the leaf)
+ROOM = 3
+
+
+class PltTree(NamedTuple):
+    child: np.ndarray
+    nchild: np.ndarray
+    parent: np.ndarray
+    label: np.ndarray
+    nleaves: np.ndarray
+    leaf_of: np.ndarray
+    counts: np.ndarray
+
+
+@kernel(inline="always")
+def node_logp(lin, logistic, f):
+    """log of the node probability ``P(label in this subtree | label in the parent's)`` from the
+    raw score f: ``log sigmoid(clip(f))`` (logistic) or ``log((clip(f)+1)/2)`` floored at 1e-12."""
+    f = K.clip_score(lin, f)
+    if logistic:
+        if f >= 0.0:
+            return -math.log1p(math.exp(-f))
+        return f - math.log1p(math.exp(f))
+    p = (f + 1.0) * 0.5
+    if p < 1e-12:
+        p = 1e-12
+    return math.log(p)
+
+
+@kernel()
+def beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs):
+    """Candidate labels of example ``s:e`` by beam search over the internal nodes.
+
+    The frontier starts at the root and keeps the ``B`` internal nodes of highest log path
+    probability ``sum log P(node | parent)`` (ties: smaller id); every leaf child of a frontier
+    node becomes a candidate with its log path probability ``cl`` and its ranking score
+    ``cs = log P(leaf | parent) + gamma * log P(parent path)`` (gamma = 1: the PLT's path
+    probability; 0: the leaf's own regressor alone, which is trained against every candidate).
+    Out: ``cn[:nc]`` (leaf nodes), ``cl``, ``cs``; returns nc (0 for an empty tree), candidates
+    in discovery order. ``bn, bl, nn, nl``: frontier work arrays, size >= B * M; ``cn, cl, cs``
+    size >= B * M * depth. Cost: at most ``B * M`` scores per level.
+    """
+    nc = 0
+    if tree.nchild[0] == 0:
+        return 0
+    nb = 1
+    bn[0] = 0
+    bl[0] = 0.0
+    cap = cn.shape[0]
+    while nb > 0:
+        nx = 0
+        for b in range(nb):
+            a = bn[b]
+            for j in range(tree.nchild[a]):
+                c = tree.child[a, j]
+                lp = node_logp(lin, logistic, K.score(lin, indices, values, s, e, c))
+                if tree.nchild[c] == 0:
+                    if nc < cap:
+                        cn[nc] = c
+                        cl[nc] = bl[b] + lp
+                        cs[nc] = lp + gamma * bl[b]
+                        nc += 1
+                else:
+                    nn[nx] = c
+                    nl[nx] = bl[b] + lp
+                    nx += 1
+        nb = B if B < nx else nx
+        for t in range(nb):
+            best = t
+            for u in range(t + 1, nx):
+                if nl[u] > nl[best] or (nl[u] == nl[best] and nn[u] < nn[best]):
+                    best = u
+            x = nn[best]
+            nn[best] = nn[t]
+            nn[t] = x
+            y = nl[best]
+            nl[best] = nl[t]
+            nl[t] = y
+            bn[t] = nn[t]
+            bl[t] = nl[t]
+    return nc
+
+
+@kernel()
+def best_candidate(tree, cn, cs, nc):
+    """Index into the candidates of the highest ranking score (ties: the smaller label); -1 if none."""
+    best = -1
+    for t in range(nc):
+        if best < 0 or cs[t] > cs[best] or (cs[t] == cs[best] and tree.label[cn[t]] < tree.label[cn[best]]):
+            best = t
+    return best
+
+
+@kernel()
+def train_path(lin, tree, indices, values, s, e, leaf, iw, path):
+    """Train the node regressors for an example whose label sits at ``leaf``: at every node on
+    the root-to-leaf path, each child toward +1 if it is on the path, else -1 (the positive node
+    and its siblings, as in PLTs/HSMs for one label), top-down; each regressor is scored right
+    before its update. ``path``: work, size >= depth + 1."""
+    d = 0
+    a = leaf
+    while a >= 0:
+        path[d] = a
+        d += 1
+        a = tree.parent[a]
+    for t in range(d - 1, 0, -1):
+        a = path[t]
+        on = path[t - 1]
+        for j in range(tree.nchild[a]):
+            c = tree.child[a, j]
+            f = K.clip_score(lin, K.score(lin, indices, values, s, e, c))
+            K.learn(lin, indices, values, s, e, c, 1.0 if c == on else -1.0, iw, f)
+
+
+@kernel(inline="always")
+def _new_node(tree, par, lab):
+    """A fresh node (leaf if ``lab > 0``) as the last child of ``par`` (or detached, par = -1)."""
+    v = tree.counts[CT_NODES]
+    tree.counts[CT_NODES] = v + 1
+    tree.nchild[v] = 0
+    tree.label[v] = lab
+    tree.nleaves[v] = 1 if lab > 0 else 0
+    tree.parent[v] = par
+    if par >= 0:
+        tree.child[par, tree.nchild[par]] = v
+        tree.nchild[par] += 1
+    return v
+
+
+@kernel()
+def insert_label(lin, tree, logistic, M, indices, values, s, e, y):
+    """Put the unseen label ``y`` into the tree, guided by the example ``s:e``.
+
+    Descend from the root to the child whose regressor gives the example the highest probability
+    (ties: the child with fewer labels, then the smaller id) until a node whose children are
+    leaves; add a leaf for ``y`` there if it has fewer than M children; otherwise add a new
+    internal sibling (holding the leaf) under its parent if that has room; otherwise push the
+    full node's leaves down into a new internal child A and add a second new child B holding the
+    leaf. New nodes start with fresh regressors; nothing is trained here. Caller guarantees room
+    for ``ROOM`` nodes. Returns the new leaf.
+    """
+    a = 0
+    while True:
+        na = tree.nchild[a]
+        if na == 0 or tree.label[tree.child[a, 0]] > 0:
+            break
+        best = tree.child[a, 0]
+        bl = -np.inf
+        for j in range(na):
+            c = tree.child[a, j]
+            lp = node_logp(lin, logistic, K.score(lin, indices, values, s, e, c))
+            if lp > bl or (lp == bl and tree.nleaves[c] < tree.nleaves[best]):
+                bl = lp
+                best = c
+        a = best
+    if tree.nchild[a] < M:
+        leaf = _new_node(tree, a, y)
+    else:
+        p = tree.parent[a]
+        if p >= 0 and tree.nchild[p] < M:
+            leaf = _new_node(tree, _new_node(tree, p, 0), y)
+        else:
+            A = _new_node(tree, -1, 0)
+            for j in range(tree.nchild[a]):
+                c = tree.child[a, j]
+                tree.child[A, j] = c
+                tree.parent[c] = A
+                tree.child[a, j] = -1
+            tree.nchild[A] = tree.nchild[a]
+            tree.nleaves[A] = tree.nleaves[a]
+            tree.nchild[a] = 0
+            tree.parent[A] = a
+            tree.child[a, 0] = A
+            tree.nchild[a] = 1
+            leaf = _new_node(tree, _new_node(tree, a, 0), y)
+    x = tree.parent[leaf]
+    while x >= 0:
+        tree.nleaves[x] += 1
+        x = tree.parent[x]
+    tree.leaf_of[y] = leaf
+    tree.counts[CT_LABELS] += 1
+    return leaf
+
+
+@kernel()
+def node_depth(tree, a):
+    d = 0
+    while tree.parent[a] >= 0:
+        a = tree.parent[a]
+        d += 1
+    return d
+
+
+@jit(nogil=True)
+def tree_depth(tree):
+    d = 1
+    for v in range(tree.counts[CT_NODES]):
+        if tree.nchild[v] == 0 and v > 0:
+            x = node_depth(tree, v)
+            if x > d:
+                d = x
+    return d
+
+
+@jit(nogil=True)
+def plt_process(lin, tree, params, indptr, indices, values, labels, weights, train, start, preds):
+    """Progressive predict-then-learn over examples ``start:`` of a chunk.
+
+    Per example: beam search (``beam_search``) and the best candidate's label as the prediction
+    (0: empty tree); then, if it trains: insert its label if new (``insert_label``), train the
+    path (``train_path``) and, with ``PAR_NEGATIVES``, every other candidate leaf of the beam
+    toward -1 (those not already trained as siblings of the label's leaf).
+
+    preds : int64, shape (n,) out: the prediction before each update
+    Returns n, or the index of the first example whose label insertion needs more room.
+    """
+    n = labels.shape[0]
+    M = np.int64(params[PAR_ARITY])
+    B = np.int64(params[PAR_BEAM])
+    logistic = params[PAR_LOGISTIC] != 0.0
+    need = params[PAR_NEED_PRED] != 0.0
+    gamma = params[PAR_GAMMA]
+    negatives = params[PAR_NEGATIVES] != 0.0
+    depth = tree_depth(tree)
+    bn = np.empty(B * M, dtype=np.int64)
+    bl = np.empty(B * M, dtype=np.float64)
+    nn = np.empty(B * M, dtype=np.int64)
+    nl = np.empty(B * M, dtype=np.float64)
+    cn = np.empty(B * M * depth, dtype=np.int64)
+    cl = np.empty(B * M * depth, dtype=np.float64)
+    cs = np.empty(B * M * depth, dtype=np.float64)
+    path = np.empty(tree.parent.shape[0] + 1, dtype=np.int64)
+    for i in range(start, n):
+        s = indptr[i]
+        e = indptr[i + 1]
+        nc = 0
+        if need or not train[i] or negatives:
+            nc = beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs)
+            t = best_candidate(tree, cn, cs, nc)
+            preds[i] = tree.label[cn[t]] if t >= 0 else 0
+        if train[i]:
+            y = labels[i]
+            leaf = tree.leaf_of[y]
+            if leaf < 0:
+                used = tree.counts[CT_NODES]
+                if used + ROOM > tree.parent.shape[0] or used + ROOM > lin.S.shape[0]:
+                    return i
+                leaf = insert_label(lin, tree, logistic, M, indices, values, s, e, y)
+            iw = weights[i]
+            train_path(lin, tree, indices, values, s, e, leaf, iw, path)
+            if negatives:
+                par = tree.parent[leaf]
+                for t in range(nc):
+                    c = cn[t]
+                    if tree.parent[c] != par:
+                        f = K.clip_score(lin, K.score(lin, indices, values, s, e, c))
+                        K.learn(lin, indices, values, s, e, c, -1.0, iw, f)
+            K.end_example(lin, iw)
+            d = node_depth(tree, leaf)
+            if d > depth:  # an insertion deepened the tree: room for more candidates
+                depth = d
+                cn = np.empty(B * M * depth, dtype=np.int64)
+                cl = np.empty(B * M * depth, dtype=np.float64)
+                cs = np.empty(B * M * depth, dtype=np.float64)
+    return n
+
+
+@jit(nogil=True)
+def plt_top(lin, tree, params, indptr, indices, values, labels, n_top, labs, probs, p_true):
+    """The ``n_top`` best candidates by ranking score (beam ``max(B, n_top)``) with their path
+    probabilities ``prod P(node | parent)``; ``p_true`` the path probability of the given label
+    (0 if unlabeled or not in the tree). labs int64, probs float64 (n, n_top); p_true (n,)."""
+    n = labels.shape[0]
+    M = np.int64(params[PAR_ARITY])
+    B = np.int64(params[PAR_BEAM])
+    if B < n_top:
+        B = n_top
+    logistic = params[PAR_LOGISTIC] != 0.0
+    gamma = params[PAR_GAMMA]
+    depth = tree_depth(tree)
+    bn = np.empty(B * M, dtype=np.int64)
+    bl = np.empty(B * M, dtype=np.float64)
+    nn = np.empty(B * M, dtype=np.int64)
+    nl = np.empty(B * M, dtype=np.float64)
+    cn = np.empty(B * M * depth, dtype=np.int64)
+    cl = np.empty(B * M * depth, dtype=np.float64)
+    cs = np.empty(B * M * depth, dtype=np.float64)
+    for i in range(n):
+        s = indptr[i]
+        e = indptr[i + 1]
+        nc = beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs)
+        for t in range(n_top):
+            labs[i, t] = 0
+            probs[i, t] = 0.0
+            b = best_candidate(tree, cn, cs, nc)
+            if b < 0:
+                continue
+            labs[i, t] = tree.label[cn[b]]
+            probs[i, t] = math.exp(cl[b])
+            cs[b] = -np.inf
+            cn[b] = cn[nc - 1]
+            cl[b] = cl[nc - 1]
+            cs[b] = cs[nc - 1]
+            nc -= 1
+        y = labels[i]
+        p_true[i] = 0.0
+        if 1 <= y < tree.leaf_of.shape[0] and tree.leaf_of[y] >= 0:
+            lp = 0.0
+            a = tree.leaf_of[y]
+            while tree.parent[a] >= 0:
+                lp += node_logp(lin, logistic, K.score(lin, indices, values, s, e, a))
+                a = tree.parent[a]
+            p_true[i] = math.exp(lp)
+
+
+@jit(nogil=True)
+def majority_process(counts, labels, train, preds):
+    """Predictions while the tree is not built yet: the most frequent trained label so far
+    (ties: the smallest; 0 before any), then count the example's label if it trains.
+    counts : int64, shape (k + 1,), in/out; ``counts[0]`` holds the current argmax."""
+    for i in range(labels.shape[0]):
+        preds[i] = counts[0]
+        if train[i]:
+            y = labels[i]
+            counts[y] += 1
+            b = counts[0]
+            if b == 0 or counts[y] > counts[b] or (counts[y] == counts[b] and y < b):
+                counts[0] = y
+
+
+@jit(nogil=True)
+def sketch_centroids(indptr, indices, values, rows, d_bits, out):
+    """Add each example's L2-normalised features, count-sketched to ``2**d_bits`` dimensions, to
+    row ``rows[i]`` of ``out`` (float64, (n_labels, 2**d_bits)); rows[i] < 0: skipped. Feature
+    h goes to bucket ``(h * phi) >> (64 - d_bits)`` with the sign of bit 31 of the same product
+    (phi the 64-bit golden ratio), so equal features agree across examples."""
+    phi = np.uint64(0x9E3779B97F4A7C15)
+    sh = np.uint64(64 - d_bits)
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        if r < 0:
+            continue
+        s = indptr[i]
+        e = indptr[i + 1]
+        nrm = 0.0
+        for j in range(s, e):
+            v = np.float64(values[j])
+            if math.isfinite(v):
+                nrm += v * v
+        if nrm <= 0.0:
+            continue
+        nrm = 1.0 / math.sqrt(nrm)
+        for j in range(s, e):
+            v = np.float64(values[j])
+            if not math.isfinite(v):
+                continue
+            hv = np.uint64(indices[j]) * phi
+            b = np.int64(hv >> sh)
+            if (hv >> np.uint64(31)) & np.uint64(1):
+                out[r, b] -= v * nrm
+            else:
+                out[r, b] += v * nrm
+
+
+@jit(nogil=True)
+def greedy_balanced_assign(order, m, cap, out):
+    """Balanced assignment of n items to m clusters: walk the (item, cluster) pairs in ``order``
+    (flat indices ``item * m + cluster``, most similar first) and give an item the first cluster
+    that still has capacity. cap : int64 (m,) capacities, in/out (decremented); out : int64 (n,)."""
+    n = out.shape[0]
+    for i in range(n):
+        out[i] = -1
+    left = n
+    for t in range(order.shape[0]):
+        if left == 0:
+            break
+        f = order[t]
+        i = f // m
+        c = f - i * m
+        if out[i] < 0 and cap[c] > 0:
+            out[i] = c
+            cap[c] -= 1
+            left -= 1

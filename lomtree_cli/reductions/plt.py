@@ -1,0 +1,398 @@
+"""Probabilistic label tree (PLT) over a k-means label tree, trained online in one pass.
+
+A wide label tree whose leaves are the labels: each node ``v`` (but the root) owns a logistic
+regressor estimating ``P(y in subtree(v) | y in subtree(parent(v)), x)``, and ``P(y|x)`` is the
+product along the root-to-leaf path (Jasinska et al., *Extreme F-measure maximization using
+sparse probability estimates*, ICML 2016; Jasinska-Kobus et al., *Online Probabilistic Label
+Trees*, AISTATS 2021; for one label per example this is a hierarchical softmax with one-vs-
+siblings logistic nodes, napkinXC's ``HSM``/``PLT``).
+
+Choices (measured; see ``docs/ACCURACY.md``):
+
+* **Label tree: balanced hierarchical k-means on label centroids from a prefix of the stream.**
+  The first ``--tree-buffer`` examples (default 100,000, and at most ``BUFFER_FEATURES`` feature
+  entries) are held in memory; their labels' centroids (mean of the L2-normalised examples,
+  count-sketched to at most 1,024 dimensions, centred, L2-normalised) are split recursively into
+  at most M balanced groups by spherical k-means with a greedy capacity-constrained assignment,
+  so the tree has the minimal depth ``ceil(log_M n_labels)``. Then the buffered examples are
+  trained in order and the rest of the stream follows. Each example is still learned exactly
+  once (one pass), and its progressive prediction is made before it is learned: while the prefix
+  is buffered the prediction is the most frequent label so far (the model has no weights yet),
+  so the progressive loss of a run shorter than the buffer is that of a frequency table; the
+  held-out error is what measures the model. The buffer is also emptied at the end of a pass
+  and before a model is saved.
+* **Labels unseen when the tree was built** are inserted online at the example that brings them
+  (``plt_kernels.insert_label``): descend to the most probable child; add the leaf under the
+  first node with free arity, else a new sibling group, else push the full group down one level.
+* **Arity M** (``--arity``, default 16) and **beam width B** (``--beam``, default 10):
+  prediction scores at most ``B * M`` regressors per level, training ``M`` per level, so an
+  example costs ``O(M * log_M k)`` to train and ``O(B * M * log_M k)`` to predict.
+* **Node loss: logistic** (the default loss of this reduction; the others work with the
+  ``(clip(f)+1)/2`` link).
+* Regressor of node ``a`` is ``a`` in CPT slot mode, so the tree grows without moving weights.
+
+Model state: ``child`` (n_nodes, M), ``nchild, parent, label`` (int64), ``nleaves`` and
+``leaf_of`` are rebuilt and the structure validated on load.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..kernels import plt_kernels as P
+from ..kernels.linear import MODE_CPT
+from .base import Reduction
+
+#: most feature entries the tree-building buffer holds (about 12 bytes each)
+BUFFER_FEATURES = 1 << 25
+#: most dimensions of the label-centroid sketch, and the memory it may take (float64)
+SKETCH_MAX_BITS = 10
+SKETCH_BYTES = 1 << 28
+KMEANS_ITERS = 12
+
+
+def _empty_tree(cap: int, M: int, k: int) -> P.PltTree:
+    t = P.PltTree(np.full((cap, M), -1, dtype=np.int64), np.zeros(cap, np.int64), np.full(cap, -1, np.int64),
+                  np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.full(k + 1, -1, np.int64),
+                  np.zeros(P.N_CT, np.int64))
+    t.counts[P.CT_NODES] = 1  # the root
+    return t
+
+
+def _grow(tree: P.PltTree, cap: int) -> P.PltTree:
+    M = tree.child.shape[1]
+    new = _empty_tree(cap, M, tree.leaf_of.shape[0] - 1)
+    n = int(tree.counts[P.CT_NODES])
+    for name in ("child", "nchild", "parent", "label", "nleaves"):
+        getattr(new, name)[:n] = getattr(tree, name)[:n]
+    new.leaf_of[:] = tree.leaf_of
+    new.counts[:] = tree.counts
+    return new
+
+
+def balanced_kmeans(X: np.ndarray, m: int, rng: np.random.Generator, iters: int = KMEANS_ITERS) -> np.ndarray:
+    """Cluster ids (int64, (n,)) of the rows of X (L2-normalised) into m clusters whose sizes
+    differ by at most one: spherical k-means, each assignment step greedy over (row, centre)
+    pairs by decreasing cosine similarity under the size caps."""
+    n = X.shape[0]
+    cap0 = np.full(m, n // m, dtype=np.int64)
+    cap0[: n % m] += 1
+    centers = X[rng.choice(n, m, replace=False)]
+    assign = np.full(n, -1, dtype=np.int64)
+    for _ in range(iters):
+        S = X @ centers.T
+        order = np.argsort(-S, axis=None, kind="stable").astype(np.int64)
+        new = np.empty(n, dtype=np.int64)
+        P.greedy_balanced_assign(order, m, cap0.copy(), new)
+        if np.array_equal(new, assign):
+            break
+        assign = new
+        centers = np.zeros((m, X.shape[1]))
+        np.add.at(centers, assign, X)
+        nrm = np.linalg.norm(centers, axis=1, keepdims=True)
+        nrm[nrm == 0] = 1.0
+        centers /= nrm
+    return assign
+
+
+def kmeans_tree(labels: np.ndarray, X: np.ndarray, M: int, seed: int):
+    """Parent and label arrays (creation order, root 0) of a balanced M-ary label tree over
+    ``labels`` (int64, (n,)) by recursive balanced k-means on their centroids X (n, d): a group
+    of more than M labels is split into ``ceil(n / M**(depth-1))`` clusters, depth =
+    ``ceil(log_M n)``, so every leaf sits at the minimal depth."""
+    rng = np.random.default_rng(seed)
+    parent = [-1]
+    label = [0]
+    stack = [(0, np.arange(labels.shape[0]))]
+    while stack:
+        node, idx = stack.pop()
+        n = idx.shape[0]
+        if n <= M:
+            for i in idx:
+                parent.append(node)
+                label.append(int(labels[i]))
+            continue
+        depth = 1
+        while M ** depth < n:
+            depth += 1
+        m = -(-n // M ** (depth - 1))
+        assign = balanced_kmeans(X[idx], m, rng)
+        kids = []
+        for c in range(m):
+            parent.append(node)
+            label.append(0)
+            kids.append((len(parent) - 1, idx[assign == c]))
+        stack.extend(reversed(kids))
+    return np.array(parent, dtype=np.int64), np.array(label, dtype=np.int64)
+
+
+class ProbabilisticLabelTree(Reduction):
+    """PLT reduction (see the module docstring)."""
+
+    name = "plt"
+    slot_mode = MODE_CPT
+    default_loss = "logistic"
+    fixed_models = False
+
+    def __init__(self, rcfg, learner):
+        super().__init__(rcfg, learner)
+        self.M = int(rcfg.arity)
+        self.tree = _empty_tree(16, self.M, self.k)
+        self.params = np.zeros(P.N_PAR, dtype=np.float64)
+        self.params[P.PAR_ARITY] = self.M
+        self.params[P.PAR_BEAM] = int(rcfg.beam)
+        self.params[P.PAR_LOGISTIC] = 1.0 if learner.config.loss == "logistic" else 0.0
+        self.params[P.PAR_NEED_PRED] = 1.0
+        self.params[P.PAR_GAMMA] = float(rcfg.plt_gamma)
+        self.params[P.PAR_NEGATIVES] = 1.0 if rcfg.plt_negatives else 0.0
+        self.buffer_limit = int(rcfg.tree_buffer)
+        self.built = self.buffer_limit == 0
+        self.buffer: list = []  # (batch copy, train mask)
+        self.buffered = 0
+        self.buffered_features = 0
+        self.freq = np.zeros(self.k + 1, dtype=np.int64)
+
+    @staticmethod
+    def n_models_for(rcfg) -> int:
+        return 16  # initial capacity; grows with the tree
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.tree.counts[P.CT_NODES])
+
+    @property
+    def n_labels(self) -> int:
+        return int(self.tree.counts[P.CT_LABELS])
+
+    # -- training ----------------------------------------------------------------------------
+    def _run(self, batch, train) -> np.ndarray:
+        n = len(batch)
+        preds = np.zeros(n, dtype=np.int64)
+        train = np.ascontiguousarray(train, dtype=np.bool_)
+        i = 0
+        while True:
+            i = P.plt_process(self.learner.arrays, self.tree, self.params, batch.indptr, batch.indices,
+                              batch.values, batch.labels, batch.weights, train, i, preds)
+            if i >= n:
+                return preds
+            need = self.n_nodes + P.ROOM
+            if need > self.tree.parent.shape[0]:
+                self.tree = _grow(self.tree, 2 * need)
+            if need > self.learner.n_models:
+                self.learner.ensure_models(2 * need)
+
+    def _hold(self, batch, train) -> np.ndarray:
+        """Buffer a chunk for the tree (copies: the parser may reuse its arrays); predictions by
+        label frequency."""
+        train = np.ascontiguousarray(train, dtype=np.bool_)
+        preds = np.zeros(len(batch), dtype=np.int64)
+        P.majority_process(self.freq, batch.labels, train, preds)
+        copy = batch.slice(0, len(batch))
+        copy = type(batch)(labels=copy.labels.copy(), weights=copy.weights.copy(), indptr=copy.indptr,
+                           indices=copy.indices.copy(), values=copy.values.copy(),
+                           line_numbers=copy.line_numbers.copy(), source=batch.source)
+        self.buffer.append((copy, train.copy()))
+        self.buffered += len(batch)
+        self.buffered_features += int(batch.indptr[-1] - batch.indptr[0])
+        return preds
+
+    def process(self, batch, train):
+        if self.built:
+            return self._run(batch, train), None
+        n = len(batch)
+        room = self.buffer_limit - self.buffered
+        if self.buffered_features + int(batch.indptr[-1]) > BUFFER_FEATURES:
+            room = 0 if self.buffer else min(room, 1)
+        if n <= room:
+            preds = self._hold(batch, train)
+            if self.buffered >= self.buffer_limit:
+                self.flush()
+            return preds, None
+        first = self._hold(batch.slice(0, room), train[:room]) if room > 0 else np.zeros(0, np.int64)
+        self.flush()
+        rest = self._run(batch.slice(room, n), np.asarray(train[room:]))
+        return np.concatenate([first, rest]), None
+
+    def flush(self) -> None:
+        """Build the label tree from the buffered examples and train on them (once)."""
+        if self.built:
+            return
+        self.built = True
+        buf, self.buffer = self.buffer, []
+        self.freq = np.zeros(0, dtype=np.int64)
+        if self.n_labels == 0:
+            self._build_tree(buf)
+        self.params[P.PAR_NEED_PRED] = 0.0
+        try:
+            for b, t in buf:
+                self._run(b, t)
+        finally:
+            self.params[P.PAR_NEED_PRED] = 1.0
+
+    def _build_tree(self, buf) -> None:
+        if not buf:
+            return
+        labels = np.concatenate([b.labels[t] for b, t in buf])
+        seen = np.flatnonzero(np.bincount(labels, minlength=self.k + 1)[1:]) + 1
+        if seen.size == 0:
+            return
+        row_of = np.full(self.k + 1, -1, dtype=np.int64)
+        row_of[seen] = np.arange(seen.size)
+        bits = SKETCH_MAX_BITS
+        while bits > 4 and seen.size * 8 << bits > SKETCH_BYTES:
+            bits -= 1
+        X = np.zeros((seen.size, 1 << bits), dtype=np.float64)
+        cnt = np.zeros(seen.size, dtype=np.float64)
+        for b, t in buf:
+            rows = np.where(t, row_of[b.labels], -1)
+            P.sketch_centroids(b.indptr, b.indices, b.values, rows, bits, X)
+            np.add.at(cnt, rows[rows >= 0], 1.0)
+        X /= cnt[:, None]
+        X -= X.mean(axis=0)
+        nrm = np.linalg.norm(X, axis=1, keepdims=True)
+        nrm[nrm == 0] = 1.0
+        X /= nrm
+        parent, label = kmeans_tree(seen, X, self.M, int(self.config.seed))
+        self._set_structure(parent, label)
+
+    def _set_structure(self, parent: np.ndarray, label: np.ndarray, child: np.ndarray | None = None) -> None:
+        """Fill the tree from parent/label arrays and the children lists (default: each node's
+        children in id order)."""
+        n = parent.shape[0]
+        cap = 16
+        while cap < n + P.ROOM:
+            cap *= 2
+        tree = _empty_tree(cap, self.M, self.k)
+        tree.parent[:n] = parent
+        tree.label[:n] = label
+        if child is None:
+            for v in range(1, n):
+                a = parent[v]
+                tree.child[a, tree.nchild[a]] = v
+                tree.nchild[a] += 1
+        else:
+            tree.child[:n] = child
+            tree.nchild[:n] = (child >= 0).sum(axis=1)
+        leaves = np.flatnonzero(label > 0)
+        tree.leaf_of[label[leaves]] = leaves
+        for v in leaves:  # (a push-down gives a node a larger id than its children)
+            a = v
+            while a >= 0:
+                tree.nleaves[a] += 1
+                a = parent[a]
+        tree.counts[P.CT_NODES] = n
+        tree.counts[P.CT_LABELS] = leaves.size
+        self.tree = tree
+        if n > self.learner.n_models:
+            self.learner.ensure_models(n)
+
+    def end_pass(self) -> None:
+        self.flush()
+
+    # -- prediction ----------------------------------------------------------------------------
+    def predict_top(self, batch, n):
+        m = len(batch)
+        n = max(1, int(n))
+        labs = np.zeros((m, n), dtype=np.int64)
+        probs = np.zeros((m, n), dtype=np.float64)
+        p_true = np.zeros(m, dtype=np.float64)
+        P.plt_top(self.learner.arrays, self.tree, self.params, batch.indptr, batch.indices, batch.values,
+                  batch.labels, n, labs, probs, p_true)
+        return labs, probs, p_true
+
+    # -- persistence ---------------------------------------------------------------------------
+    def state(self) -> dict:
+        self.flush()
+        n = self.n_nodes
+        t = self.tree
+        return {"child": t.child[:n].copy(), "nchild": t.nchild[:n].copy(), "parent": t.parent[:n].copy(),
+                "label": t.label[:n].copy()}
+
+    def meta(self) -> dict:
+        return {"n_nodes": self.n_nodes, "n_labels": self.n_labels}
+
+    def load_state(self, arrays: dict, meta: dict) -> None:
+        for name in ("child", "nchild", "parent", "label"):
+            if name not in arrays:
+                raise ValueError(f"missing PLT array {name!r}")
+        child, nchild = np.asarray(arrays["child"]), np.asarray(arrays["nchild"])
+        parent, label = np.asarray(arrays["parent"]), np.asarray(arrays["label"])
+        n = parent.shape[0]
+        for a in (nchild, parent, label, child):
+            if a.dtype != np.int64 or a.shape[0] != n:
+                raise ValueError("PLT arrays have the wrong shape or type")
+        if child.shape != (n, self.M) or n < 1:
+            raise ValueError("PLT child array does not match the arity")
+        _validate(child, nchild, parent, label, self.k)
+        if n > self.learner.n_models:
+            raise ValueError("PLT uses more regressors than the model stores")
+        self._set_structure(parent, label, child)
+        self.built = True
+        self.buffer = []
+
+    # -- description ---------------------------------------------------------------------------
+    def depths(self) -> np.ndarray:
+        n = self.n_nodes
+        d = np.zeros(n, dtype=np.int64)
+        order = [0]
+        for a in order:  # breadth first from the root
+            kids = self.tree.child[a, :self.tree.nchild[a]]
+            d[kids] = d[a] + 1
+            order.extend(kids.tolist())
+        return d
+
+    def inspect(self) -> dict:
+        n = self.n_nodes
+        t = self.tree
+        d = self.depths()
+        leaf = t.label[:n] > 0
+        return {
+            "reduction": self.name, "k": self.config.k, "labels": self.n_labels, "nodes": n,
+            "regressors": n, "arity": self.M, "beam": int(self.params[P.PAR_BEAM]),
+            "depth": int(d.max()) if n else 0,
+            "balanced_depth": math.ceil(math.log(self.n_labels, self.M)) if self.n_labels > 1 else 0,
+            "mean_leaf_depth": round(float(d[leaf].mean()), 4) if leaf.any() else 0.0,
+            "levels": [{"depth": lev, "nodes": int((d == lev).sum()), "leaves": int(((d == lev) & leaf).sum())}
+                       for lev in range(int(d.max()) + 1 if n else 0)],
+        }
+
+
+def _validate(child, nchild, parent, label, k) -> None:
+    """ValueError unless the arrays form one tree rooted at 0 whose leaves carry distinct labels
+    1..k and whose children are all leaves or all internal."""
+    n = parent.shape[0]
+    M = child.shape[1]
+    if parent[0] != -1 or label[0] != 0:
+        raise ValueError("PLT root invalid")
+    if np.any(nchild < 0) or np.any(nchild > M):
+        raise ValueError("PLT child count out of range")
+    if n > 1 and (np.any(parent[1:] < 0) or np.any(parent[1:] >= n)):
+        raise ValueError("PLT parent out of range")
+    seen = np.zeros(n, dtype=np.int64)
+    for a in range(n):
+        kids = child[a, :nchild[a]]
+        if np.any(child[a, nchild[a]:] != -1) or np.any(kids < 1) or np.any(kids >= n):
+            raise ValueError("PLT child link invalid")
+        if np.any(parent[kids] != a):
+            raise ValueError("PLT parent/child links disagree")
+        if kids.size and len(set((label[kids] > 0).tolist())) > 1:
+            raise ValueError("PLT node mixes leaves and internal children")
+        seen[kids] += 1
+    if np.any(seen[1:] != 1):
+        raise ValueError("PLT nodes are not a tree")
+    # a tree: every node reaches the root (parents can be later ids after a push-down)
+    for v in range(1, n):
+        a, d = v, 0
+        while a != 0:
+            a = parent[a]
+            d += 1
+            if d > n:
+                raise ValueError("PLT parent links form a cycle")
+    leaves = label > 0
+    if np.any(leaves & (nchild > 0)) or np.any(~leaves[1:] & (label[1:] != 0)):
+        raise ValueError("PLT leaf labels invalid")
+    lab = label[leaves]
+    if np.any(lab > k) or np.unique(lab).size != lab.size:
+        raise ValueError("PLT leaf labels invalid")
