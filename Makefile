@@ -41,7 +41,7 @@ demo: aot
 	mkdir -p $(DEMO)
 	$(PY) -m data_scripts.synthetic -k 1000 -n 100000 --seed 1 --noise 0.5 --vocab 4000 --noise-features 6 \
 	    --zipf 0.7 --out $(DEMO)/train.vw --test-out $(DEMO)/test.vw --test-n 10000
-	$(VENV)/bin/lomtree train -r lomtree -k 1000 -b 22 $(DEMO)/train.vw -f $(DEMO)/model.lt --report $(DEMO)/train.json
+	$(VENV)/bin/lomtree train -r plt -k 1000 -b 22 $(DEMO)/train.vw -f $(DEMO)/model.lt --report $(DEMO)/train.json
 	$(VENV)/bin/lomtree predict -i $(DEMO)/model.lt $(DEMO)/test.vw -p $(DEMO)/preds.txt --report $(DEMO)/test.json
 	$(PY) -c "import json; r=json.load(open('$(DEMO)/test.json')); print('held-out error: %.4f on %d examples' % (r['average_loss'], r['examples']))"
 

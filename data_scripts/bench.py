@@ -66,7 +66,7 @@ RUNS_DIR = BENCH_DIR / "runs"
 CONFIG_DIR = REPO_ROOT / "configs"
 
 #: our reductions, in table order
-REDUCTIONS = ("oaa", "lomtree", "filter", "rtree", "cpt", "table")
+REDUCTIONS = ("oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt")
 #: VW's counterpart of each of our reductions (None: VW has none)
 VW_COUNTERPART = {"oaa": "oaa", "lomtree": "log_multi", "filter": "ect"}
 #: option name in a config -> lomtree train flag

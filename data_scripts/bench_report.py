@@ -21,8 +21,8 @@ PLOTS = {
 
 #: display names
 NAMES = {"oaa": "OAA", "lomtree": "LOMtree", "filter": "Filter tree", "rtree": "Rtree", "cpt": "CPT",
-         "table": "label-frequency", "log_multi": "VW --log_multi", "ect": "VW --ect"}
-SYSTEM_ORDER = ["oaa", "lomtree", "filter", "rtree", "cpt", "table"]
+         "table": "label-frequency", "plt": "PLT", "log_multi": "VW --log_multi", "ect": "VW --ect"}
+SYSTEM_ORDER = ["oaa", "plt", "lomtree", "filter", "rtree", "cpt", "table"]
 VW_ORDER = ["oaa", "log_multi", "ect"]
 
 

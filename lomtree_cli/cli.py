@@ -123,12 +123,14 @@ def common_run_options(f):
               default="exact", show_default=True)
 @click.option("--cpt-random-insert", "--cpt_random_insert", "cpt_random_insert", is_flag=True,
               help="cpt baseline: insert new labels on a random side.")
-@click.option("--arity", type=int, default=16, show_default=True, help="plt: most children of a node.")
+@click.option("--arity", type=int, default=32, show_default=True, help="plt: most children of a node.")
 @click.option("--beam", type=int, default=10, show_default=True, help="plt: beam width of the prediction search.")
 @click.option("--tree-buffer", "tree_buffer", type=int, default=100_000, show_default=True,
               help="plt: examples buffered to build the label tree by k-means (0 = grow it online).")
-@click.option("--plt-gamma", "plt_gamma", type=float, default=1.0, show_default=True)
-@click.option("--plt-negatives", "plt_negatives", is_flag=True)
+@click.option("--path-weight", "path_weight", type=float, default=0.25, show_default=True,
+              help="plt: weight of the parent path's log probability in a candidate's score (1 = pure PLT).")
+@click.option("--no-leaf-negatives", "no_leaf_negatives", is_flag=True,
+              help="plt: train leaves against their siblings only, not against every beam candidate.")
 @click.option("--seed", "--random_seed", "seed", type=int, default=0, show_default=True)
 @click.option("--hash-seed", "--hash_seed", "hash_seed", type=int, default=0, show_default=True)
 @click.option("--noconstant", is_flag=True, help="No constant (bias) feature.")
@@ -138,7 +140,7 @@ def common_run_options(f):
 @click.pass_context
 def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fmt, bits, learning_rate, power_t,
           initial_t, loss, quantile_tau, sgd, decay_learning_rate, passes, cache, holdout_period, holdout_off,
-          early_terminate, max_internal_nodes, swap_resistance, cpt_alpha, cpt_predict, cpt_random_insert, arity, beam, tree_buffer, plt_gamma, plt_negatives, seed,
+          early_terminate, max_internal_nodes, swap_resistance, cpt_alpha, cpt_predict, cpt_random_insert, arity, beam, tree_buffer, path_weight, no_leaf_negatives, seed,
           hash_seed, noconstant, label_offset, skip_invalid, quiet, progress_bar, progress_interval, report,
           chunk_bytes):
     """Train on INPUT files ('-' or none = stdin) with progressive validation.

@@ -129,7 +129,7 @@ def run_train(p: dict, given: set, start: float, warn) -> None:
             rcfg = ReductionConfig(name=reduction, k=p["k"], max_internal_nodes=p["max_internal_nodes"],
                                    swap_resistance=p["swap_resistance"], cpt_alpha=p["cpt_alpha"],
                                    cpt_predict=p["cpt_predict"], cpt_random_insert=p["cpt_random_insert"],
-                                   arity=p["arity"], beam=p["beam"], tree_buffer=p["tree_buffer"], plt_gamma=p["plt_gamma"], plt_negatives=p["plt_negatives"],
+                                   arity=p["arity"], beam=p["beam"], tree_buffer=p["tree_buffer"], path_weight=p["path_weight"], leaf_negatives=not p["no_leaf_negatives"],
                                    seed=p["seed"])
             cls = get_reduction_class(reduction)
             the_loss = p["loss"]

@@ -117,6 +117,8 @@ class ReductionConfig(Record, frozen=True):
     arity : PLT: most children of a node (M)
     beam : PLT: beam width of the prediction search (B)
     tree_buffer : PLT: examples buffered to build the label tree (0 = grow it online)
+    path_weight : PLT: gamma, weight of the parent path in a candidate's ranking score
+    leaf_negatives : PLT: train every beam candidate leaf toward -1 (one-against-some)
     seed : the run's random seed (SplitMix64 state)
     """
 
@@ -127,11 +129,11 @@ class ReductionConfig(Record, frozen=True):
     cpt_alpha: float = 0.5
     cpt_predict: str = "exact"
     cpt_random_insert: bool = False
-    arity: int = 16
+    arity: int = 32
     beam: int = 10
     tree_buffer: int = 100_000
-    plt_gamma: float = 1.0
-    plt_negatives: bool = False
+    path_weight: float = 0.25
+    leaf_negatives: bool = True
     seed: int = 0
 
     def __post_init__(self):
@@ -153,6 +155,8 @@ class ReductionConfig(Record, frozen=True):
             raise ConfigError(f"--arity must be in 2..1024, got {self.arity}")
         if not 1 <= int(self.beam) <= 4096:
             raise ConfigError(f"--beam must be in 1..4096, got {self.beam}")
+        if not (math.isfinite(self.path_weight) and 0.0 <= self.path_weight <= 1.0):
+            raise ConfigError(f"--path-weight must be in [0, 1], got {self.path_weight}")
         if not 0 <= int(self.tree_buffer) <= 1 << 30:
             raise ConfigError(f"--tree-buffer must be in 0..2^30, got {self.tree_buffer}")
         if not 0 <= int(self.seed) < 2**64:

@@ -47,6 +47,10 @@ PAR_GAMMA = 4
 PAR_NEGATIVES = 5
 N_PAR = 6
 
+#: weight of a leaf's raw score in its ranking score: it only orders leaves whose clipped
+#: probabilities tie (e.g. several at 1 with squared loss)
+TIE = 1e-6
+
 #: nodes an insertion may create (a push-down split: two internal nodes and the leaf)
 ROOM = 3
 
@@ -102,12 +106,14 @@ def beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn
             a = bn[b]
             for j in range(tree.nchild[a]):
                 c = tree.child[a, j]
-                lp = node_logp(lin, logistic, K.score(lin, indices, values, s, e, c))
+                f = K.score(lin, indices, values, s, e, c)
+                lp = node_logp(lin, logistic, f)
                 if tree.nchild[c] == 0:
                     if nc < cap:
                         cn[nc] = c
                         cl[nc] = bl[b] + lp
-                        cs[nc] = lp + gamma * bl[b]
+                        # the raw score breaks the ties of clipped probabilities
+                        cs[nc] = lp + gamma * bl[b] + TIE * f
                         nc += 1
                 else:
                     nn[nx] = c

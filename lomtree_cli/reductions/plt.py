@@ -7,7 +7,7 @@ sparse probability estimates*, ICML 2016; Jasinska-Kobus et al., *Online Probabi
 Trees*, AISTATS 2021; for one label per example this is a hierarchical softmax with one-vs-
 siblings logistic nodes, napkinXC's ``HSM``/``PLT``).
 
-Choices (measured; see ``docs/ACCURACY.md``):
+Choices (measured in one pass at ``-b 24``; figures and what lost in ``docs/ACCURACY.md``):
 
 * **Label tree: balanced hierarchical k-means on label centroids from a prefix of the stream.**
   The first ``--tree-buffer`` examples (default 100,000, and at most ``BUFFER_FEATURES`` feature
@@ -24,11 +24,20 @@ Choices (measured; see ``docs/ACCURACY.md``):
 * **Labels unseen when the tree was built** are inserted online at the example that brings them
   (``plt_kernels.insert_label``): descend to the most probable child; add the leaf under the
   first node with free arity, else a new sibling group, else push the full group down one level.
-* **Arity M** (``--arity``, default 16) and **beam width B** (``--beam``, default 10):
-  prediction scores at most ``B * M`` regressors per level, training ``M`` per level, so an
-  example costs ``O(M * log_M k)`` to train and ``O(B * M * log_M k)`` to predict.
-* **Node loss: logistic** (the default loss of this reduction; the others work with the
-  ``(clip(f)+1)/2`` link).
+* **Leaves trained one-against-some** (``--no-leaf-negatives`` turns it off): besides the PLT
+  updates (each node on the label's path toward +1, its siblings toward -1), every candidate
+  leaf of the example's beam is trained toward -1, so a leaf's regressor competes with the
+  labels it is actually confused with (the Recall tree's idea: Daume III, Karampatziakis,
+  Langford, Mineiro, *Logarithmic Time One-Against-Some*, ICML 2017).
+* **Ranking: ``log P(leaf | parent) + gamma * log P(parent path)``**, gamma = ``--path-weight``
+  (default 0.25; 1 is the PLT's path probability). ``--probabilities`` and ``--top-k`` report the
+  path probability ``P(y|x)`` of the ranked candidates.
+* **Arity M** (``--arity``, default 32) and **beam width B** (``--beam``, default 10): prediction
+  scores at most ``B * M`` regressors per level, training ``M`` per level plus at most ``B * M``
+  candidate leaves, so an example costs ``O(B * M * log_M k)``: at k = 100,000 (depth 4) at
+  most 1,280 regressors against OAA's 100,000.
+* **Node loss: squared** (the default loss of this reduction; probability ``(clip(f)+1)/2``):
+  logistic loss under the same adaptive update was 3-5 points worse in one pass on Sector.
 * Regressor of node ``a`` is ``a`` in CPT slot mode, so the tree grows without moving weights.
 
 Model state: ``child`` (n_nodes, M), ``nchild, parent, label`` (int64), ``nleaves`` and
@@ -101,7 +110,7 @@ def kmeans_tree(labels: np.ndarray, X: np.ndarray, M: int, seed: int):
     """Parent and label arrays (creation order, root 0) of a balanced M-ary label tree over
     ``labels`` (int64, (n,)) by recursive balanced k-means on their centroids X (n, d): a group
     of more than M labels is split into ``ceil(n / M**(depth-1))`` clusters, depth =
-    ``ceil(log_M n)``, so every leaf sits at the minimal depth."""
+    ``ceil(log_M n)``, so the tree has the minimal depth of an M-ary tree over n leaves."""
     rng = np.random.default_rng(seed)
     parent = [-1]
     label = [0]
@@ -133,7 +142,7 @@ class ProbabilisticLabelTree(Reduction):
 
     name = "plt"
     slot_mode = MODE_CPT
-    default_loss = "logistic"
+    default_loss = "squared"
     fixed_models = False
 
     def __init__(self, rcfg, learner):
@@ -145,8 +154,8 @@ class ProbabilisticLabelTree(Reduction):
         self.params[P.PAR_BEAM] = int(rcfg.beam)
         self.params[P.PAR_LOGISTIC] = 1.0 if learner.config.loss == "logistic" else 0.0
         self.params[P.PAR_NEED_PRED] = 1.0
-        self.params[P.PAR_GAMMA] = float(rcfg.plt_gamma)
-        self.params[P.PAR_NEGATIVES] = 1.0 if rcfg.plt_negatives else 0.0
+        self.params[P.PAR_GAMMA] = float(rcfg.path_weight)
+        self.params[P.PAR_NEGATIVES] = 1.0 if rcfg.leaf_negatives else 0.0
         self.buffer_limit = int(rcfg.tree_buffer)
         self.built = self.buffer_limit == 0
         self.buffer: list = []  # (batch copy, train mask)
@@ -311,9 +320,11 @@ class ProbabilisticLabelTree(Reduction):
                 "label": t.label[:n].copy()}
 
     def meta(self) -> dict:
-        return {"n_nodes": self.n_nodes, "n_labels": self.n_labels}
+        return {"n_nodes": self.n_nodes, "n_labels": self.n_labels, "k": self.k}
 
     def load_state(self, arrays: dict, meta: dict) -> None:
+        if int(meta.get("k", -1)) != self.k:
+            raise ValueError("PLT k disagrees with the header")
         for name in ("child", "nchild", "parent", "label"):
             if name not in arrays:
                 raise ValueError(f"missing PLT array {name!r}")

@@ -1,0 +1,166 @@
+"""Slow pure-Python reference of the probabilistic label tree (``reductions/plt.py``).
+
+Written from the module docstring with dicts and lists, independently of ``kernels/plt_kernels.py``:
+the tree is ``children: dict node -> list``, ``parent: dict``, ``label: dict``; beam search keeps
+sorted Python lists; the base learner is ``RefLinear`` in CPT slot mode. Structures from a
+buffer come from ``reductions.plt.kmeans_tree`` (numpy, not a kernel) on centroids computed here.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .linear_ref import RefLinear
+
+PHI = 0x9E3779B97F4A7C15
+TIE = 1e-6
+
+
+class RefPLT:
+    def __init__(self, bits=18, loss="squared", eta=None, arity=4, beam=3, gamma=0.5, negatives=True):
+        self.lin = RefLinear(bits=bits, n_models=1, loss=loss, eta=eta, mode="cpt")
+        self.M = arity
+        self.B = beam
+        self.gamma = gamma
+        self.negatives = negatives
+        self.children = {0: []}
+        self.parent = {0: -1}
+        self.label = {0: 0}
+        self.leaf_of = {}
+
+    # structure ---------------------------------------------------------------------------------
+    def set_structure(self, parent, label):
+        self.children = {v: [] for v in range(len(parent))}
+        self.parent = {v: int(parent[v]) for v in range(len(parent))}
+        self.label = {v: int(label[v]) for v in range(len(parent))}
+        for v in range(1, len(parent)):
+            self.children[int(parent[v])].append(v)
+        self.leaf_of = {int(label[v]): v for v in range(len(parent)) if label[v] > 0}
+
+    def _new(self, par, lab):
+        v = len(self.parent)
+        self.children[v] = []
+        self.parent[v] = par
+        self.label[v] = lab
+        if par >= 0:
+            self.children[par].append(v)
+        return v
+
+    def is_leaf(self, v):
+        return self.label[v] > 0
+
+    def nleaves(self, v):
+        if self.is_leaf(v):
+            return 1
+        return sum(self.nleaves(c) for c in self.children[v])
+
+    # node probabilities ----------------------------------------------------------------------
+    def logp(self, idx, val, v):
+        f = self.lin.clip(self.lin.score(idx, val, v))
+        if self.lin.loss == "logistic":
+            return -math.log1p(math.exp(-f)) if f >= 0 else f - math.log1p(math.exp(f))
+        return math.log(max((f + 1.0) / 2.0, 1e-12))
+
+    def candidates(self, idx, val, beam=None):
+        """[(leaf, log path probability, ranking score)] in discovery order."""
+        B = beam or self.B
+        if not self.children[0]:
+            return []
+        out = []
+        frontier = [(0.0, 0)]
+        while frontier:
+            nxt = []
+            for lp_a, a in frontier:
+                for c in self.children[a]:
+                    f = self.lin.score(idx, val, c)
+                    lp = self.logp(idx, val, c)
+                    if not self.children[c]:
+                        out.append((c, lp_a + lp, lp + self.gamma * lp_a + TIE * f))
+                    else:
+                        nxt.append((lp_a + lp, c))
+            nxt.sort(key=lambda t: (-t[0], t[1]))
+            frontier = nxt[:B]
+        return out
+
+    def ranked(self, idx, val, beam=None):
+        c = self.candidates(idx, val, beam)
+        return sorted(c, key=lambda t: (-t[2], self.label[t[0]]))
+
+    def predict(self, idx, val):
+        r = self.ranked(idx, val)
+        return self.label[r[0][0]] if r else 0
+
+    # training ----------------------------------------------------------------------------------
+    def insert(self, idx, val, y):
+        a = 0
+        while self.children[a] and not self.is_leaf(self.children[a][0]):
+            best, bl = None, -math.inf
+            for c in self.children[a]:
+                lp = self.logp(idx, val, c)
+                if lp > bl or (lp == bl and self.nleaves(c) < self.nleaves(best)):
+                    best, bl = c, lp
+            a = best
+        if len(self.children[a]) < self.M:
+            leaf = self._new(a, y)
+        elif self.parent[a] >= 0 and len(self.children[self.parent[a]]) < self.M:
+            leaf = self._new(self._new(self.parent[a], 0), y)
+        else:
+            A = self._new(-1, 0)
+            self.children[A] = self.children[a]
+            for c in self.children[A]:
+                self.parent[c] = A
+            self.parent[A] = a
+            self.children[a] = [A]
+            leaf = self._new(self._new(a, 0), y)
+        self.leaf_of[y] = leaf
+        return leaf
+
+    def learn(self, idx, val, y, iw, cands):
+        leaf = self.leaf_of.get(y)
+        if leaf is None:
+            leaf = self.insert(idx, val, y)
+        path = [leaf]
+        while self.parent[path[-1]] >= 0:
+            path.append(self.parent[path[-1]])
+        path.reverse()  # root first
+        lin = self.lin
+        for a, on in zip(path[:-1], path[1:]):
+            for c in self.children[a]:
+                lin.learn(idx, val, c, 1.0 if c == on else -1.0, iw, lin.clip(lin.score(idx, val, c)))
+        if self.negatives:
+            for c, _, _ in cands:
+                if self.parent[c] != self.parent[leaf]:
+                    lin.learn(idx, val, c, -1.0, iw, lin.clip(lin.score(idx, val, c)))
+        lin.end_example(iw)
+
+    def process(self, examples, train=True):
+        """examples: (label, iw, idx, val); returns the progressive predictions."""
+        preds = []
+        for y, iw, idx, val in examples:
+            cands = self.candidates(idx, val)
+            r = sorted(cands, key=lambda t: (-t[2], self.label[t[0]]))
+            preds.append(self.label[r[0][0]] if r else 0)
+            if train and y > 0 and iw > 0:
+                self.learn(idx, val, y, iw, cands)
+        return preds
+
+
+def centroids(examples, labels_in_order, d_bits):
+    """Label centroids as ``reductions.plt`` builds them before normalising: the mean of each
+    label's L2-normalised examples, count-sketched (bucket = top d_bits of h * PHI, sign = bit 31)."""
+    d = 1 << d_bits
+    row = {y: i for i, y in enumerate(labels_in_order)}
+    X = [[0.0] * d for _ in labels_in_order]
+    cnt = [0] * len(labels_in_order)
+    for y, _, idx, val in examples:
+        nrm = math.sqrt(sum(float(v) * float(v) for v in val))
+        if nrm == 0:
+            continue
+        r = row[y]
+        cnt[r] += 1
+        for h, v in zip(idx, val):
+            hv = (int(h) * PHI) % (1 << 64)
+            b = hv >> (64 - d_bits)
+            sign = -1.0 if (hv >> 31) & 1 else 1.0
+            X[r][b] += sign * float(v) / nrm
+    return [[x / c for x in row_] if c else row_ for row_, c in zip(X, cnt)]

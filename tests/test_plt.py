@@ -1,0 +1,218 @@
+"""Probabilistic label tree: kernels against the pure-Python reference, the k-means label tree,
+the prefix buffer, top-k/probabilities and the label tree's invariants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lomtree_cli.config import LearnerConfig, ReductionConfig
+from lomtree_cli.learner import LinearLearner
+from lomtree_cli.reductions.plt import ProbabilisticLabelTree, _validate, kmeans_tree
+
+from .helpers import make_batch
+from .reference.plt_ref import RefPLT, centroids
+
+
+def make_plt(k, bits=12, loss="squared", **kw):
+    lcfg = LearnerConfig(loss=loss)
+    rcfg = ReductionConfig(name="plt", k=k, **kw)
+    learner = LinearLearner(lcfg, bits, ProbabilisticLabelTree.n_models_for(rcfg), ProbabilisticLabelTree.slot_mode)
+    return ProbabilisticLabelTree(rcfg, learner)
+
+
+def stream(k, n, seed, n_feat=4, vocab=40):
+    """(label, iw, idx, val) examples: each label has a few typical features plus noise."""
+    rng = np.random.default_rng(seed)
+    proto = {c: rng.integers(0, vocab, size=3) for c in range(1, k + 1)}
+    out = []
+    for _ in range(n):
+        y = int(rng.integers(1, k + 1))
+        idx = [int(h) for h in proto[y][: rng.integers(1, 4)]] + [int(h) for h in rng.integers(0, vocab, n_feat)]
+        val = [float(np.float32(v)) for v in rng.uniform(0.2, 1.5, len(idx))]
+        out.append((y, 1.0, idx + [4000], val + [1.0]))
+    return out
+
+
+def run(red, examples, chunk=None):
+    preds = []
+    chunk = chunk or len(examples)
+    for s in range(0, len(examples), chunk):
+        part = examples[s:s + chunk]
+        b = make_batch([list(zip(e[2], e[3])) for e in part], [e[0] for e in part], [e[1] for e in part], bits=12)
+        p, _ = red.process(b, (b.labels > 0) & (b.weights > 0))
+        preds.extend(p.tolist())
+    red.end_pass()
+    return preds
+
+
+def tree_of(red):
+    n = red.n_nodes
+    t = red.tree
+    return {v: (int(t.parent[v]), int(t.label[v]), [int(c) for c in t.child[v, :t.nchild[v]]]) for v in range(n)}
+
+
+def ref_tree(ref):
+    return {v: (ref.parent[v], ref.label[v], list(ref.children[v])) for v in ref.parent}
+
+
+# -- kernels against the reference --------------------------------------------------------------
+@pytest.mark.parametrize("arity,beam,gamma,negatives", [(2, 1, 1.0, False), (3, 2, 0.5, True), (4, 3, 0.0, True)])
+def test_online_tree_matches_reference(arity, beam, gamma, negatives):
+    """No buffer: every label is inserted online (push-down splits included at arity 2-3);
+    progressive predictions and the final tree equal the reference's, chunk by chunk or whole."""
+    ex = stream(k=11, n=300, seed=arity)
+    ref = RefPLT(bits=12, arity=arity, beam=beam, gamma=gamma, negatives=negatives)
+    want = ref.process(ex)
+    for chunk in (None, 7):
+        red = make_plt(11, arity=arity, beam=beam, tree_buffer=0, path_weight=gamma, leaf_negatives=negatives)
+        assert run(red, ex, chunk) == want
+        assert tree_of(red) == ref_tree(ref)
+    assert red.n_labels == 11
+
+
+def test_buffered_tree_is_kmeans_of_reference_centroids():
+    """With a buffer: predictions by label frequency while buffering; the tree is kmeans_tree of
+    the centroids (computed here independently of the sketch kernel); then training and the
+    rest of the stream equal the reference started from that tree and the buffered examples."""
+    k, nb = 20, 120
+    ex = stream(k=k, n=400, seed=5)
+    red = make_plt(k, arity=4, beam=3, tree_buffer=nb, path_weight=0.5, leaf_negatives=True)
+    got = run(red, ex, chunk=50)
+    # frequency-table predictions for the buffered prefix
+    counts, want = {}, []
+    for y, _, _, _ in ex[:nb]:
+        want.append(max(counts, key=lambda c: (counts[c], -c)) if counts else 0)
+        counts[y] = counts.get(y, 0) + 1
+    assert got[:nb] == want
+    # the structure
+    labels = sorted({e[0] for e in ex[:nb]})
+    X = np.array(centroids(ex[:nb], labels, d_bits=10))
+    X -= X.mean(axis=0)
+    X /= np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-300)
+    parent, label = kmeans_tree(np.array(labels), X, 4, seed=0)
+    ref = RefPLT(bits=12, arity=4, beam=3, gamma=0.5, negatives=True)
+    ref.set_structure(parent, label)
+    for y, iw, idx, val in ex[:nb]:
+        ref.learn(idx, val, y, iw, ref.candidates(idx, val))
+    assert got[nb:] == ref.process(ex[nb:])
+    assert tree_of(red) == ref_tree(ref)
+
+
+def test_top_k_and_probabilities_match_reference():
+    ex = stream(k=9, n=200, seed=3)
+    red = make_plt(9, arity=3, beam=2, tree_buffer=0, path_weight=0.5, leaf_negatives=True)
+    ref = RefPLT(bits=12, arity=3, beam=2, gamma=0.5, negatives=True)
+    run(red, ex)
+    ref.process(ex)
+    test = stream(k=9, n=30, seed=4)
+    b = make_batch([list(zip(e[2], e[3])) for e in test], [e[0] for e in test], bits=12)
+    labs, probs, p_true = red.predict_top(b, 4)
+    for i, (y, _, idx, val) in enumerate(test):
+        r = ref.ranked(idx, val, beam=4)[:4]
+        assert labs[i, :len(r)].tolist() == [ref.label[c] for c, _, _ in r]
+        np.testing.assert_allclose(probs[i, :len(r)], [np.exp(lp) for _, lp, _ in r], rtol=1e-9)
+        leaf = ref.leaf_of[y]
+        lp, a = 0.0, leaf
+        while ref.parent[a] >= 0:
+            lp += ref.logp(idx, val, a)
+            a = ref.parent[a]
+        assert p_true[i] == pytest.approx(np.exp(lp), rel=1e-9)
+    top1, _, _ = red.predict_top(b, 1)  # within the beam width: the prediction itself
+    assert top1[:, 0].tolist() == red.predict(b).tolist()
+
+
+# -- the label tree ---------------------------------------------------------------------------
+@settings(deadline=None, max_examples=25)
+@given(n=st.integers(1, 300), M=st.integers(2, 17), seed=st.integers(0, 5))
+def test_kmeans_tree_is_balanced_and_complete(n, M, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 8))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    labels = rng.permutation(np.arange(1, n + 1) * 3)
+    parent, label = kmeans_tree(labels, X, M, seed)
+    nodes = parent.shape[0]
+    kids = {v: [] for v in range(nodes)}
+    for v in range(1, nodes):
+        assert 0 <= parent[v] < v
+        kids[parent[v]].append(v)
+    assert sorted(label[label > 0].tolist()) == sorted(labels.tolist())
+    depth = {0: 0}
+    for v in range(1, nodes):
+        depth[v] = depth[parent[v]] + 1
+    leaf_depths = {depth[v] for v in range(nodes) if label[v] > 0}
+    want = 1
+    while M ** want < n:
+        want += 1
+    assert max(leaf_depths) == want  # the minimal depth of an M-ary tree with n leaves
+    for v, c in kids.items():
+        assert len(c) <= M
+        if c and label[v] == 0:
+            sizes = [sum(1 for u in range(nodes) if label[u] > 0 and _under(parent, u, w)) for w in c]
+            if all(label[w] == 0 for w in c):
+                assert max(sizes) - min(sizes) <= 1
+
+
+def _under(parent, u, w):
+    while u >= 0:
+        if u == w:
+            return True
+        u = parent[u]
+    return False
+
+
+@settings(deadline=None, max_examples=20)
+@given(k=st.integers(1, 40), arity=st.integers(2, 5), buf=st.sampled_from([0, 10, 1000]), seed=st.integers(0, 9))
+def test_tree_stays_valid_over_labels_seen(k, arity, buf, seed):
+    """After any stream: one tree, each label seen in exactly one leaf, nothing else a leaf, no
+    node over its arity, and a save/load round trip validates."""
+    ex = stream(k=k, n=150, seed=seed)
+    red = make_plt(k, arity=arity, beam=2, tree_buffer=buf)
+    run(red, ex, chunk=13)
+    n = red.n_nodes
+    t = red.tree
+    _validate(t.child[:n], t.nchild[:n], t.parent[:n], t.label[:n], k)
+    leaves = t.label[:n][t.label[:n] > 0]
+    assert sorted(leaves.tolist()) == sorted({e[0] for e in ex})
+    assert all(t.leaf_of[y] >= 0 and t.label[t.leaf_of[y]] == y for y in leaves)
+    assert int(t.nleaves[0]) == leaves.size
+    red2 = make_plt(k, arity=arity, beam=2, tree_buffer=buf)
+    red2.learner.ensure_models(red.learner.n_models)
+    red2.load_state(red.state(), red.meta())
+    assert tree_of(red2) == tree_of(red)
+
+
+@pytest.mark.parametrize("bad", ["cycle", "two_parents", "mixed", "label_range", "dup_label"])
+def test_corrupt_structure_refused(bad):
+    red = make_plt(6, arity=3, beam=2, tree_buffer=0)
+    run(red, stream(k=6, n=60, seed=1))
+    st_ = {k: v.copy() for k, v in red.state().items()}
+    leaves = np.flatnonzero(st_["label"] > 0)
+    internal = np.flatnonzero((st_["label"] == 0) & (np.arange(len(st_["label"])) > 0))
+    if bad == "cycle":
+        st_["parent"][internal[0]] = internal[-1] if internal.size > 1 else leaves[0]
+    elif bad == "two_parents":
+        st_["child"][0, 0] = st_["child"][0, 1]
+    elif bad == "mixed":
+        st_["label"][internal[0]] = 5 if internal.size else 0
+    elif bad == "label_range":
+        st_["label"][leaves[0]] = 7
+    else:
+        st_["label"][leaves[0]] = st_["label"][leaves[1]]
+    with pytest.raises(ValueError):
+        make_plt(6, arity=3, beam=2).load_state(st_, red.meta())
+
+
+def test_separable_stream_learned():
+    """Zero training error on a separable stream after the buffer (each label has its own feature)."""
+    rng = np.random.default_rng(0)
+    ex = []
+    for _ in range(3000):
+        y = int(rng.integers(1, 51))
+        ex.append((y, 1.0, [y * 7, 4000], [1.0, 1.0]))
+    red = make_plt(50, arity=8, beam=4, tree_buffer=500)
+    preds = run(red, ex)
+    tail = [p == e[0] for p, e in zip(preds[-500:], ex[-500:])]
+    assert np.mean(tail) == 1.0
