@@ -206,13 +206,13 @@ def test_corrupt_structure_refused(bad):
 
 
 def test_separable_stream_learned():
-    """Zero training error on a separable stream after the buffer (each label has its own feature)."""
+    """A separable stream (each label has its own feature): the pure PLT (no leaf negatives,
+    path weight 1) makes no error after the buffer; the defaults (one-against-some leaves) stay
+    above 98.5% (measured 98.5-100% per 1,000 examples: the leaf negatives cost a few mistakes
+    here, see docs/ACCURACY.md)."""
     rng = np.random.default_rng(0)
-    ex = []
-    for _ in range(3000):
-        y = int(rng.integers(1, 51))
-        ex.append((y, 1.0, [y * 7, 4000], [1.0, 1.0]))
-    red = make_plt(50, arity=8, beam=4, tree_buffer=500)
-    preds = run(red, ex)
-    tail = [p == e[0] for p, e in zip(preds[-500:], ex[-500:])]
-    assert np.mean(tail) == 1.0
+    ex = [(int(y), 1.0, [int(y) * 7, 4000], [1.0, 1.0]) for y in rng.integers(1, 51, 4000)]
+    pure = run(make_plt(50, arity=8, beam=4, tree_buffer=500, leaf_negatives=False, path_weight=1.0), ex)
+    assert all(p == e[0] for p, e in zip(pure[-2000:], ex[-2000:]))
+    default = run(make_plt(50, arity=8, beam=4, tree_buffer=500), ex)
+    assert np.mean([p == e[0] for p, e in zip(default[-1000:], ex[-1000:])]) >= 0.985
