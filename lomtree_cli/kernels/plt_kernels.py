@@ -258,6 +258,16 @@ def tree_depth(tree):
 
 
 @jit(nogil=True)
+def _beam_work(B, M, depth):
+    """``beam_search``'s work arrays: frontier (node, log p) x2 of size B * M, candidates (node,
+    log p, score) of size B * M * depth."""
+    return (np.empty(B * M, dtype=np.int64), np.empty(B * M, dtype=np.float64),
+            np.empty(B * M, dtype=np.int64), np.empty(B * M, dtype=np.float64),
+            np.empty(B * M * depth, dtype=np.int64), np.empty(B * M * depth, dtype=np.float64),
+            np.empty(B * M * depth, dtype=np.float64))
+
+
+@jit(nogil=True)
 def plt_process(lin, tree, params, indptr, indices, values, labels, weights, train, start, preds):
     """Progressive predict-then-learn over examples ``start:`` of a chunk.
 
@@ -277,13 +287,7 @@ def plt_process(lin, tree, params, indptr, indices, values, labels, weights, tra
     gamma = params[PAR_GAMMA]
     negatives = params[PAR_NEGATIVES] != 0.0
     depth = tree_depth(tree)
-    bn = np.empty(B * M, dtype=np.int64)
-    bl = np.empty(B * M, dtype=np.float64)
-    nn = np.empty(B * M, dtype=np.int64)
-    nl = np.empty(B * M, dtype=np.float64)
-    cn = np.empty(B * M * depth, dtype=np.int64)
-    cl = np.empty(B * M * depth, dtype=np.float64)
-    cs = np.empty(B * M * depth, dtype=np.float64)
+    bn, bl, nn, nl, cn, cl, cs = _beam_work(B, M, depth)
     path = np.empty(tree.parent.shape[0] + 1, dtype=np.int64)
     for i in range(start, n):
         s = indptr[i]
@@ -333,13 +337,7 @@ def plt_top(lin, tree, params, indptr, indices, values, labels, n_top, labs, pro
     logistic = params[PAR_LOGISTIC] != 0.0
     gamma = params[PAR_GAMMA]
     depth = tree_depth(tree)
-    bn = np.empty(B * M, dtype=np.int64)
-    bl = np.empty(B * M, dtype=np.float64)
-    nn = np.empty(B * M, dtype=np.int64)
-    nl = np.empty(B * M, dtype=np.float64)
-    cn = np.empty(B * M * depth, dtype=np.int64)
-    cl = np.empty(B * M * depth, dtype=np.float64)
-    cs = np.empty(B * M * depth, dtype=np.float64)
+    bn, bl, nn, nl, cn, cl, cs = _beam_work(B, M, depth)
     for i in range(n):
         s = indptr[i]
         e = indptr[i + 1]
