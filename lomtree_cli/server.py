@@ -55,8 +55,10 @@ def _warm_commands(d: str) -> list[list[str]]:
         f.write("\n".join(lines) + "\n")
     with open(svm, "w") as f:
         f.write("".join(f"{1 + i % 5} {1 + i % 7}:0.5 {9 + i % 3}:1\n" for i in range(40)))
+    from .reductions.base import REGISTRY
+
     cmds = []
-    for r in ("oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt"):
+    for r in REGISTRY:
         m = os.path.join(d, f"{r}.lt")
         preds = os.path.join(d, f"{r}.preds")
         cmds += [["train", "-r", r, "-k", "5", "-b", "18", vw, "-f", m, "-p", preds, "--quiet"],
@@ -64,10 +66,11 @@ def _warm_commands(d: str) -> list[list[str]]:
                   "-c", os.path.join(d, f"{r}.cache"), "-f", m + "2", "--quiet"],
                  ["predict", "-i", m, vw, "-p", preds, "--quiet"],
                  ["inspect", m]]
-    cmds.append(["predict", "-i", os.path.join(d, "cpt.lt"), vw, "-p", os.path.join(d, "p"), "--probabilities",
-                 "--quiet"])
-    cmds.append(["predict", "-i", os.path.join(d, "cpt.lt"), vw, "-p", os.path.join(d, "p"), "--top-k", "3",
-                 "--quiet"])
+    for r in ("cpt", "plt"):  # their top-k kernels (probabilities and --top-k)
+        cmds.append(["predict", "-i", os.path.join(d, f"{r}.lt"), vw, "-p", os.path.join(d, "p"),
+                     "--probabilities", "--quiet"])
+        cmds.append(["predict", "-i", os.path.join(d, f"{r}.lt"), vw, "-p", os.path.join(d, "p"), "--top-k", "3",
+                     "--quiet"])
     return cmds
 
 

@@ -216,3 +216,22 @@ def test_separable_stream_learned():
     assert all(p == e[0] for p, e in zip(pure[-2000:], ex[-2000:]))
     default = run(make_plt(50, arity=8, beam=4, tree_buffer=500), ex)
     assert np.mean([p == e[0] for p, e in zip(default[-1000:], ex[-1000:])]) >= 0.985
+
+
+def test_feature_cap_of_the_buffer_is_exact_and_chunk_independent(monkeypatch):
+    """The buffer stops at the last example that fits under the feature cap, whatever the chunk
+    size: same predictions and tree with chunks of 7 and one chunk."""
+    import lomtree_cli.reductions.plt as plt_mod
+
+    monkeypatch.setattr(plt_mod, "BUFFER_FEATURES", 200)
+    ex = stream(k=10, n=150, seed=2)
+    runs = []
+    for chunk in (None, 7):
+        red = make_plt(10, arity=3, beam=2, tree_buffer=1000)
+        held = []
+        orig = red.flush
+        red.flush = lambda: (held.append(red.buffered_features), held.append(red.buffered), orig())[-1]
+        runs.append((run(red, ex, chunk), tree_of(red)))
+        feats = np.cumsum([len(e[2]) for e in ex])
+        assert held[0] <= 200 and held[0] == feats[held[1] - 1] and feats[held[1]] > 200
+    assert runs[0] == runs[1]

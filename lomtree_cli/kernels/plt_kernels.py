@@ -300,11 +300,13 @@ def plt_process(lin, tree, params, indptr, indices, values, labels, weights, tra
         if train[i]:
             y = labels[i]
             leaf = tree.leaf_of[y]
+            d = 0
             if leaf < 0:
                 used = tree.counts[CT_NODES]
                 if used + ROOM > tree.parent.shape[0] or used + ROOM > lin.S.shape[0]:
                     return i
                 leaf = insert_label(lin, tree, logistic, M, indices, values, s, e, y)
+                d = node_depth(tree, leaf)
             iw = weights[i]
             train_path(lin, tree, indices, values, s, e, leaf, iw, path)
             if negatives:
@@ -315,8 +317,8 @@ def plt_process(lin, tree, params, indptr, indices, values, labels, weights, tra
                         f = K.clip_score(lin, K.score(lin, indices, values, s, e, c))
                         K.learn(lin, indices, values, s, e, c, -1.0, iw, f)
             K.end_example(lin, iw)
-            d = node_depth(tree, leaf)
-            if d > depth:  # an insertion deepened the tree: room for more candidates
+            if d > depth:  # the insertion deepened the tree: room for more candidates (after the
+                # negatives above, which read this example's candidates)
                 depth = d
                 cn = np.empty(B * M * depth, dtype=np.int64)
                 cl = np.empty(B * M * depth, dtype=np.float64)
@@ -350,7 +352,6 @@ def plt_top(lin, tree, params, indptr, indices, values, labels, n_top, labs, pro
                 continue
             labs[i, t] = tree.label[cn[b]]
             probs[i, t] = math.exp(cl[b])
-            cs[b] = -np.inf
             cn[b] = cn[nc - 1]
             cl[b] = cl[nc - 1]
             cs[b] = cs[nc - 1]

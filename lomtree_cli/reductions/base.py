@@ -48,6 +48,16 @@ REGISTRY = {
 }
 
 
+def run_resuming(step, n: int, make_room) -> None:
+    """Drive a kernel that stops *before* an example needing more room (CPT, PLT): ``step(i)``
+    processes examples ``i:`` and returns n, or the index where it stopped; ``make_room()`` grows
+    the arrays before the kernel is called again from there (so results do not depend on chunking)."""
+    i = step(0)
+    while i < n:
+        make_room()
+        i = step(i)
+
+
 def get_reduction_class(name: str):
     """The class registered under ``name``; ConfigError if unknown or not available."""
     try:

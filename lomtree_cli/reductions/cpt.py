@@ -61,7 +61,7 @@ import numpy as np
 
 from ..kernels import cpt_kernels as C
 from ..kernels.linear import MODE_CPT
-from .base import Reduction, n_distinct
+from .base import Reduction, n_distinct, run_resuming
 
 
 def depth_bound(alpha: float, n_labels: int) -> float:
@@ -150,14 +150,11 @@ class ConditionalProbabilityTree(Reduction):
         preds = np.zeros(n, dtype=np.int64)
         losses = np.zeros(n, dtype=np.float64)
         train = np.ascontiguousarray(train, dtype=np.bool_)
-        i = 0
-        while True:
-            i = C.cpt_process(self.learner.arrays, self.tree, self.lmap, self.rng, self.params,
-                              batch.indptr, batch.indices, batch.values, batch.labels, batch.weights,
-                              train, i, preds, losses)
-            if i >= n:
-                return preds, losses
-            self._make_room()
+        run_resuming(lambda i: C.cpt_process(self.learner.arrays, self.tree, self.lmap, self.rng, self.params,
+                                             batch.indptr, batch.indices, batch.values, batch.labels,
+                                             batch.weights, train, i, preds, losses),
+                     n, self._make_room)
+        return preds, losses
 
     def predict_top(self, batch, n):
         m = len(batch)

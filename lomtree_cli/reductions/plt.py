@@ -52,7 +52,8 @@ import numpy as np
 
 from ..kernels import plt_kernels as P
 from ..kernels.linear import MODE_CPT
-from .base import Reduction
+from ..batch import ExampleBatch
+from .base import Reduction, run_resuming
 
 #: most feature entries the tree-building buffer holds (about 12 bytes each)
 BUFFER_FEATURES = 1 << 25
@@ -180,28 +181,31 @@ class ProbabilisticLabelTree(Reduction):
         n = len(batch)
         preds = np.zeros(n, dtype=np.int64)
         train = np.ascontiguousarray(train, dtype=np.bool_)
-        i = 0
-        while True:
-            i = P.plt_process(self.learner.arrays, self.tree, self.params, batch.indptr, batch.indices,
-                              batch.values, batch.labels, batch.weights, train, i, preds)
-            if i >= n:
-                return preds
-            need = self.n_nodes + P.ROOM
-            if need > self.tree.parent.shape[0]:
-                self.tree = _grow(self.tree, 2 * need)
-            if need > self.learner.n_models:
-                self.learner.ensure_models(2 * need)
+        run_resuming(lambda i: P.plt_process(self.learner.arrays, self.tree, self.params, batch.indptr,
+                                             batch.indices, batch.values, batch.labels, batch.weights, train,
+                                             i, preds),
+                     n, self._make_room)
+        return preds
+
+    def _make_room(self) -> None:
+        """Double the nodes and regressors an insertion lacks."""
+        need = self.n_nodes + P.ROOM
+        if need > self.tree.parent.shape[0]:
+            self.tree = _grow(self.tree, 2 * need)
+        if need > self.learner.n_models:
+            self.learner.ensure_models(2 * need)
 
     def _hold(self, batch, train) -> np.ndarray:
-        """Buffer a chunk for the tree (copies: the parser may reuse its arrays); predictions by
-        label frequency."""
+        """Buffer a chunk for the tree; predictions by label frequency. The arrays are copied: a
+        parsed chunk's arrays are views of larger worst-case arrays, and a slice's are views of
+        the whole chunk, which the buffer should not keep alive."""
         train = np.ascontiguousarray(train, dtype=np.bool_)
         preds = np.zeros(len(batch), dtype=np.int64)
         P.majority_process(self.freq, batch.labels, train, preds)
-        copy = batch.slice(0, len(batch))
-        copy = type(batch)(labels=copy.labels.copy(), weights=copy.weights.copy(), indptr=copy.indptr,
-                           indices=copy.indices.copy(), values=copy.values.copy(),
-                           line_numbers=copy.line_numbers.copy(), source=batch.source)
+        lo, hi = int(batch.indptr[0]), int(batch.indptr[-1])
+        copy = ExampleBatch(labels=batch.labels.copy(), weights=batch.weights.copy(), indptr=batch.indptr - lo,
+                            indices=batch.indices[lo:hi].copy(), values=batch.values[lo:hi].copy(),
+                            line_numbers=batch.line_numbers.copy(), source=batch.source)
         self.buffer.append((copy, train.copy()))
         self.buffered += len(batch)
         self.buffered_features += int(batch.indptr[-1] - batch.indptr[0])
@@ -211,9 +215,10 @@ class ProbabilisticLabelTree(Reduction):
         if self.built:
             return self._run(batch, train), None
         n = len(batch)
-        room = self.buffer_limit - self.buffered
-        if self.buffered_features + int(batch.indptr[-1]) > BUFFER_FEATURES:
-            room = 0 if self.buffer else min(room, 1)
+        # the examples that fit under both caps (examples 0..j-1 hold indptr[j] - indptr[0] features)
+        left = int(batch.indptr[0]) + BUFFER_FEATURES - self.buffered_features
+        fit = int(np.searchsorted(batch.indptr, left, side="right")) - 1
+        room = min(self.buffer_limit - self.buffered, fit)
         if n <= room:
             preds = self._hold(batch, train)
             if self.buffered >= self.buffer_limit:
@@ -221,7 +226,7 @@ class ProbabilisticLabelTree(Reduction):
             return preds, None
         first = self._hold(batch.slice(0, room), train[:room]) if room > 0 else np.zeros(0, np.int64)
         self.flush()
-        rest = self._run(batch.slice(room, n), np.asarray(train[room:]))
+        rest = self._run(batch.slice(room, n), train[room:])
         return np.concatenate([first, rest]), None
 
     def flush(self) -> None:
@@ -231,8 +236,7 @@ class ProbabilisticLabelTree(Reduction):
         self.built = True
         buf, self.buffer = self.buffer, []
         self.freq = np.zeros(0, dtype=np.int64)
-        if self.n_labels == 0:
-            self._build_tree(buf)
+        self._build_tree(buf)
         self.params[P.PAR_NEED_PRED] = 0.0
         try:
             for b, t in buf:
