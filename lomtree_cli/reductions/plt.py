@@ -100,7 +100,7 @@ def balanced_kmeans(X: np.ndarray, m: int, rng: np.random.Generator, iters: int 
             break
         assign = new
         centers = np.zeros((m, X.shape[1]))
-        np.add.at(centers, assign, X)
+        P.cluster_sums(assign, X, centers)
         nrm = np.linalg.norm(centers, axis=1, keepdims=True)
         nrm[nrm == 0] = 1.0
         centers /= nrm
