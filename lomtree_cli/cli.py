@@ -90,7 +90,7 @@ def common_run_options(f):
 
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, type=str)
-@click.option("-r", "--reduction", type=click.Choice(["oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt"]),
+@click.option("-r", "--reduction", type=click.Choice(["oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt", "mtree"]),
               default="lomtree", show_default=True, help="The reduction.")
 @click.option("-k", "--classes", "k", type=int, help="Number of classes (labels 1..K); optional for cpt.")
 @click.option("-f", "--final-model", "final_model", type=click.Path(dir_okay=False), help="Write the model here.")
@@ -131,6 +131,12 @@ def common_run_options(f):
               help="plt: weight of the parent path's log probability in a candidate's score (1 = pure PLT).")
 @click.option("--no-leaf-negatives", "no_leaf_negatives", is_flag=True,
               help="plt: train leaves against their siblings only, not against every beam candidate.")
+@click.option("--dim", type=int, default=100, show_default=True, help="mtree: width of the learned embeddings.")
+@click.option("--depth", type=int, default=0, show_default=True,
+              help="mtree: tree depth (0 = the least with arity^depth >= k).")
+@click.option("--reassign-after", "reassign_after", type=int, default=1000, show_default=True,
+              help="mtree: trained examples before the first label re-assignment, then at each doubling "
+                   "(0 = keep the initial random tree).")
 @click.option("--seed", "--random_seed", "seed", type=int, default=0, show_default=True)
 @click.option("--hash-seed", "--hash_seed", "hash_seed", type=int, default=0, show_default=True)
 @click.option("--noconstant", is_flag=True, help="No constant (bias) feature.")
@@ -140,7 +146,8 @@ def common_run_options(f):
 @click.pass_context
 def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fmt, bits, learning_rate, power_t,
           initial_t, loss, quantile_tau, sgd, decay_learning_rate, passes, cache, holdout_period, holdout_off,
-          early_terminate, max_internal_nodes, swap_resistance, cpt_alpha, cpt_predict, cpt_random_insert, arity, beam, tree_buffer, path_weight, no_leaf_negatives, seed,
+          early_terminate, max_internal_nodes, swap_resistance, cpt_alpha, cpt_predict, cpt_random_insert, arity, beam, tree_buffer, path_weight, no_leaf_negatives, dim, depth,
+          reassign_after, seed,
           hash_seed, noconstant, label_offset, skip_invalid, quiet, progress_bar, progress_interval, report,
           chunk_bytes):
     """Train on INPUT files ('-' or none = stdin) with progressive validation.
