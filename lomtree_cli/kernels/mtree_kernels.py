@@ -74,7 +74,7 @@ def hidden(E, indices, values, a, b, h):
         h[c] = 0.0
     s = 0.0
     for j in range(a, b):
-        v = values[j]
+        v = np.float64(values[j])
         s += abs(v)
         r = indices[j]
         for c in range(D):
@@ -157,7 +157,7 @@ def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, 
         inv = 1.0 / s
         for j in range(a, b):
             r = indices[j]
-            f = values[j] * inv
+            f = np.float64(values[j]) * inv
             touched[r] = 1
             for c in range(D):
                 E[r, c] -= np.float32(f * gh[c])
@@ -166,13 +166,14 @@ def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, 
 
 @kernel()
 def _insert(bl, bn, width, count, lp, node):
-    """Insert (lp, node) into the descending top list bl/bn of at most ``width``; new count."""
+    """Insert (lp, node) into the top list bl/bn of at most ``width``, ordered by decreasing lp,
+    ties by decreasing node code (for leaves, ``-label - 1``: the smaller label first); new count."""
     if count == width:
-        if lp <= bl[count - 1]:
+        if lp < bl[count - 1] or (lp == bl[count - 1] and node <= bn[count - 1]):
             return count
         count -= 1
     p = count
-    while p > 0 and bl[p - 1] < lp:
+    while p > 0 and (bl[p - 1] < lp or (bl[p - 1] == lp and bn[p - 1] < node)):
         bl[p] = bl[p - 1]
         bn[p] = bn[p - 1]
         p -= 1
