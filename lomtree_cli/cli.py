@@ -12,6 +12,7 @@ with a complete model and exit 130/143.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 
@@ -198,13 +199,18 @@ def predict(ctx, inputs, model, predictions, probabilities, top_k, flush, skip_i
 @main.command(context_settings=CONTEXT)
 @click.argument("model", type=str)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def inspect(model, as_json):
-    """Describe MODEL: reduction, k, bits, sizes; for trees depth, nodes, leaves, swaps, purity/balance."""
+@click.option("--gini-c", "gini_c", type=float, default=1.0, show_default=True,
+              help="Constant C of the modified Gini entropy sum sqrt(pi (C - pi)).")
+def inspect(model, as_json, gini_c):
+    """Describe MODEL: reduction, k, bits, sizes; for trees depth, nodes, leaves, swaps, purity/balance,
+    and the Shannon, Gini and modified Gini entropies of the leaves (whole tree and per level)."""
 
     def body():
         from .model_io import inspect_model
 
-        info = inspect_model(model)
+        if not (math.isfinite(gini_c) and gini_c >= 1.0):
+            raise ConfigError(f"--gini-c must be >= 1, got {gini_c}")
+        info = inspect_model(model, gini_c)
         if as_json:
             click.echo(json.dumps(info, indent=2, sort_keys=False, default=_jsonable))
         else:

@@ -111,6 +111,7 @@ class MaryTree(Reduction):
         k1 = self.k + 1
         self.stats = np.zeros((k1, self.L, self.M), dtype=np.float64)
         self.cnt = np.zeros((k1, self.L), dtype=np.float64)
+        self.label_n = np.zeros(k1, dtype=np.float64)  # trained importance weight per label (inspect)
         self.params = np.zeros(T.N_PAR, dtype=np.float64)
         self.params[T.PAR_POWER] = float(learner.config.power_t)
         self.params[T.PAR_NEXT] = float(rcfg.reassign_after)
@@ -187,6 +188,7 @@ class MaryTree(Reduction):
                                                batch.indices, batch.values, labels, batch.weights, train, i,
                                                preds, losses, self.h, self.gh, self.lp, bl, bn, cl, cn),
                      n, self._next_point)
+        np.add.at(self.label_n, labels[train], batch.weights[train])
         return preds, losses
 
     # -- prediction ----------------------------------------------------------------------------
@@ -207,14 +209,14 @@ class MaryTree(Reduction):
     def state(self) -> dict:
         rows = np.flatnonzero(self.touched).astype(np.int64)
         return {"digits": self.digits.copy(), "node_key": self.node_key.copy(), "W": self.W.copy(),
-                "E_rows": rows, "E": self.E[rows].copy(), "stats": self.stats.copy(), "cnt": self.cnt.copy(),
+                "E_rows": rows, "E": self.E[rows].copy(), "stats": self.stats.copy(), "cnt": self.cnt.copy(), "label_n": self.label_n.copy(),
                 "clock": self.params[[T.PAR_CLOCK, T.PAR_NEXT]].copy()}
 
     def meta(self) -> dict:
         return {"k": self.k, "arity": self.M, "depth": self.L, "dim": self.D, "reassignments": self.reassignments}
 
     def load_state(self, arrays: dict, meta: dict) -> None:
-        need = ("digits", "node_key", "W", "E_rows", "E", "stats", "cnt", "clock")
+        need = ("digits", "node_key", "W", "E_rows", "E", "stats", "cnt", "label_n", "clock")
         for name in need:
             if name not in arrays or arrays[name] is None:
                 raise ValueError(f"missing mtree array {name!r}")
@@ -227,7 +229,8 @@ class MaryTree(Reduction):
         stats, cnt, clock = arrays["stats"], arrays["cnt"], arrays["clock"]
         checks = [(digits, np.int64, (k1, L)), (key, np.int64, (key.shape[0],)), (W, np.float32, (key.shape[0], M, D)),
                   (rows, np.int64, (rows.shape[0],)), (E, np.float32, (rows.shape[0], D)),
-                  (stats, np.float64, (k1, L, M)), (cnt, np.float64, (k1, L)), (clock, np.float64, (2,))]
+                  (stats, np.float64, (k1, L, M)), (cnt, np.float64, (k1, L)), (clock, np.float64, (2,)),
+                  (arrays["label_n"], np.float64, (k1,))]
         for a, dt, shape in checks:
             if a.dtype != dt or a.shape != shape:
                 raise ValueError("mtree arrays have the wrong shape or type")
@@ -252,6 +255,7 @@ class MaryTree(Reduction):
         self.touched[rows] = 1
         self.stats = stats.copy()
         self.cnt = cnt.copy()
+        self.label_n = arrays["label_n"].copy()
         self.params[T.PAR_CLOCK] = clock[0]
         self.params[T.PAR_NEXT] = clock[1]
         self.reassignments = int(meta.get("reassignments", 0))
