@@ -89,3 +89,14 @@ def test_inspect_reports_entropy_json(tmp_path):
     assert ent["tree"]["shannon"] <= ent["levels"][0]["shannon"]
     r = CliRunner().invoke(main, ["inspect", str(m), "--gini-c", "0.5"])
     assert r.exit_code == 2 and "error: --gini-c" in r.stderr
+
+
+def test_entropy_curve_budgets_and_correlations():
+    from data_scripts import entropy_curve as ec
+
+    assert ec.budgets(105) == [1, 2, 4, 8, 16, 32, 64, 104]
+    assert ec.budgets(3) == [1, 2]
+    rows = [{"test_error": e, "shannon": 2 * e, "gini": -e, "modified_gini": 1.0} for e in (0.1, 0.5, 0.7)]
+    got = ec.correlations(rows)
+    assert got["shannon"] == pytest.approx(1.0) and got["gini"] == pytest.approx(-1.0)
+    assert got["modified_gini"] is None  # constant: no correlation
