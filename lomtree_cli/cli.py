@@ -12,6 +12,7 @@ with a complete model and exit 130/143.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 
@@ -90,7 +91,7 @@ def common_run_options(f):
 
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, type=str)
-@click.option("-r", "--reduction", type=click.Choice(["oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt"]),
+@click.option("-r", "--reduction", type=click.Choice(["oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt", "mtree"]),
               default="lomtree", show_default=True, help="The reduction.")
 @click.option("-k", "--classes", "k", type=int, help="Number of classes (labels 1..K); optional for cpt.")
 @click.option("-f", "--final-model", "final_model", type=click.Path(dir_okay=False), help="Write the model here.")
@@ -131,6 +132,12 @@ def common_run_options(f):
               help="plt: weight of the parent path's log probability in a candidate's score (1 = pure PLT).")
 @click.option("--no-leaf-negatives", "no_leaf_negatives", is_flag=True,
               help="plt: train leaves against their siblings only, not against every beam candidate.")
+@click.option("--dim", type=int, default=100, show_default=True, help="mtree: width of the learned embeddings.")
+@click.option("--depth", type=int, default=0, show_default=True,
+              help="mtree: tree depth (0 = the least with arity^depth >= k).")
+@click.option("--reassign-after", "reassign_after", type=int, default=1000, show_default=True,
+              help="mtree: trained examples before the first label re-assignment, then at each doubling "
+                   "(0 = keep the initial random tree).")
 @click.option("--seed", "--random_seed", "seed", type=int, default=0, show_default=True)
 @click.option("--hash-seed", "--hash_seed", "hash_seed", type=int, default=0, show_default=True)
 @click.option("--noconstant", is_flag=True, help="No constant (bias) feature.")
@@ -140,7 +147,8 @@ def common_run_options(f):
 @click.pass_context
 def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fmt, bits, learning_rate, power_t,
           initial_t, loss, quantile_tau, sgd, decay_learning_rate, passes, cache, holdout_period, holdout_off,
-          early_terminate, max_internal_nodes, swap_resistance, cpt_alpha, cpt_predict, cpt_random_insert, arity, beam, tree_buffer, path_weight, no_leaf_negatives, seed,
+          early_terminate, max_internal_nodes, swap_resistance, cpt_alpha, cpt_predict, cpt_random_insert, arity, beam, tree_buffer, path_weight, no_leaf_negatives, dim, depth,
+          reassign_after, seed,
           hash_seed, noconstant, label_offset, skip_invalid, quiet, progress_bar, progress_interval, report,
           chunk_bytes):
     """Train on INPUT files ('-' or none = stdin) with progressive validation.
@@ -191,13 +199,18 @@ def predict(ctx, inputs, model, predictions, probabilities, top_k, flush, skip_i
 @main.command(context_settings=CONTEXT)
 @click.argument("model", type=str)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def inspect(model, as_json):
-    """Describe MODEL: reduction, k, bits, sizes; for trees depth, nodes, leaves, swaps, purity/balance."""
+@click.option("--gini-c", "gini_c", type=float, default=1.0, show_default=True,
+              help="Constant C of the modified Gini entropy sum sqrt(pi (C - pi)).")
+def inspect(model, as_json, gini_c):
+    """Describe MODEL: reduction, k, bits, sizes; for trees depth, nodes, leaves, swaps, purity/balance,
+    and the Shannon, Gini and modified Gini entropies of the leaves (whole tree and per level)."""
 
     def body():
         from .model_io import inspect_model
 
-        info = inspect_model(model)
+        if not (math.isfinite(gini_c) and gini_c >= 1.0):
+            raise ConfigError(f"--gini-c must be >= 1, got {gini_c}")
+        info = inspect_model(model, gini_c)
         if as_json:
             click.echo(json.dumps(info, indent=2, sort_keys=False, default=_jsonable))
         else:

@@ -22,7 +22,7 @@ SPECS = {
     'train': {
         'argument': 'inputs',
         'options': [
-            ('reduction', ('-r', '--reduction'), ('choice', ('oaa', 'lomtree', 'filter', 'rtree', 'cpt', 'table', 'plt')), 'lomtree', False),
+            ('reduction', ('-r', '--reduction'), ('choice', ('oaa', 'lomtree', 'filter', 'rtree', 'cpt', 'table', 'plt', 'mtree')), 'lomtree', False),
             ('k', ('-k', '--classes'), ('int',), None, False),
             ('final_model', ('-f', '--final-model'), ('path',), None, False),
             ('initial_model', ('-i', '--initial-model'), ('str',), None, False),
@@ -51,6 +51,9 @@ SPECS = {
             ('tree_buffer', ('--tree-buffer',), ('int',), 100000, False),
             ('path_weight', ('--path-weight',), ('float',), 0.25, False),
             ('no_leaf_negatives', ('--no-leaf-negatives',), ('flag',), False, False),
+            ('dim', ('--dim',), ('int',), 100, False),
+            ('depth', ('--depth',), ('int',), 0, False),
+            ('reassign_after', ('--reassign-after',), ('int',), 1000, False),
             ('seed', ('--seed', '--random_seed'), ('int',), 0, False),
             ('hash_seed', ('--hash-seed', '--hash_seed'), ('int',), 0, False),
             ('noconstant', ('--noconstant',), ('flag',), False, False),

@@ -130,6 +130,7 @@ def run_train(p: dict, given: set, start: float, warn) -> None:
                                    swap_resistance=p["swap_resistance"], cpt_alpha=p["cpt_alpha"],
                                    cpt_predict=p["cpt_predict"], cpt_random_insert=p["cpt_random_insert"],
                                    arity=p["arity"], beam=p["beam"], tree_buffer=p["tree_buffer"], path_weight=p["path_weight"], leaf_negatives=not p["no_leaf_negatives"],
+                                   dim=p["dim"], depth=p["depth"], reassign_after=p["reassign_after"],
                                    seed=p["seed"])
             cls = get_reduction_class(reduction)
             the_loss = p["loss"]

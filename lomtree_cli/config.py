@@ -14,7 +14,7 @@ from .records import Record, asdict, fields
 
 LOSSES = ("squared", "logistic", "hinge", "quantile")
 FORMATS = ("vw", "libsvm")
-REDUCTIONS = ("oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt")
+REDUCTIONS = ("oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt", "mtree")
 #: the constant feature's hash before masking (VW's constant); ALGORITHMS.md §1.3
 CONSTANT_HASH = 11650396
 
@@ -119,6 +119,10 @@ class ReductionConfig(Record, frozen=True):
     tree_buffer : PLT: examples buffered to build the label tree (0 = grow it online)
     path_weight : PLT: gamma, weight of the parent path in a candidate's ranking score
     leaf_negatives : PLT: train every beam candidate leaf toward -1 (one-against-some)
+    dim : mtree: width D of the learned embeddings
+    depth : mtree: tree depth L (0 = the least L with arity**L >= k)
+    reassign_after : mtree: trained examples before the first label re-assignment (then at every
+        doubling; 0 = keep the initial random tree)
     seed : the run's random seed (SplitMix64 state)
     """
 
@@ -134,6 +138,9 @@ class ReductionConfig(Record, frozen=True):
     tree_buffer: int = 100_000
     path_weight: float = 0.25
     leaf_negatives: bool = True
+    dim: int = 100
+    depth: int = 0
+    reassign_after: int = 1000
     seed: int = 0
 
     def __post_init__(self):
@@ -159,6 +166,12 @@ class ReductionConfig(Record, frozen=True):
             raise ConfigError(f"--path-weight must be in [0, 1], got {self.path_weight}")
         if not 0 <= int(self.tree_buffer) <= 1 << 30:
             raise ConfigError(f"--tree-buffer must be in 0..2^30, got {self.tree_buffer}")
+        if not 1 <= int(self.dim) <= 4096:
+            raise ConfigError(f"--dim must be in 1..4096, got {self.dim}")
+        if not 0 <= int(self.depth) <= 64:
+            raise ConfigError(f"--depth must be in 0..64, got {self.depth}")
+        if not 0 <= int(self.reassign_after) < 2**53:
+            raise ConfigError(f"--reassign-after must be in 0..2^53-1, got {self.reassign_after}")
         if not 0 <= int(self.seed) < 2**64:
             raise ConfigError(f"--seed must be in 0..2^64-1, got {self.seed}")
 

@@ -742,6 +742,9 @@ def _summary(runner: Runner, reduction, input_cfg, passes, start, holdout_loss):
     }
     if reduction.own_loss:
         s["average_zero_one_loss"] = (pr.zero_one / pr.wl) if (pr.wl > 0 and runner.need_predictions) else None
+    if reduction.reports_log_loss:
+        log_loss = holdout_loss if holdout_loss is not None else avg
+        s["perplexity"] = math.exp(min(log_loss, 700.0)) if log_loss is not None else None
     s.update(reduction.summary_extra())
     return s
 
@@ -765,6 +768,8 @@ def _finish(err, opts: RunOptions, runner: Runner, s: dict):
             err.write(f"average loss = {f(s['average_loss'])}\n")
         if "average_zero_one_loss" in s:
             err.write(f"average 0/1 loss = {f(s['average_zero_one_loss'])}\n")
+        if "perplexity" in s:
+            err.write(f"perplexity = {f(s['perplexity'])}\n")
         err.write(f"total feature number = {s['total_features']}\n")
         for key, v in s.items():
             if key in ("number_of_swaps",):

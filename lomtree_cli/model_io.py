@@ -221,8 +221,11 @@ def _build(header: dict, data: dict, predict_only: bool = False) -> LoadedModel:
     return LoadedModel(header, input_cfg, learner, reduction)
 
 
-def inspect_model(path: str) -> dict:
-    """A JSON-able description of the model at ``path``."""
+def inspect_model(path: str, gini_c: float = 1.0) -> dict:
+    """A JSON-able description of the model at ``path``; for trees that store label counts, the
+    entropy criteria of their leaves with modified-Gini constant ``gini_c`` (``entropy.py``)."""
+    from . import entropy
+
     m = load_model(path, predict_only=True)
     info = {
         "file": path,
@@ -243,6 +246,9 @@ def inspect_model(path: str) -> dict:
         "nonzero_weights": int(np.count_nonzero(m.learner.arrays.table[:, 0])),
     }
     info.update(m.reduction.inspect())
+    crit = entropy.report(m.reduction, gini_c)
+    if crit is not None:
+        info["entropy"] = crit
     return info
 
 

@@ -66,7 +66,7 @@ def _warm_commands(d: str) -> list[list[str]]:
                   "-c", os.path.join(d, f"{r}.cache"), "-f", m + "2", "--quiet"],
                  ["predict", "-i", m, vw, "-p", preds, "--quiet"],
                  ["inspect", m]]
-    for r in ("cpt", "plt"):  # their top-k kernels (probabilities and --top-k)
+    for r in ("cpt", "plt", "mtree"):  # their top-k kernels (probabilities and --top-k)
         cmds.append(["predict", "-i", os.path.join(d, f"{r}.lt"), vw, "-p", os.path.join(d, "p"),
                      "--probabilities", "--quiet"])
         cmds.append(["predict", "-i", os.path.join(d, f"{r}.lt"), vw, "-p", os.path.join(d, "p"), "--top-k", "3",

@@ -45,6 +45,7 @@ REGISTRY = {
     "cpt": "lomtree_cli.reductions.cpt:ConditionalProbabilityTree",
     "table": "lomtree_cli.reductions.table:LabelFrequencyTable",
     "plt": "lomtree_cli.reductions.plt:ProbabilisticLabelTree",
+    "mtree": "lomtree_cli.reductions.mtree:MaryTree",
 }
 
 
@@ -84,6 +85,8 @@ class Reduction:
     fixed_models: ClassVar[bool] = True
     #: True when ``process`` returns its own losses (CPT: squared loss of P(y|x))
     own_loss: ClassVar[bool] = False
+    #: True when those own losses are log-losses -log P(y|x) (the summary adds the perplexity)
+    reports_log_loss: ClassVar[bool] = False
     #: the loss this reduction uses when the user gives none (LOMtree: quantile)
     default_loss: ClassVar[str] = "squared"
     #: True when ``process`` with no example to train only reads the model (its kernel releases

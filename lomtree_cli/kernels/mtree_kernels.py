@@ -1,0 +1,387 @@
+"""Numba kernels of the M-ary softmax label tree over learned embeddings (``reductions/mtree.py``).
+
+Arrays (k labels, arity M, depth L, embedding width D, ``R = 2**bits`` embedding rows):
+
+    E : float32 (R, D)            input embeddings (a row per hashed feature slot)
+    W : float32 (C, M, D)         node softmax layers, one (M, D) block per node row
+    child : int64 (C, M)          -1 = empty slot; >= 0 = internal child's row; <= -2 = leaf of
+                                  label ``-child - 1``
+    path_node : int64 (k+1, L)    row of the node at depth d on label y's path (row 0 unused)
+    path_child : int64 (k+1, L)   child slot taken at depth d on label y's path (the digits)
+    stats : float64 (k+1, L, M)   sum of iw * softmax(node at depth d of y's path) over trained y
+    cnt : float64 (k+1, L)        sum of iw of the trained examples of y
+    touched : uint8 (R,)          1 once the row of E was updated (saved rows)
+    params : float64 (N_PAR,)     see ``PAR_*``
+
+Representation: ``h = sum_j v_j E[i_j] / sum_j |v_j|`` (the bag-of-features average of fastText,
+weighted by the feature values). Node n's distribution over its non-empty children is
+``softmax(W[n] h)`` (empty slots take no mass); ``P(y|x)`` is the product along y's path.
+Training is plain SGD on ``-log P(y|x)`` (fastText's hierarchical-softmax update: the gradient
+for h is accumulated with each node's weights before they are updated, then spread over the
+input rows), rate ``eta * (1 + t / LR_SCALE) ** -power_t`` at the t-th trained example.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import jit, kernel
+
+PAR_ETA = 0        # base learning rate (the learner's current eta)
+PAR_POWER = 1      # power_t of the rate decay
+PAR_CLOCK = 2      # trained examples so far
+PAR_NEXT = 3       # clock value at which the tree is re-assigned next (0 = never)
+PAR_BEAM = 4       # beam width of prediction
+PAR_NEED_PRED = 5  # 0: training discards progressive predictions (skip the search)
+N_PAR = 6
+
+#: examples over which the rate falls by (1 + 1) ** -power_t
+LR_SCALE = 10_000.0
+#: floor of a probability in a log-loss (a label outside 1..k, or an underflow)
+PROB_FLOOR = 1e-10
+NEG = -1e300
+
+
+@kernel()
+def _mix(z):
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@kernel()
+def init_rows(E, seed, lo, hi):
+    """Rows ``lo:hi`` of E to their initial values: uniform in (-1/D, 1/D) from a SplitMix64 hash
+    of (seed, row, column), so any row can be re-created without the others."""
+    D = E.shape[1]
+    scale = 1.0 / D
+    s = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+    for r in range(lo, hi):
+        for c in range(D):
+            z = _mix(s + np.uint64(r * D + c) + np.uint64(1))
+            u = float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+            E[r, c] = np.float32((2.0 * u - 1.0) * scale)
+
+
+@kernel()
+def hidden(E, indices, values, a, b, h):
+    """h = the value-weighted average of the rows of E of features a:b (0 if none); returns
+    the normaliser sum |v|."""
+    D = h.shape[0]
+    for c in range(D):
+        h[c] = 0.0
+    s = 0.0
+    for j in range(a, b):
+        v = np.float64(values[j])
+        s += abs(v)
+        r = indices[j]
+        for c in range(D):
+            h[c] += v * E[r, c]
+    if s > 0.0:
+        inv = 1.0 / s
+        for c in range(D):
+            h[c] *= inv
+    return s
+
+
+@kernel()
+def node_logsoftmax(W, child, n, h, out):
+    """out[j] = log P(child j | node n, h) over the non-empty children (NEG on empty slots)."""
+    M = child.shape[1]
+    D = h.shape[0]
+    mx = NEG
+    for j in range(M):
+        if child[n, j] == -1:
+            out[j] = NEG
+            continue
+        z = 0.0
+        for c in range(D):
+            z += W[n, j, c] * h[c]
+        out[j] = z
+        if z > mx:
+            mx = z
+    tot = 0.0
+    for j in range(M):
+        if child[n, j] != -1:
+            tot += math.exp(out[j] - mx)
+    lz = mx + math.log(tot)
+    for j in range(M):
+        if child[n, j] != -1:
+            out[j] -= lz
+
+
+@kernel()
+def path_logp(W, child, path_node, path_child, y, h, lp):
+    """log P(y | x) along y's path (lp: work, (M,))."""
+    L = path_node.shape[1]
+    s = 0.0
+    for d in range(L):
+        n = path_node[y, d]
+        node_logsoftmax(W, child, n, h, lp)
+        s += lp[path_child[y, d]]
+    return s
+
+
+@kernel()
+def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b, y, iw, lr, h,
+              gh, lp):
+    """One SGD step on ``-iw log P(y|x)``; accumulates the label statistics; returns the loss
+    before the step (iw * -log P)."""
+    L = path_node.shape[1]
+    M = child.shape[1]
+    D = h.shape[0]
+    s = hidden(E, indices, values, a, b, h)
+    for c in range(D):
+        gh[c] = 0.0
+    loss = 0.0
+    for d in range(L):
+        n = path_node[y, d]
+        t = path_child[y, d]
+        node_logsoftmax(W, child, n, h, lp)
+        loss -= lp[t]
+        cnt[y, d] += iw
+        for j in range(M):
+            if child[n, j] == -1:
+                continue
+            p = math.exp(lp[j])
+            stats[y, d, j] += iw * p
+            g = lr * iw * (p - (1.0 if j == t else 0.0))
+            if g == 0.0:
+                continue
+            for c in range(D):
+                gh[c] += g * W[n, j, c]
+                W[n, j, c] -= np.float32(g * h[c])
+    if s > 0.0:
+        inv = 1.0 / s
+        for j in range(a, b):
+            r = indices[j]
+            f = np.float64(values[j]) * inv
+            touched[r] = 1
+            for c in range(D):
+                E[r, c] -= np.float32(f * gh[c])
+    return iw * loss
+
+
+@kernel()
+def _insert(bl, bn, width, count, lp, node):
+    """Insert (lp, node) into the top list bl/bn of at most ``width``, ordered by decreasing lp,
+    ties by decreasing node code (for leaves, ``-label - 1``: the smaller label first); new count."""
+    if count == width:
+        if lp < bl[count - 1] or (lp == bl[count - 1] and node <= bn[count - 1]):
+            return count
+        count -= 1
+    p = count
+    while p > 0 and (bl[p - 1] < lp or (bl[p - 1] == lp and bn[p - 1] < node)):
+        bl[p] = bl[p - 1]
+        bn[p] = bn[p - 1]
+        p -= 1
+    bl[p] = lp
+    bn[p] = node
+    return count + 1
+
+
+@kernel()
+def beam_search(W, child, h, width, bl, bn, cl, cn, lp):
+    """The ``width`` best leaves by path log-probability, level by level (a beam of ``width``
+    nodes per level; exact when width >= the nodes of a level). Leaves in ``cn[:m]`` (codes
+    ``-label - 1``) with log-probabilities ``cl[:m]``, descending; returns m."""
+    M = child.shape[1]
+    nb = 1
+    bl[0] = 0.0
+    bn[0] = 0
+    while True:
+        m = 0
+        leaves = False
+        for q in range(nb):
+            n = bn[q]
+            node_logsoftmax(W, child, n, h, lp)
+            for j in range(M):
+                c = child[n, j]
+                if c == -1:
+                    continue
+                if c <= -2:
+                    leaves = True
+                m = _insert(cl, cn, width, m, bl[q] + lp[j], c)
+        if leaves or m == 0:
+            return m
+        for q in range(m):
+            bl[q] = cl[q]
+            bn[q] = cn[q]
+        nb = m
+
+
+@kernel(nogil=True)
+def mtree_process(E, W, child, path_node, path_child, stats, cnt, touched, params, indptr, indices, values,
+                  labels, weights, train, start, preds, losses, h, gh, lp, bl, bn, cl, cn):
+    """Progressive validation over examples ``start:``: predict (beam search), log-loss of the
+    label, then learn when ``train[i]``. Stops before a trained example at which the clock reaches
+    ``PAR_NEXT`` (the caller re-assigns the labels, then calls again from there); returns the index
+    where it stopped (n when done)."""
+    n = labels.shape[0]
+    k = path_node.shape[0] - 1
+    width = int(params[PAR_BEAM])
+    need = params[PAR_NEED_PRED] != 0.0
+    for i in range(start, n):
+        if train[i] and params[PAR_NEXT] > 0.0 and params[PAR_CLOCK] >= params[PAR_NEXT]:
+            return i
+        a = indptr[i]
+        b = indptr[i + 1]
+        y = labels[i]
+        if need or not train[i]:
+            hidden(E, indices, values, a, b, h)
+            m = beam_search(W, child, h, width, bl, bn, cl, cn, lp)
+            preds[i] = -cn[0] - 1 if m > 0 else 1
+        if train[i]:
+            t = params[PAR_CLOCK]
+            lr = params[PAR_ETA] * (1.0 + t / LR_SCALE) ** (-params[PAR_POWER])
+            losses[i] = learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b,
+                                  y, weights[i], lr, h, gh, lp)
+            params[PAR_CLOCK] = t + 1.0
+        elif 1 <= y <= k:
+            hidden(E, indices, values, a, b, h)
+            lq = path_logp(W, child, path_node, path_child, y, h, lp)
+            losses[i] = weights[i] * min(-lq, -math.log(PROB_FLOOR))
+        elif y > k:
+            losses[i] = weights[i] * -math.log(PROB_FLOOR)
+        else:
+            losses[i] = 0.0
+    return n
+
+
+@kernel(nogil=True)
+def mtree_top(E, W, child, path_node, path_child, params, indptr, indices, values, labels, ntop, labs, probs,
+              p_true, h, lp, bl, bn, cl, cn):
+    """The ``ntop`` most probable labels (beam of max(beam, ntop)) with P(y|x), and P(label|x)."""
+    n = labels.shape[0]
+    k = path_node.shape[0] - 1
+    width = max(int(params[PAR_BEAM]), ntop)
+    for i in range(n):
+        a = indptr[i]
+        b = indptr[i + 1]
+        hidden(E, indices, values, a, b, h)
+        m = beam_search(W, child, h, width, bl, bn, cl, cn, lp)
+        for q in range(min(m, ntop)):
+            labs[i, q] = -cn[q] - 1
+            probs[i, q] = math.exp(cl[q])
+        y = labels[i]
+        if 1 <= y <= k:
+            p_true[i] = math.exp(path_logp(W, child, path_node, path_child, y, h, lp))
+        else:
+            p_true[i] = 0.0
+
+
+@jit()
+def assign_labels(digits, stats, cnt, M, slack):
+    """The label-assignment step: new digits (k+1, L) of every label's path, top-down.
+
+    At a node holding the label set I (the labels whose new path reaches it), label i's statistics
+    are valid when its old path reached the same node (same digits above); then
+    ``p(j|i) = stats / cnt`` and ``q_i`` is its share of the node's examples, ``p_j = sum_i q_i
+    p(j|i)``. Pairs (i, j) are taken by decreasing ``q_i (p(j|i) - p_j)`` (the label's
+    contribution to the node objective J_n = 2/M sum_j sum_i q_i |p_j - p(j|i)| when it is sent to
+    child j) and label i goes to child j while j has room: at most ``min(M**(L-d-1),
+    ceil(slack |I| / M))`` labels (the subtree's leaves, and a balance cap). Labels without valid
+    statistics then stay at their old digit if it has room, else go to the least-filled child.
+    Every label 1..k ends in exactly one leaf."""
+    k = digits.shape[0] - 1
+    L = digits.shape[1]
+    new = digits.copy()
+    valid = np.ones(k + 1, dtype=np.bool_)
+    order = np.arange(1, k + 1).astype(np.int64)
+    seg = np.zeros(k + 2, dtype=np.int64)
+    nseg = 1
+    seg[0] = 0
+    seg[1] = k
+    tmp = np.empty(k, dtype=np.int64)
+    for d in range(L):
+        full = 1
+        for _ in range(L - d - 1):
+            full *= M
+        nseg_new = 0
+        seg_new = np.zeros(k + 2, dtype=np.int64)
+        for s in range(nseg):
+            a = seg[s]
+            b = seg[s + 1]
+            m = b - a
+            cap = min(full, max(1, (slack * m + M - 1) // M))
+            q = np.zeros(m)
+            P = np.zeros((m, M))
+            tot = 0.0
+            for r in range(m):
+                i = order[a + r]
+                if valid[i] and cnt[i, d] > 0.0:
+                    q[r] = cnt[i, d]
+                    tot += q[r]
+                    for j in range(M):
+                        P[r, j] = stats[i, d, j] / cnt[i, d]
+            pj = np.zeros(M)
+            if tot > 0.0:
+                for r in range(m):
+                    q[r] /= tot
+                    for j in range(M):
+                        pj[j] += q[r] * P[r, j]
+            fill = np.zeros(M, dtype=np.int64)
+            dest = np.full(m, -1, dtype=np.int64)
+            npos = 0
+            for r in range(m):
+                if q[r] > 0.0:
+                    npos += 1
+            if npos > 0:
+                score = np.empty(npos * M)
+                pr = np.empty(npos * M, dtype=np.int64)
+                t = 0
+                for r in range(m):
+                    if q[r] > 0.0:
+                        for j in range(M):
+                            score[t] = -(q[r] * (P[r, j] - pj[j]))
+                            pr[t] = r * M + j
+                            t += 1
+                idx = np.argsort(score, kind="mergesort")
+                left = npos
+                for t in range(npos * M):
+                    r = pr[idx[t]] // M
+                    j = pr[idx[t]] % M
+                    if dest[r] >= 0 or fill[j] >= cap:
+                        continue
+                    dest[r] = j
+                    fill[j] += 1
+                    left -= 1
+                    if left == 0:
+                        break
+            for r in range(m):
+                if dest[r] >= 0:
+                    continue
+                i = order[a + r]
+                j = digits[i, d]
+                if fill[j] >= cap:
+                    j = 0
+                    for jj in range(1, M):
+                        if fill[jj] < fill[j]:
+                            j = jj
+                dest[r] = j
+                fill[j] += 1
+            # counting sort of the segment by child: the children's segments, in child order
+            start = np.zeros(M + 1, dtype=np.int64)
+            for j in range(M):
+                start[j + 1] = start[j] + fill[j]
+            pos = start.copy()
+            for r in range(m):
+                i = order[a + r]
+                j = dest[r]
+                new[i, d] = j
+                if j != digits[i, d]:
+                    valid[i] = False
+                tmp[pos[j]] = i
+                pos[j] += 1
+            for r in range(m):
+                order[a + r] = tmp[r]
+            for j in range(M):
+                if fill[j] > 0:
+                    seg_new[nseg_new] = a + start[j]
+                    nseg_new += 1
+        seg_new[nseg_new] = k
+        seg = seg_new
+        nseg = nseg_new
+    return new

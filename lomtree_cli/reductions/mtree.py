@@ -1,0 +1,274 @@
+"""M-ary softmax label tree over learned embeddings (``-r mtree``).
+
+After Jernite, Choromanska & Sontag, *Simultaneous Learning of Trees and Representations for
+Extreme Classification and Density Estimation* (ICML 2017): a tree of arity M (``--arity``) and
+depth L (``--depth``, default the least L with M**L >= k) whose leaves are the labels. Every
+internal node is an M-way softmax over the children that hold labels, on a shared learned
+representation ``h(x)``: the value-weighted average of the embeddings (``--dim D``) of the
+example's hashed features, as fastText's bag of words. ``P(y|x)`` is the product of the softmax
+probabilities along y's path; everything (embeddings and node layers) is trained online by SGD on
+``-log P(y|x)``; the progressive loss this reduction reports is that log-loss (natural log), so
+``exp(average loss)`` is the perplexity (the summary prints it).
+
+The tree structure is learned online by the paper's label-assignment step
+(``kernels.mtree_kernels.assign_labels``): while training, each label accumulates the expected
+child distribution ``p(j|i)`` of the nodes on its path; after ``--reassign-after N`` trained
+examples, then at every doubling of that count (N, 2N, 4N, ...), labels are re-assigned top-down,
+each node sending its labels greedily to the children where ``q_i (p(j|i) - p_j)`` (their term of
+the node objective J_n) is largest, under the well-formedness cap (a subtree of depth d holds at
+most M**d labels) and a balance cap (at most 2|I|/M of a node's labels per child). The node
+layers keep their weights (a moved label takes over the output it was routed to); the statistics
+restart. ``--reassign-after 0`` keeps the initial tree: a random balanced assignment (by
+``--seed``), the random-tree baseline.
+
+Prediction: beam search (``--beam``) over the path log-probabilities; ``--top-k`` and
+``--probabilities`` report ``P(y|x)`` of the best leaves and of the true label (exact).
+
+Embedding table: ``2**bits`` rows of D float32 (``-b 18 --dim 100``: 100 MB), rows initialised
+uniform in (-1/D, 1/D) from a hash of (seed, row), so a model file stores only the rows training
+updated. The shared linear learner's table is not used (one regressor, kept minimal).
+
+Choices and measurements: ``docs/MTREE.md``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..kernels import mtree_kernels as T
+from ..kernels.linear import HP_ETA, MODE_CPT
+from .base import Reduction, run_resuming
+
+#: a child may take at most SLACK * |I| / M of its parent's labels (balance cap of the assignment)
+SLACK = 2
+
+
+def tree_depth(k: int, M: int, depth: int) -> int:
+    """The tree depth: ``depth`` if given (> 0), else the least L with M**L >= k (at least 1)."""
+    if depth > 0:
+        return int(depth)
+    L = 1
+    while M ** L < k:
+        L += 1
+    return L
+
+
+def initial_digits(k: int, M: int, L: int, seed: int) -> np.ndarray:
+    """Digits (k+1, L) of a random balanced tree: the labels in a random order (by ``seed``),
+    the r-th one at the leaf whose digits are those of r in base M, least significant first (so
+    every node's children get equal shares)."""
+    perm = np.random.default_rng(seed).permutation(k).astype(np.int64)
+    digits = np.zeros((k + 1, L), dtype=np.int64)
+    r = perm.copy()
+    for d in range(L):
+        digits[1:, d] = r % M
+        r //= M
+    return digits
+
+
+def node_keys(digits: np.ndarray, M: int) -> np.ndarray:
+    """keys (k+1, L) int64: the node at depth d on each label's path, numbered as in the complete
+    M-ary tree (breadth first: depth offset + the path prefix read in base M)."""
+    k1, L = digits.shape
+    keys = np.zeros((k1, L), dtype=np.int64)
+    offset = 0
+    prefix = np.zeros(k1, dtype=np.int64)
+    for d in range(L):
+        keys[:, d] = offset + prefix
+        offset += M ** d
+        prefix = prefix * M + digits[:, d]
+    return keys
+
+
+class MaryTree(Reduction):
+    """See the module docstring."""
+
+    name = "mtree"
+    slot_mode = MODE_CPT
+    own_loss = True
+    reports_log_loss = True
+    parallel_predict = False
+
+    def __init__(self, rcfg, learner):
+        super().__init__(rcfg, learner)
+        self.M = int(rcfg.arity)
+        self.D = int(rcfg.dim)
+        self.L = tree_depth(self.k, self.M, int(rcfg.depth))
+        if self.M ** self.L < self.k:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"--depth {self.L} is too small: {self.M}**{self.L} < k = {self.k}")
+        if self.L * math.log2(self.M) > 60:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"--depth {self.L} is too large for arity {self.M}")
+        rows = 1 << int(learner.bits)
+        self.E = np.empty((rows, self.D), dtype=np.float32)
+        T.init_rows(self.E, int(rcfg.seed), 0, rows)
+        self.touched = np.zeros(rows, dtype=np.uint8)
+        k1 = self.k + 1
+        self.stats = np.zeros((k1, self.L, self.M), dtype=np.float64)
+        self.cnt = np.zeros((k1, self.L), dtype=np.float64)
+        self.label_n = np.zeros(k1, dtype=np.float64)  # trained importance weight per label (inspect)
+        self.params = np.zeros(T.N_PAR, dtype=np.float64)
+        self.params[T.PAR_POWER] = float(learner.config.power_t)
+        self.params[T.PAR_NEXT] = float(rcfg.reassign_after)
+        self.params[T.PAR_BEAM] = int(rcfg.beam)
+        self.params[T.PAR_NEED_PRED] = 1.0
+        self.reassignments = 0
+        self.node_key = np.zeros(0, dtype=np.int64)
+        self.W = np.zeros((0, self.M, self.D), dtype=np.float32)
+        self._set_digits(initial_digits(self.k, self.M, self.L, int(rcfg.seed)))
+        self._work(1)
+
+    @staticmethod
+    def n_models_for(rcfg) -> int:
+        return 1
+
+    # -- structure ---------------------------------------------------------------------------
+    def _set_digits(self, digits: np.ndarray) -> None:
+        """Paths from the digits: node rows (existing keys keep their rows and weights; new
+        keys get new zero rows), children table and per-label path arrays."""
+        self.digits = digits
+        keys = node_keys(digits, self.M)
+        used = np.unique(keys[1:])
+        fresh = np.setdiff1d(used, self.node_key, assume_unique=True)
+        if fresh.size:
+            self.node_key = np.concatenate([self.node_key, fresh])
+            W = np.zeros((self.node_key.size, self.M, self.D), dtype=np.float32)
+            W[: self.W.shape[0]] = self.W
+            self.W = W
+        order = np.argsort(self.node_key, kind="stable")
+        rows = order[np.searchsorted(self.node_key, keys, sorter=order)]
+        rows[0] = 0
+        self.path_node = np.ascontiguousarray(rows, dtype=np.int64)
+        self.path_child = np.ascontiguousarray(digits, dtype=np.int64)
+        child = np.full((self.node_key.size, self.M), -1, dtype=np.int64)
+        lab = np.arange(1, self.k + 1)
+        for d in range(self.L):
+            tgt = rows[1:, d + 1] if d + 1 < self.L else -lab - 1
+            child[rows[1:, d], digits[1:, d]] = tgt
+        self.child = child
+
+    def reassign(self) -> None:
+        """The label-assignment step over the statistics gathered since the last one."""
+        new = T.assign_labels(self.digits, self.stats, self.cnt, self.M, SLACK)
+        self._set_digits(np.ascontiguousarray(new, dtype=np.int64))
+        self.stats[:] = 0.0
+        self.cnt[:] = 0.0
+        self.reassignments += 1
+
+    def _next_point(self) -> None:
+        self.reassign()
+        self.params[T.PAR_NEXT] *= 2.0
+
+    def _work(self, width: int):
+        w = max(int(self.params[T.PAR_BEAM]), int(width))
+        self.h = np.zeros(self.D, dtype=np.float64)
+        self.gh = np.zeros(self.D, dtype=np.float64)
+        self.lp = np.zeros(self.M, dtype=np.float64)
+        self.beam = tuple(np.zeros(w, dtype=t) for t in (np.float64, np.int64, np.float64, np.int64))
+
+    # -- training ----------------------------------------------------------------------------
+    def set_need_predictions(self, need: bool) -> None:
+        self.params[T.PAR_NEED_PRED] = 1.0 if need else 0.0
+
+    def process(self, batch, train):
+        n = len(batch)
+        preds = np.zeros(n, dtype=np.int64)
+        losses = np.zeros(n, dtype=np.float64)
+        train = np.ascontiguousarray(train, dtype=np.bool_)
+        self.params[T.PAR_ETA] = float(self.learner.arrays.hp[HP_ETA])
+        labels = np.ascontiguousarray(batch.labels, dtype=np.int64)
+        bl, bn, cl, cn = self.beam
+        run_resuming(lambda i: T.mtree_process(self.E, self.W, self.child, self.path_node, self.path_child,
+                                               self.stats, self.cnt, self.touched, self.params, batch.indptr,
+                                               batch.indices, batch.values, labels, batch.weights, train, i,
+                                               preds, losses, self.h, self.gh, self.lp, bl, bn, cl, cn),
+                     n, self._next_point)
+        np.add.at(self.label_n, labels[train], batch.weights[train])
+        return preds, losses
+
+    # -- prediction ----------------------------------------------------------------------------
+    def predict_top(self, batch, n):
+        m = len(batch)
+        n = max(1, int(n))
+        self._work(n)
+        labs = np.zeros((m, n), dtype=np.int64)
+        probs = np.zeros((m, n), dtype=np.float64)
+        p_true = np.zeros(m, dtype=np.float64)
+        bl, bn, cl, cn = self.beam
+        T.mtree_top(self.E, self.W, self.child, self.path_node, self.path_child, self.params, batch.indptr,
+                    batch.indices, batch.values, np.ascontiguousarray(batch.labels, dtype=np.int64), n, labs, probs,
+                    p_true, self.h, self.lp, bl, bn, cl, cn)
+        return labs, probs, p_true
+
+    # -- persistence ---------------------------------------------------------------------------
+    def state(self) -> dict:
+        rows = np.flatnonzero(self.touched).astype(np.int64)
+        return {"digits": self.digits.copy(), "node_key": self.node_key.copy(), "W": self.W.copy(),
+                "E_rows": rows, "E": self.E[rows].copy(), "stats": self.stats.copy(), "cnt": self.cnt.copy(), "label_n": self.label_n.copy(),
+                "clock": self.params[[T.PAR_CLOCK, T.PAR_NEXT]].copy()}
+
+    def meta(self) -> dict:
+        return {"k": self.k, "arity": self.M, "depth": self.L, "dim": self.D, "reassignments": self.reassignments}
+
+    def load_state(self, arrays: dict, meta: dict) -> None:
+        need = ("digits", "node_key", "W", "E_rows", "E", "stats", "cnt", "label_n", "clock")
+        for name in need:
+            if name not in arrays or arrays[name] is None:
+                raise ValueError(f"missing mtree array {name!r}")
+        if int(meta.get("k", -1)) != self.k or int(meta.get("depth", -1)) != self.L \
+                or int(meta.get("arity", -1)) != self.M or int(meta.get("dim", -1)) != self.D:
+            raise ValueError("mtree k/arity/depth/dim disagree with the header")
+        k1, L, M, D = self.k + 1, self.L, self.M, self.D
+        digits, key, W = arrays["digits"], arrays["node_key"], arrays["W"]
+        rows, E = arrays["E_rows"], arrays["E"]
+        stats, cnt, clock = arrays["stats"], arrays["cnt"], arrays["clock"]
+        checks = [(digits, np.int64, (k1, L)), (key, np.int64, (key.shape[0],)), (W, np.float32, (key.shape[0], M, D)),
+                  (rows, np.int64, (rows.shape[0],)), (E, np.float32, (rows.shape[0], D)),
+                  (stats, np.float64, (k1, L, M)), (cnt, np.float64, (k1, L)), (clock, np.float64, (2,)),
+                  (arrays["label_n"], np.float64, (k1,))]
+        for a, dt, shape in checks:
+            if a.dtype != dt or a.shape != shape:
+                raise ValueError("mtree arrays have the wrong shape or type")
+        nrows = self.E.shape[0]
+        if rows.size and (rows[0] < 0 or rows[-1] >= nrows or np.any(rows[1:] <= rows[:-1])):
+            raise ValueError("mtree embedding rows invalid")
+        if np.any(digits < 0) or np.any(digits >= M) or np.any(digits[0] != 0):
+            raise ValueError("mtree digits out of range")
+        leaf = node_keys(digits, M)[1:, -1] * M + digits[1:, -1]
+        if np.unique(leaf).size != self.k:
+            raise ValueError("mtree labels share a leaf")
+        if key.size and (np.any(key < 0) or np.unique(key).size != key.size):
+            raise ValueError("mtree node keys invalid")
+        if np.setdiff1d(np.unique(node_keys(digits, M)[1:]), key).size:
+            raise ValueError("mtree node keys do not cover the paths")
+        if not (np.all(np.isfinite(clock)) and clock[0] >= 0 and clock[1] >= 0):
+            raise ValueError("mtree clock invalid")
+        self.node_key = key.copy()
+        self.W = W.copy()
+        self._set_digits(digits.copy())
+        self.E[rows] = E
+        self.touched[rows] = 1
+        self.stats = stats.copy()
+        self.cnt = cnt.copy()
+        self.label_n = arrays["label_n"].copy()
+        self.params[T.PAR_CLOCK] = clock[0]
+        self.params[T.PAR_NEXT] = clock[1]
+        self.reassignments = int(meta.get("reassignments", 0))
+
+    # -- description ---------------------------------------------------------------------------
+    def summary_extra(self) -> dict:
+        return {"reassignments": self.reassignments}
+
+    def inspect(self) -> dict:
+        used = self.child >= 0
+        return {"reduction": self.name, "k": self.k, "arity": self.M, "depth": self.L, "dim": self.D,
+                "nodes": int(np.unique(self.path_node[1:]).size), "node_rows": int(self.node_key.size),
+                "reassignments": self.reassignments, "trained_examples": int(self.params[T.PAR_CLOCK]),
+                "next_reassignment": int(self.params[T.PAR_NEXT]),
+                "embedding_rows_trained": int(self.touched.sum()),
+                "internal_links": int(used.sum())}

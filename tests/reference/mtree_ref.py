@@ -1,0 +1,140 @@
+"""Slow pure-Python/numpy reference of ``-r mtree`` (reductions/mtree.py, kernels/mtree_kernels.py).
+
+Written from the algorithm's description, not from the kernels: paths are tuples of digits, nodes
+are found by their path prefix in a dict, the softmax and its gradient are numpy expressions in
+float64, the label assignment is a plain sort of (score, label, child) tuples, prediction is an
+exhaustive search over all labels (exact; the kernels' beam must be wide enough to be exact too).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def hidden(E, idx, val):
+    s = float(np.sum(np.abs(val)))
+    h = np.zeros(E.shape[1])
+    for i, v in zip(idx, val):
+        h += float(v) * E[i].astype(np.float64)
+    return (h / s if s > 0 else h), s
+
+
+def node_probs(Wn, kids, h):
+    """P(child j) over the non-empty slots ``kids`` (dict slot -> anything)."""
+    slots = sorted(kids)
+    z = np.array([Wn[j].astype(np.float64) @ h for j in slots])
+    z = z - z.max()
+    p = np.exp(z) / np.exp(z).sum()
+    return dict(zip(slots, p))
+
+
+class Tree:
+    """The tree of a digits table: prefix tuple -> {slot: child prefix or ('leaf', label)}."""
+
+    def __init__(self, digits):
+        self.digits = [tuple(int(x) for x in row) for row in digits]
+        self.kids = {}
+        for y in range(1, len(self.digits)):
+            path = self.digits[y]
+            for d in range(len(path)):
+                pre = path[:d]
+                tgt = ("leaf", y) if d == len(path) - 1 else path[:d + 1]
+                self.kids.setdefault(pre, {})[path[d]] = tgt
+
+
+def loss(E, W, rows, tree, idx, val, y):
+    """-log P(y|x) in float64 (rows: prefix -> row of W)."""
+    h, _ = hidden(E, idx, val)
+    path = tree.digits[y]
+    out = 0.0
+    for d in range(len(path)):
+        pre = path[:d]
+        p = node_probs(W[rows[pre]], tree.kids[pre], h)
+        out -= math.log(p[path[d]])
+    return out
+
+
+def all_label_probs(E, W, rows, tree, idx, val):
+    h, _ = hidden(E, idx, val)
+    out = {}
+    for y in range(1, len(tree.digits)):
+        path = tree.digits[y]
+        lp = 0.0
+        for d in range(len(path)):
+            pre = path[:d]
+            lp += math.log(node_probs(W[rows[pre]], tree.kids[pre], h)[path[d]])
+        out[y] = math.exp(lp)
+    return out
+
+
+def sgd_step(E, W, rows, tree, idx, val, y, lr, stats=None):
+    """One SGD step (in place, float32 arrays updated from float64 gradients at the old point)."""
+    h, s = hidden(E, idx, val)
+    path = tree.digits[y]
+    gh = np.zeros_like(h)
+    dW = []
+    for d in range(len(path)):
+        pre = path[:d]
+        r = rows[pre]
+        p = node_probs(W[r], tree.kids[pre], h)
+        if stats is not None:
+            c, vec = stats.get((y, d), (0.0, np.zeros(W.shape[1])))
+            vec = vec.copy()
+            for j, pj in p.items():
+                vec[j] += pj
+            stats[(y, d)] = (c + 1.0, vec)
+        for j, pj in p.items():
+            g = lr * (pj - (1.0 if j == path[d] else 0.0))
+            gh += g * W[r, j].astype(np.float64)
+            dW.append((r, j, g * h))
+    for r, j, delta in dW:
+        W[r, j] = (W[r, j].astype(np.float64) - delta).astype(np.float32)
+    if s > 0:
+        for i, v in zip(idx, val):
+            E[i] = (E[i].astype(np.float64) - float(v) / s * gh).astype(np.float32)
+
+
+def assign(digits, stats, M, slack):
+    """The label-assignment step (see ``assign_labels``), top-down over label sets."""
+    k = len(digits) - 1
+    L = len(digits[0])
+    old = [tuple(int(x) for x in row) for row in digits]
+    new = [list(r) for r in old]
+    groups = [list(range(1, k + 1))]
+    for d in range(L):
+        full = M ** (L - d - 1)
+        nxt = []
+        for labs in groups:
+            m = len(labs)
+            cap = min(full, max(1, -(-slack * m // M)))
+            valid = {i: tuple(new[i][:d]) == old[i][:d] and stats.get((i, d), (0, None))[0] > 0 for i in labs}
+            tot = sum(stats[(i, d)][0] for i in labs if valid[i])
+            P = {i: stats[(i, d)][1] / stats[(i, d)][0] for i in labs if valid[i]}
+            q = {i: stats[(i, d)][0] / tot for i in labs if valid[i]}
+            pj = sum((q[i] * P[i] for i in P), np.zeros(M))
+            pairs = sorted(((-(q[i] * (P[i][j] - pj[j])), pos, j, i) for pos, i in enumerate(labs) if valid[i]
+                            for j in range(M)))
+            fill = [0] * M
+            dest = {}
+            for _, _, j, i in pairs:
+                if i not in dest and fill[j] < cap:
+                    dest[i] = j
+                    fill[j] += 1
+            for i in labs:
+                if i in dest:
+                    continue
+                j = old[i][d]
+                if fill[j] >= cap:
+                    j = min(range(M), key=lambda c: (fill[c], c))
+                dest[i] = j
+                fill[j] += 1
+            for i in labs:
+                new[i][d] = dest[i]
+            for j in range(M):
+                part = [i for i in labs if dest[i] == j]
+                if part:
+                    nxt.append(part)
+        groups = nxt
+    return np.array(new, dtype=np.int64)

@@ -1,0 +1,293 @@
+"""M-ary softmax label tree (``-r mtree``): kernels against the slow reference (finite-difference
+gradients, whole progressive runs with label re-assignments), the assignment's invariants,
+probabilities, save/load/continue."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lomtree_cli.config import LearnerConfig, ReductionConfig
+from lomtree_cli.kernels import mtree_kernels as T
+from lomtree_cli.learner import LinearLearner
+from lomtree_cli.reductions.mtree import SLACK, MaryTree, initial_digits, node_keys, tree_depth
+
+from .helpers import make_batch
+from .reference import mtree_ref as R
+
+BITS = 10
+
+
+def make(k, **kw):
+    lcfg = LearnerConfig()
+    rcfg = ReductionConfig(name="mtree", k=k, **kw)
+    learner = LinearLearner(lcfg, BITS, 1, MaryTree.slot_mode)
+    return MaryTree(rcfg, learner)
+
+
+def stream(k, n, seed, vocab=60):
+    rng = np.random.default_rng(seed)
+    proto = {c: rng.integers(0, vocab, size=3) for c in range(1, k + 1)}
+    out = []
+    for _ in range(n):
+        y = int(rng.integers(1, k + 1))
+        idx = [int(h) for h in proto[y][: rng.integers(1, 4)]] + [int(h) for h in rng.integers(0, vocab, 2)]
+        val = [float(np.float32(v)) for v in rng.uniform(0.2, 1.5, len(idx))]
+        out.append((y, idx + [1000], val + [1.0]))
+    return out
+
+
+def batch_of(examples):
+    return make_batch([list(zip(e[1], e[2])) for e in examples], [e[0] for e in examples], bits=BITS)
+
+
+def run(red, examples, chunk=None):
+    preds, losses = [], []
+    chunk = chunk or len(examples)
+    for s in range(0, len(examples), chunk):
+        b = batch_of(examples[s:s + chunk])
+        p, lo = red.process(b, b.labels > 0)
+        preds += p.tolist()
+        losses += lo.tolist()
+    return preds, losses
+
+
+def rows_of(red):
+    """prefix tuple -> row of red.W, from the reduction's node keys."""
+    M, L = red.M, red.L
+    out = {}
+    for y in range(1, red.k + 1):
+        path = tuple(int(x) for x in red.digits[y])
+        for d in range(L):
+            out[path[:d]] = int(red.path_node[y, d])
+    return out
+
+
+def random_weights(red, seed):
+    rng = np.random.default_rng(seed)
+    red.W[:] = rng.normal(0, 0.5, red.W.shape).astype(np.float32)
+
+
+# -- the softmax/embedding step against the reference, and its gradient by finite differences ----
+@pytest.mark.parametrize("k,arity", [(7, 2), (10, 3), (9, 16)])
+def test_sgd_step_is_the_gradient(k, arity):
+    red = make(k, arity=arity, dim=6)
+    random_weights(red, k)
+    tree = R.Tree(red.digits)
+    rows = rows_of(red)
+    idx, val = [3, 17, 3, 900], [0.5, 1.25, -0.75, 1.0]
+    y = k - 2
+    E0, W0 = red.E.astype(np.float64), red.W.astype(np.float64)
+    # the kernel's step at lr = 1 is minus the gradient (computed at the old point)
+    ex = [(y, idx, [float(np.float32(v)) for v in val])]
+    b = batch_of(ex)
+    T.learn_one(red.E, red.W, red.child, red.path_node, red.path_child, red.stats, red.cnt, red.touched,
+                b.indices, b.values, 0, len(idx), y, 1.0, 1.0, red.h, red.gh, red.lp)
+    gE = E0 - red.E.astype(np.float64)
+    gW = W0 - red.W.astype(np.float64)
+    f = lambda E, W: R.loss(E, W, rows, tree, idx, np.float32(val), y)  # noqa: E731
+    eps = 1e-6
+    for r in sorted(set(idx)):
+        for c in range(red.D):
+            Ep, Em = E0.copy(), E0.copy()
+            Ep[r, c] += eps
+            Em[r, c] -= eps
+            fd = (f(Ep, W0) - f(Em, W0)) / (2 * eps)
+            assert gE[r, c] == pytest.approx(fd, rel=1e-3, abs=1e-6)
+    for pre, n in rows.items():
+        for j in range(red.M):
+            for c in range(red.D):
+                Wp, Wm = W0.copy(), W0.copy()
+                Wp[n, j, c] += eps
+                Wm[n, j, c] -= eps
+                fd = (f(E0, Wp) - f(E0, Wm)) / (2 * eps)
+                assert gW[n, j, c] == pytest.approx(fd, rel=1e-3, abs=1e-6)
+    # and equals the reference's step
+    E1, W1 = E0.astype(np.float32), W0.astype(np.float32)
+    R.sgd_step(E1, W1, rows, tree, idx, np.float32(val), y, 1.0)
+    np.testing.assert_allclose(red.E, E1, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(red.W, W1, rtol=1e-5, atol=1e-7)
+
+
+# -- whole progressive runs against the reference ------------------------------------------------
+class RefRun:
+    """The reference learner: same initial tree, re-assignment at N, 2N, 4N, ... trained examples."""
+
+    def __init__(self, red0, reassign_after, eta, power):
+        self.E = red0.E.copy()
+        self.W = {}
+        self.M, self.L, self.D = red0.M, red0.L, red0.D
+        self.digits = red0.digits.copy()
+        self.next = reassign_after
+        self.eta, self.power = eta, power
+        self.clock = 0
+        self.stats = {}
+        self.tree = R.Tree(self.digits)
+        self.reassignments = 0
+
+    def wrow(self, pre):
+        if pre not in self.W:
+            self.W[pre] = np.zeros((self.M, self.D), np.float32)
+        return self.W[pre]
+
+    def arrays(self):
+        pres = sorted(self.W)
+        rows = {p: i for i, p in enumerate(pres)}
+        W = np.stack([self.W[p] for p in pres]) if pres else np.zeros((0, self.M, self.D), np.float32)
+        return W, rows
+
+    def process(self, examples):
+        preds, losses = [], []
+        for y, idx, val in examples:
+            if self.next and self.clock >= self.next:
+                self.digits = R.assign(self.digits, self.stats, self.M, SLACK)
+                self.tree = R.Tree(self.digits)
+                self.stats = {}
+                self.next *= 2
+                self.reassignments += 1
+            for pre in self.tree.kids:
+                self.wrow(pre)
+            W, rows = self.arrays()
+            probs = R.all_label_probs(self.E, W, rows, self.tree, idx, np.float32(val))
+            preds.append(max(probs, key=lambda c: (probs[c], -c)))
+            lr = self.eta * (1 + self.clock / T.LR_SCALE) ** -self.power
+            losses.append(-math.log(probs[y]))
+            R.sgd_step(self.E, W, rows, self.tree, idx, np.float32(val), y, lr, self.stats)
+            for p, r in rows.items():
+                self.W[p] = W[r]
+            self.clock += 1
+        return preds, losses
+
+
+@pytest.mark.parametrize("k,arity,reassign", [(9, 2, 16), (13, 3, 20), (12, 4, 0)])
+def test_progressive_run_matches_reference(k, arity, reassign):
+    """Predictions, log-losses, the re-assigned tree and the weights equal the reference's, whole or
+    in chunks that cut through re-assignment points (beam wide enough to be exact)."""
+    ex = stream(k, 150, seed=k)
+    red0 = make(k, arity=arity, dim=5, beam=64, reassign_after=reassign, seed=k)
+    ref = RefRun(red0, reassign, eta=0.5, power=0.5)
+    want_p, want_l = ref.process(ex)
+    for chunk in (None, 7):
+        red = make(k, arity=arity, dim=5, beam=64, reassign_after=reassign, seed=k)
+        p, lo = run(red, ex, chunk)
+        assert p == want_p
+        np.testing.assert_allclose(lo, want_l, rtol=1e-4)
+        np.testing.assert_array_equal(red.digits, ref.digits)
+        assert red.reassignments == ref.reassignments
+        np.testing.assert_allclose(red.E, ref.E, rtol=1e-4, atol=1e-6)
+        W, rows = ref.arrays()
+        for pre, r in rows_of(red).items():
+            np.testing.assert_allclose(red.W[r], ref.W[pre], rtol=1e-4, atol=1e-6)
+
+
+# -- the assignment step --------------------------------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(1, 40), arity=st.integers(2, 6), extra=st.integers(0, 1), seed=st.integers(0, 10**6),
+       dense=st.floats(0.0, 1.0))
+def test_assignment_keeps_every_label_in_one_leaf(k, arity, extra, seed, dense):
+    L = tree_depth(k, arity, 0) + extra
+    rng = np.random.default_rng(seed)
+    digits = initial_digits(k, arity, L, seed)
+    cnt = np.where(rng.random((k + 1, L)) < dense, rng.integers(1, 9, (k + 1, L)), 0).astype(np.float64)
+    stats = rng.random((k + 1, L, arity)) * cnt[:, :, None]
+    new = T.assign_labels(digits, stats, cnt, arity, SLACK)
+    assert new.shape == digits.shape and new.min() >= 0 and new.max() < arity
+    leaves = node_keys(new, arity)[1:, -1] * arity + new[1:, -1]
+    assert np.unique(leaves).size == k  # every label in exactly one leaf, no leaf shared
+    for d in range(L):  # the caps: a node's child holds at most min(M^(L-d-1), ceil(2|I|/M)) labels
+        pre = node_keys(new, arity)[1:, d]
+        for key in np.unique(pre):
+            mine = new[1:][pre == key]
+            m = mine.shape[0]
+            cap = min(arity ** (L - d - 1), max(1, -(-SLACK * m // arity)))
+            assert np.bincount(mine[:, d], minlength=arity).max() <= cap
+    want = R.assign(digits, {(i, d): (cnt[i, d], stats[i, d]) for i in range(1, k + 1) for d in range(L)
+                             if cnt[i, d] > 0}, arity, SLACK)
+    np.testing.assert_array_equal(new, want)
+
+
+def test_assignment_follows_the_classifier():
+    """Hand-made: 4 labels, arity 2, depth 2; the root routes labels 1 and 3 to child 1 and labels 2
+    and 4 to child 0 although the tree has them the other way: they move there."""
+    digits = np.array([[0, 0], [0, 0], [1, 0], [0, 1], [1, 1]], np.int64)
+    cnt = np.zeros((5, 2))
+    stats = np.zeros((5, 2, 2))
+    cnt[1:, 0] = 10
+    stats[1, 0] = [1, 9]
+    stats[3, 0] = [2, 8]
+    stats[2, 0] = [9, 1]
+    stats[4, 0] = [8, 2]
+    new = T.assign_labels(digits, stats, cnt, 2, SLACK)
+    assert new[1:, 0].tolist() == [1, 0, 1, 0]
+    leaves = {tuple(r) for r in new[1:]}
+    assert len(leaves) == 4
+
+
+# -- probabilities -------------------------------------------------------------------------------
+def test_top_k_and_probabilities_are_the_path_products():
+    k = 11
+    red = make(k, arity=3, dim=4, beam=40, seed=5)
+    run(red, stream(k, 200, seed=1))
+    ex = stream(k, 20, seed=2)
+    b = batch_of(ex)
+    labs, probs, p_true = red.predict_top(b, k)
+    W, tree, rows = red.W, R.Tree(red.digits), rows_of(red)
+    for i, (y, idx, val) in enumerate(ex):
+        want = R.all_label_probs(red.E, W, rows, tree, idx, np.float32(val))
+        assert sum(want.values()) == pytest.approx(1.0)
+        assert sorted(labs[i].tolist()) == list(range(1, k + 1))
+        for lab, p in zip(labs[i], probs[i]):
+            assert p == pytest.approx(want[int(lab)], rel=1e-6)
+        assert p_true[i] == pytest.approx(want[y], rel=1e-6)
+        assert np.all(np.diff(probs[i]) <= 1e-15)
+
+
+def test_held_out_log_loss_is_minus_log_p():
+    k = 6
+    red = make(k, arity=2, dim=4, seed=2)
+    run(red, stream(k, 100, seed=3))
+    ex = stream(k, 10, seed=4)
+    b = batch_of(ex)
+    _, losses = red.process(b, np.zeros(len(ex), bool))
+    _, _, p_true = red.predict_top(b, 1)
+    np.testing.assert_allclose(losses, -np.log(p_true), rtol=1e-9)
+
+
+# -- persistence ---------------------------------------------------------------------------------
+def test_save_load_continue_is_exact():
+    k = 10
+    ex = stream(k, 300, seed=9)
+    whole = make(k, arity=3, dim=4, reassign_after=16)
+    p_whole, _ = run(whole, ex)
+    first = make(k, arity=3, dim=4, reassign_after=16)
+    p1, _ = run(first, ex[:137])
+    arrays = {n: np.asarray(a).copy() for n, a in first.state().items()}
+    meta = first.meta()
+    second = make(k, arity=3, dim=4, reassign_after=16)
+    second.load_state(arrays, meta)
+    p2, _ = run(second, ex[137:])
+    assert p1 + p2 == p_whole
+    np.testing.assert_array_equal(second.E, whole.E)
+    np.testing.assert_array_equal(second.W, whole.W)
+    np.testing.assert_array_equal(second.digits, whole.digits)
+
+
+def test_load_refuses_shared_leaves():
+    red = make(5, arity=2, dim=3)
+    arrays = {n: np.asarray(a).copy() for n, a in red.state().items()}
+    arrays["digits"][2] = arrays["digits"][1]
+    with pytest.raises(ValueError):
+        make(5, arity=2, dim=3).load_state(arrays, red.meta())
+
+
+def test_depth_bound():
+    assert tree_depth(5001, 65, 0) == 3 and tree_depth(66, 32, 0) == 2 and tree_depth(66, 66, 0) == 1
+    from lomtree_cli.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        make(100, arity=4, depth=3)
+    assert make(100, arity=4, depth=5).L == 5
