@@ -21,6 +21,8 @@ CONSTANT_HASH = 11650396
 MAX_LINE_BYTES = 32 << 20
 #: the largest ``--max-line-bytes`` (the reader's buffer can grow to about twice the limit)
 MAX_LINE_BYTES_LIMIT = 1 << 34
+#: LOMtree's ``--max-internal-nodes`` is at most this many times k
+MAX_NODES_PER_CLASS = 64
 
 
 class InputConfig(Record, frozen=True):
@@ -158,6 +160,11 @@ class ReductionConfig(Record, frozen=True):
             raise ConfigError(f"-k/--classes must be in 1..2^31-1, got {self.k}")
         if self.max_internal_nodes is not None and int(self.max_internal_nodes) < 0:
             raise ConfigError(f"--max-internal-nodes must be >= 0, got {self.max_internal_nodes}")
+        if self.max_internal_nodes is not None and self.k is not None and \
+                int(self.max_internal_nodes) > MAX_NODES_PER_CLASS * int(self.k):
+            raise ConfigError(f"--max-internal-nodes must be at most {MAX_NODES_PER_CLASS} x k = "
+                              f"{MAX_NODES_PER_CLASS * int(self.k)}, got {self.max_internal_nodes} (the tree's "
+                              f"arrays grow with it; ALGORITHMS.md explores k-1 ... 64k-1)")
         if int(self.swap_resistance) < 0:
             raise ConfigError(f"--swap-resistance must be >= 0, got {self.swap_resistance}")
         if not (math.isfinite(self.cpt_alpha) and 0.0 <= self.cpt_alpha <= 1.0):
