@@ -622,8 +622,10 @@ _EARLY: list = []
 
 
 def _early_key(model_path: str, paths, skip_invalid: bool, opts: RunOptions) -> tuple:
+    from .config import MAX_LINE_BYTES
+
     return (model_path, tuple(paths), bool(skip_invalid), opts.chunk_bytes, opts.flush, opts.threads,
-            opts.max_line_bytes)
+            MAX_LINE_BYTES if opts.max_line_bytes is None else int(opts.max_line_bytes))
 
 
 def start_predict_early(model_path: str, paths: list, skip_invalid: bool, chunk_bytes: int, threads: int,
