@@ -439,7 +439,7 @@ def _parse_float_long(buf, i, e):
     return (-v if neg else v), i, True
 
 
-@kernel(inline="always")
+@kernel()
 def _digits_overflow(buf, s, e):
     """True when the decimal digits ``buf[s:e]`` are a number >= 2**64 (an index that would wrap)."""
     acc = np.uint64(0)
@@ -624,7 +624,7 @@ def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, 
             while p < e and not _is_ws(buf[np.uint64(p)]) and buf[np.uint64(p)] != 124 and buf[np.uint64(p)] != 58:
                 alldig = alldig and 48 <= buf[np.uint64(p)] <= 57
                 p += 1
-            if alldig and _digits_overflow(buf, ns_s, p):
+            if alldig and p - ns_s > 19 and _digits_overflow(buf, ns_s, p):
                 return nnz, 0, 1.0, -1, -1, INDEX_RANGE, ns_s, ns_s, p, KIND_RANGE
             nh = _hash_scanned(buf, ns_s, p, alldig, seed) & _M32
             if p < e and buf[np.uint64(p)] == 58:
@@ -645,21 +645,18 @@ def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, 
             # the name; the value of an all-digit name is accumulated on the way (rule H)
             alldig = True
             acc = np.uint64(0)
-            wrap = False
             while p < e:
                 c = buf[np.uint64(p)]
                 if 48 <= c <= 57:
-                    d = np.uint64(c - 48)
-                    if acc > _U64_DIV10 or (acc == _U64_DIV10 and d > _U5):
-                        wrap = True
-                    acc = acc * _U10 + d
+                    acc = acc * _U10 + np.uint64(c - 48)
                 elif c == 32 or c == 58 or c == 9 or c == 124 or c == 13:
                     break
                 else:
                     alldig = False
                 p += 1
             fe = p
-            if alldig and wrap:
+            # only a name of 20 digits or more can be >= 2**64 (checked again, off the hot path)
+            if alldig and fe - fs > 19 and _digits_overflow(buf, fs, fe):
                 return nnz, 0, 1.0, -1, -1, INDEX_RANGE, fs, fs, fe, KIND_RANGE
             v = 1.0
             vs = fs  # error position for a float32 overflow of ns_weight alone
@@ -764,10 +761,9 @@ def _parse_libsvm_line(buf, s, e, mask, label_offset, low_unlabeled, indices, va
             c = buf[np.uint64(j)]
             if c < 48 or c > 57:
                 return nnz, 0, 1.0, -1, -1, LIBSVM_INDEX, ts, ts, colon, 0
-            d = np.uint64(c - 48)
-            if idx > _U64_DIV10 or (idx == _U64_DIV10 and d > _U5):
-                return nnz, 0, 1.0, -1, -1, LIBSVM_INDEX, ts, ts, colon, KIND_RANGE
-            idx = idx * _U10 + d
+            idx = idx * _U10 + np.uint64(c - 48)
+        if colon - ts > 19 and _digits_overflow(buf, ts, colon):  # >= 2**64: it wrapped
+            return nnz, 0, 1.0, -1, -1, LIBSVM_INDEX, ts, ts, colon, KIND_RANGE
         v, q, ok = parse_float(buf, colon + 1, te)
         if not ok or q != te:
             return nnz, 0, 1.0, -1, -1, LIBSVM_VALUE, colon + 1, colon + 1, te, KIND_NAN
