@@ -48,12 +48,38 @@ def _source_key() -> str:
     return _KEY[0]
 
 
-def _cache_base() -> str:
-    """``lomtree_cli/__pycache__`` when the package directory is writable, else ~/.cache/lomtree."""
+def _writable_dir(d: str) -> bool:
+    """``d`` exists (or can be made) and this user can write in it."""
+    try:
+        _os.makedirs(d, mode=0o755, exist_ok=True)
+    except OSError:
+        return False
+    return _os.access(d, _os.W_OK | _os.X_OK)
+
+
+def _cache_bases() -> list:
+    """Where compiled kernels may be, in order: the package's ``__pycache__`` (where ``make``
+    puts them), ``$XDG_CACHE_HOME/lomtree`` or ``~/.cache/lomtree``, and a per-user folder in the
+    temporary directory (for a user whose HOME is not writable)."""
+    import tempfile
+
     here = _os.path.dirname(_os.path.abspath(__file__))
-    if not _os.access(here, _os.W_OK):
-        return _os.path.join(_os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache"), "lomtree")
-    return _os.path.join(here, "__pycache__")
+    home = _os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache")
+    return [_os.path.join(here, "__pycache__"), _os.path.join(home, "lomtree"),
+            _os.path.join(tempfile.gettempdir(), f"lomtree-{_os.getuid() if hasattr(_os, 'getuid') else 0}")]
+
+
+def _cache_base() -> str:
+    """The first of ``_cache_bases()`` this user can write in (the last one when none is: numba
+    then reports the problem). Any user who can read the install can run it (issue #22)."""
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    bases = _cache_bases()
+    if _os.access(here, _os.W_OK):
+        return bases[0]
+    for b in bases[1:]:
+        if _writable_dir(b):
+            return b
+    return bases[-1]
 
 
 def _numba_cache_dir() -> str:

@@ -142,6 +142,7 @@ def build(quiet: bool = False) -> str:
     base = os.path.dirname(target)
     os.makedirs(base, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="aot-build-", dir=base)
+    os.chmod(tmp, 0o755)  # mkdtemp's 0700 would hide the module from every other user
     try:
         cc = CC(KN.AOT_MODULE)
         cc.output_dir = tmp

@@ -112,13 +112,15 @@ def input_key(input_cfg: InputConfig, paths: list[str]) -> dict:
         "constant_index": int(input_cfg.constant_index),
         "label_offset": int(input_cfg.label_offset),
         "skip_invalid": bool(input_cfg.skip_invalid),
+        "max_line_bytes": int(input_cfg.max_line_bytes),
         "inputs": inputs,
     }
 
 
 def _key_differences(old: dict, new: dict) -> list[str]:
     out = []
-    for name in ("format", "bits", "hash_seed", "noconstant", "constant_index", "label_offset", "skip_invalid"):
+    for name in ("format", "bits", "hash_seed", "noconstant", "constant_index", "label_offset", "skip_invalid",
+                 "max_line_bytes"):
         if old.get(name) != new.get(name):
             out.append(f"{name.replace('_', '-')} {old.get(name)} -> {new.get(name)}")
     oi, ni = old.get("inputs", []), new.get("inputs", [])

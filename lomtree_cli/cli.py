@@ -46,9 +46,30 @@ def _progress_interval(value: str) -> float | int:
         raise click.BadParameter(commands.PROGRESS_INTERVAL_RULE) from None
 
 
+class _Command(click.Command):
+    """An option that is not a list given twice (``-k 3 -k 26``) is a usage error (exit 2), not
+    "the last one wins"."""
+
+    def parse_args(self, ctx, args):
+        if not ctx.resilient_parsing:
+            try:
+                order = self.make_parser(ctx).parse_args(args=list(args))[2]
+            except click.UsageError:
+                order = []  # click reports it below
+            seen = set()
+            for p in order:
+                if isinstance(p, click.Option) and not (p.multiple or p.count):
+                    if p.name in seen:
+                        raise click.UsageError(f"option {'/'.join(p.opts)} given more than once", ctx)
+                    seen.add(p.name)
+        return super().parse_args(ctx, args)
+
+
 class _Group(click.Group):
     """A SIGINT before a command body runs (while numpy/numba import) exits 130 quietly, not with
-    click's "Aborted!" and exit code 1."""
+    click's "Aborted!" and exit code 1. Its commands refuse repeated options (``_Command``)."""
+
+    command_class = _Command
 
     def invoke(self, ctx):
         try:
@@ -85,7 +106,10 @@ def common_run_options(f):
     f = click.option("--quiet", is_flag=True, help="No table, no summary on stderr.")(f)
     f = click.option("--skip-invalid", "--skip_invalid", "skip_invalid", is_flag=True,
                      help="Skip malformed lines (counted in the summary) instead of stopping.")(f)
-    f = click.option("--chunk-bytes", type=click.IntRange(min=64), default=1 << 20, hidden=True)(f)
+    f = click.option("--chunk-bytes", type=click.IntRange(min=64, max=1 << 30), default=1 << 20, hidden=True)(f)
+    f = click.option("--max-line-bytes", "max_line_bytes", type=click.IntRange(min=1, max=1 << 34),
+                     default=32 << 20, show_default=True,
+                     help="A longer line is malformed (an error, or skipped with --skip-invalid).")(f)
     return f
 
 
@@ -142,7 +166,7 @@ def common_run_options(f):
 @click.option("--hash-seed", "--hash_seed", "hash_seed", type=int, default=0, show_default=True)
 @click.option("--noconstant", is_flag=True, help="No constant (bias) feature.")
 @click.option("--label-offset", "label_offset", type=int, default=0, show_default=True,
-              help="Added to LIBSVM labels (1 for 0-based data).")
+              help="Added to every label (1 for 0-based data, VW's --indexing 0).")
 @common_run_options
 @click.pass_context
 def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fmt, bits, learning_rate, power_t,
@@ -150,7 +174,7 @@ def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fm
           early_terminate, max_internal_nodes, swap_resistance, cpt_alpha, cpt_predict, cpt_random_insert, arity, beam, tree_buffer, path_weight, no_leaf_negatives, dim, depth,
           reassign_after, seed,
           hash_seed, noconstant, label_offset, skip_invalid, quiet, progress_bar, progress_interval, report,
-          chunk_bytes):
+          chunk_bytes, max_line_bytes):
     """Train on INPUT files ('-' or none = stdin) with progressive validation.
 
     \b
@@ -181,7 +205,7 @@ def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fm
 @common_run_options
 @click.pass_context
 def predict(ctx, inputs, model, predictions, probabilities, top_k, flush, skip_invalid, quiet, progress_bar,
-            progress_interval, report, chunk_bytes, threads):
+            progress_interval, report, chunk_bytes, threads, max_line_bytes):
     """Predict INPUT lines ('-' or none = stdin) with MODEL; nothing in the model changes.
 
     \b

@@ -89,7 +89,10 @@ def run_predict(p: dict, start: float) -> None:
 
     def body():
         from .driver import predict
+        from .paths import check_outputs
 
+        check_outputs([("-p", p["predictions"]), ("--report", p["report"])],
+                      [("input", x) for x in p["inputs"]] + [("-i", p["model"])])
         flush = p["flush"]
         chunk_bytes = p["chunk_bytes"]
         opts = RunOptions(inputs=list(p["inputs"]), predictions=p["predictions"], quiet=p["quiet"],
@@ -97,7 +100,8 @@ def run_predict(p: dict, start: float) -> None:
                           progress_bar=p["progress_bar"], report=p["report"], flush=flush,
                           probabilities=p["probabilities"], top_k=p["top_k"] or 0,
                           chunk_bytes=(4096 if flush and chunk_bytes == 1 << 20 else chunk_bytes),
-                          start_time=start, handle_signals=True, threads=resolve_threads(p["threads"]))
+                          start_time=start, handle_signals=True, threads=resolve_threads(p["threads"]),
+                          max_line_bytes=p["max_line_bytes"])
         predict(p["model"], opts, skip_invalid=p["skip_invalid"])
 
     guarded(body)
@@ -112,8 +116,16 @@ def run_train(p: dict, given: set, start: float, warn) -> None:
         from .driver import train
         from .reductions import get_reduction_class
 
+        from .paths import check_outputs
+
         if p["passes"] < 1:
             raise ConfigError("--passes must be >= 1")
+        cache_path = p["cache"]
+        if cache_path == "" and p["final_model"]:
+            cache_path = p["final_model"] + ".cache"
+        check_outputs([("-f", p["final_model"]), ("-p", p["predictions"]), ("--report", p["report"]),
+                       ("-c", cache_path)],
+                      [("input", x) for x in p["inputs"]] + [("-i", p["initial_model"])])
         explicit = {n: p[n] for n in EXPLICIT_TRAIN if n in given}
         if p["initial_model"] is not None:
             if "reduction" in given:
@@ -123,7 +135,8 @@ def run_train(p: dict, given: set, start: float, warn) -> None:
             if "fmt" in given:
                 explicit["format"] = p["fmt"]
         icfg = InputConfig(format=p["fmt"], bits=p["bits"], hash_seed=p["hash_seed"], noconstant=p["noconstant"],
-                           label_offset=p["label_offset"], skip_invalid=p["skip_invalid"])
+                           label_offset=p["label_offset"], skip_invalid=p["skip_invalid"],
+                           max_line_bytes=p["max_line_bytes"])
         if p["initial_model"] is None:
             reduction = p["reduction"]
             rcfg = ReductionConfig(name=reduction, k=p["k"], max_internal_nodes=p["max_internal_nodes"],

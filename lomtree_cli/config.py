@@ -17,6 +17,12 @@ FORMATS = ("vw", "libsvm")
 REDUCTIONS = ("oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt", "mtree")
 #: the constant feature's hash before masking (VW's constant); ALGORITHMS.md §1.3
 CONSTANT_HASH = 11650396
+#: ``--max-line-bytes`` default: a longer line is malformed (found without buffering it whole)
+MAX_LINE_BYTES = 32 << 20
+#: the largest ``--max-line-bytes`` (the reader's buffer can grow to about twice the limit)
+MAX_LINE_BYTES_LIMIT = 1 << 34
+#: LOMtree's ``--max-internal-nodes`` is at most this many times k
+MAX_NODES_PER_CLASS = 64
 
 
 class InputConfig(Record, frozen=True):
@@ -26,8 +32,11 @@ class InputConfig(Record, frozen=True):
     bits : hash bits b; features are masked to [0, 2**b)
     hash_seed : seed S of the namespace hash
     noconstant : do not append the constant feature
-    label_offset : added to LIBSVM labels (use 1 for 0-based data)
+    label_offset : added to labels (use 1 for 0-based data); |label_offset| < 2**31
     skip_invalid : skip malformed lines (counted) instead of stopping
+    max_line_bytes : a line longer than this (bytes before its newline) is malformed
+    low_labels_unlabeled : a label below 1 is read as unlabeled (counted) instead of an error
+        (``predict``, which does not use labels to learn)
     """
 
     format: str = "vw"
@@ -36,6 +45,8 @@ class InputConfig(Record, frozen=True):
     noconstant: bool = False
     label_offset: int = 0
     skip_invalid: bool = False
+    max_line_bytes: int = MAX_LINE_BYTES
+    low_labels_unlabeled: bool = False
 
     def __post_init__(self):
         if self.format not in FORMATS:
@@ -44,6 +55,10 @@ class InputConfig(Record, frozen=True):
             raise ConfigError(f"--bits must be in 1..32, got {self.bits}")
         if not 0 <= int(self.hash_seed) < 2**32:
             raise ConfigError(f"--hash-seed must be in 0..2^32-1, got {self.hash_seed}")
+        if not -2**31 < int(self.label_offset) < 2**31:
+            raise ConfigError(f"--label-offset must be in -(2^31-1)..2^31-1, got {self.label_offset}")
+        if not 1 <= int(self.max_line_bytes) <= MAX_LINE_BYTES_LIMIT:
+            raise ConfigError(f"--max-line-bytes must be in 1..2^34, got {self.max_line_bytes}")
 
     @property
     def mask(self) -> int:
@@ -152,6 +167,11 @@ class ReductionConfig(Record, frozen=True):
             raise ConfigError(f"-k/--classes must be in 1..2^31-1, got {self.k}")
         if self.max_internal_nodes is not None and int(self.max_internal_nodes) < 0:
             raise ConfigError(f"--max-internal-nodes must be >= 0, got {self.max_internal_nodes}")
+        if self.max_internal_nodes is not None and self.k is not None and \
+                int(self.max_internal_nodes) > MAX_NODES_PER_CLASS * int(self.k):
+            raise ConfigError(f"--max-internal-nodes must be at most {MAX_NODES_PER_CLASS} x k = "
+                              f"{MAX_NODES_PER_CLASS * int(self.k)}, got {self.max_internal_nodes} (the tree's "
+                              f"arrays grow with it; ALGORITHMS.md explores k-1 ... 64k-1)")
         if int(self.swap_resistance) < 0:
             raise ConfigError(f"--swap-resistance must be >= 0, got {self.swap_resistance}")
         if not (math.isfinite(self.cpt_alpha) and 0.0 <= self.cpt_alpha <= 1.0):

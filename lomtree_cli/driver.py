@@ -72,6 +72,7 @@ class RunOptions(Record):
     start_time: float | None = None
     handle_signals: bool = False
     threads: int = 1  # predict: threads that parse chunks and share each batch (train: 1)
+    max_line_bytes: int | None = None  # predict: --max-line-bytes (None: the default)
 
 
 class Interrupted(Exception):
@@ -117,9 +118,12 @@ class PredictionWriter:
         self.own = False
         self.broken = False
         self._names: list[str] = []
+        self.path = path
         if path is None:
             self.f = None
         elif path == "-":
+            if sys.stdout is None:  # fd 1 closed (``>&-``)
+                raise ConfigError("cannot write predictions to standard output (-p -): it is closed")
             self.f = sys.stdout
         else:
             try:
@@ -145,6 +149,8 @@ class PredictionWriter:
             self.broken = True
             self.f = None
             _silence_stdout()
+        except OSError as e:  # a full disk, /dev/full, ...: name the file
+            self._failed(e)
 
     def label_strings(self, preds: np.ndarray) -> list[str]:
         """``[str(p) for p in preds]`` (an integer array)."""
@@ -157,6 +163,18 @@ class PredictionWriter:
             names.extend(map(str, range(len(names), hi + 1)))
         return [names[v] for v in values]
 
+    def _failed(self, e: OSError):
+        from .errors import LomtreeError
+
+        f, self.f = self.f, None
+        if self.own:
+            try:
+                f.close()
+            except OSError:
+                pass
+        where = "standard output" if self.path == "-" else self.path
+        raise LomtreeError(f"cannot write predictions to {where}: {e.strerror or e}") from None
+
     def close(self):
         if self.f is not None:
             try:
@@ -167,6 +185,8 @@ class PredictionWriter:
             except BrokenPipeError:
                 self.broken = True
                 _silence_stdout()
+            except OSError as e:
+                self._failed(e)
 
 
 def _silence_stdout():
@@ -312,6 +332,7 @@ class Runner:
         self.bar = None
         self.need_predictions = True
         self._pool = None
+        self.low_labels = 0  # predict: labels below 1 read as unlabeled
 
     def _process(self, batch: ExampleBatch, train: np.ndarray):
         """``reduction.process``; when only predicting, a large batch is cut into ``opts.threads``
@@ -384,6 +405,11 @@ class Runner:
             self._handle_skipped(batch)
             if len(batch) == 0:
                 continue
+            if not self.learn:  # the parser marks labels below 1 with -1: unlabeled, counted
+                low = batch.labels < 0
+                if low.any():
+                    self.low_labels += int(np.count_nonzero(low))
+                    batch.labels = np.where(low, 0, batch.labels)
             batch = self._check_labels(batch, self.learn)
             n = len(batch)
             if n == 0:
@@ -470,7 +496,8 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     if initial_model is not None:
         loaded = model_io.load_model(initial_model)
         _check_model_conflicts(loaded, explicit or {}, input_cfg)
-        input_cfg = replace(loaded.input_config, skip_invalid=input_cfg.skip_invalid)
+        input_cfg = replace(loaded.input_config, skip_invalid=input_cfg.skip_invalid,
+                            max_line_bytes=input_cfg.max_line_bytes)
         learner, reduction = loaded.learner, loaded.reduction
         if explicit and explicit.get("learning_rate") is not None:
             learner.arrays.hp[HP_ETA] = float(explicit["learning_rate"])
@@ -564,14 +591,22 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     return summary
 
 
+#: ``predict --threads`` is at most this many times the CPUs
+THREADS_PER_CPU = 4
+
+
 def resolve_threads(n: int) -> int:
-    """``predict --threads``: 0 = one per CPU this process may use, at most 4."""
-    if n > 0:
-        return n
+    """``predict --threads``: 0 = one per CPU this process may use, at most 4; more than
+    ``THREADS_PER_CPU`` per CPU is a usage error (ConfigError)."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
+    if n > 0:
+        if n > THREADS_PER_CPU * cpus:
+            raise ConfigError(f"--threads must be at most {THREADS_PER_CPU} x the {cpus} CPUs = "
+                              f"{THREADS_PER_CPU * cpus}, got {n}")
+        return n
     return max(1, min(4, cpus))
 
 
@@ -587,10 +622,14 @@ _EARLY: list = []
 
 
 def _early_key(model_path: str, paths, skip_invalid: bool, opts: RunOptions) -> tuple:
-    return (model_path, tuple(paths), bool(skip_invalid), opts.chunk_bytes, opts.flush, opts.threads)
+    from .config import MAX_LINE_BYTES
+
+    return (model_path, tuple(paths), bool(skip_invalid), opts.chunk_bytes, opts.flush, opts.threads,
+            MAX_LINE_BYTES if opts.max_line_bytes is None else int(opts.max_line_bytes))
 
 
-def start_predict_early(model_path: str, paths: list, skip_invalid: bool, chunk_bytes: int, threads: int) -> bool:
+def start_predict_early(model_path: str, paths: list, skip_invalid: bool, chunk_bytes: int, threads: int,
+                        max_line_bytes: int | None = None) -> bool:
     """Start parsing a ``predict``'s input files before the command line is fully parsed.
 
     The entry point (``launch.main``) calls this for a ``predict`` on regular files whose
@@ -606,7 +645,8 @@ def start_predict_early(model_path: str, paths: list, skip_invalid: bool, chunk_
     peek = model_io.peek_input_config(model_path)
     if peek is None:
         return False
-    opts = RunOptions(inputs=list(paths), chunk_bytes=chunk_bytes, threads=resolve_threads(threads))
+    opts = RunOptions(inputs=list(paths), chunk_bytes=chunk_bytes, threads=resolve_threads(threads),
+                      max_line_bytes=max_line_bytes)
     batches = _predict_parser(list(paths), peek, skip_invalid, opts)
     discard_early()
     _EARLY.append((_early_key(model_path, paths, skip_invalid, opts), peek, batches))
@@ -616,9 +656,16 @@ def start_predict_early(model_path: str, paths: list, skip_invalid: bool, chunk_
 def _predict_parser(paths: list, input_cfg: InputConfig, skip_invalid: bool, opts: RunOptions, should_stop=None):
     """``predict``'s batches of ``paths``, parsed in a thread that starts now and may run
     ``PREDICT_AHEAD`` batches ahead."""
-    cfg = replace(input_cfg, skip_invalid=bool(skip_invalid))
+    cfg = _predict_input(input_cfg, skip_invalid, opts)
     return prefetch(_batches_for_pass(paths, cfg, opts, 0, None), depth=PREDICT_AHEAD, should_stop=should_stop,
                     eager=True)
+
+
+def _predict_input(input_cfg: InputConfig, skip_invalid: bool, opts: RunOptions) -> InputConfig:
+    """The model's input options as ``predict`` reads with them: its own ``--skip-invalid`` and
+    ``--max-line-bytes``, and labels below 1 read as unlabeled (counted), not as errors."""
+    extra = {} if opts.max_line_bytes is None else {"max_line_bytes": int(opts.max_line_bytes)}
+    return replace(input_cfg, skip_invalid=bool(skip_invalid), low_labels_unlabeled=True, **extra)
 
 
 def discard_early() -> None:
@@ -661,7 +708,7 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
         loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
         if batches is not None and loaded.input_config != peek:
             raise model_io.ModelFormatError(f"{model_path}: the model file changed while it was read")
-        input_cfg = replace(loaded.input_config, skip_invalid=skip_invalid)
+        input_cfg = _predict_input(loaded.input_config, skip_invalid, opts)
         runner = Runner(input_cfg, loaded.learner, loaded.reduction, opts, learn=False)
         writer = PredictionWriter(opts.predictions, opts.flush)
         if opts.handle_signals:
@@ -681,6 +728,8 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
             writer.close()
         stop.restore()
     summary = _summary(runner, loaded.reduction, input_cfg, 1, start, None)
+    if runner.low_labels:
+        summary["labels_below_1"] = runner.low_labels
     _finish(err, opts, runner, summary)
     if stop.signum:
         raise Interrupted(stop.signum, summary)
@@ -776,6 +825,8 @@ def _finish(err, opts: RunOptions, runner: Runner, s: dict):
                 err.write(f"number of swaps = {v}\n")
         if s["skipped_lines"]:
             err.write(f"skipped lines = {s['skipped_lines']}\n")
+        if s.get("labels_below_1"):
+            err.write(f"labels below 1 read as unlabeled = {s['labels_below_1']}\n")
         err.flush()
     if opts.report:
         import json
@@ -789,7 +840,13 @@ def _finish(err, opts: RunOptions, runner: Runner, s: dict):
             with open(opts.report, "w") as fh:
                 fh.write(text)
         else:
-            tmp = opts.report + ".writing"
-            with open(tmp, "w") as fh:
-                fh.write(text)
-            os.replace(tmp, opts.report)
+            target = os.path.realpath(opts.report)  # a symlink is followed, not replaced
+            tmp = target + ".writing"
+            try:
+                with open(tmp, "w") as fh:
+                    fh.write(text)
+                os.replace(tmp, target)
+            except OSError as e:
+                from .errors import LomtreeError
+
+                raise LomtreeError(f"cannot write the report to {opts.report}: {e.strerror or e}") from None

@@ -36,6 +36,8 @@ class InputError(LomtreeError):
 
     def message(self) -> str:
         col = f" (column {self.column})" if self.column else ""
+        if self.line <= 0:  # about the whole input (cannot open, corrupt compressed stream)
+            return f"{self.source}: {self.detail}{col}"
         return f"{self.source}:{self.line}: {self.detail}{col}"
 
 

@@ -168,7 +168,7 @@ def _finish(status: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe: the command already saw it
+        except (OSError, ValueError, AttributeError):  # a closed pipe (the command already saw it), None
             pass
     os._exit(status)
 
@@ -187,7 +187,7 @@ def _start_predict_early(params: dict) -> None:
         from .driver import start_predict_early
 
         start_predict_early(params["model"], inputs, params["skip_invalid"], params["chunk_bytes"],
-                            params["threads"])
+                            params["threads"], params["max_line_bytes"])
     except Exception:  # noqa: BLE001 - the command reports real problems itself
         pass
 
@@ -212,7 +212,7 @@ def say(msg: str) -> None:
     try:
         sys.stderr.write(msg + "\n")
         sys.stderr.flush()
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):  # AttributeError: no stderr at all (None)
         pass
 
 
@@ -229,10 +229,43 @@ def _parse_argv(argv: list[str]):
         return None
 
 
+def closed_std_fds() -> list[int]:
+    """Which of the descriptors 0, 1, 2 are closed (``<&-``, ``>&-``, ``2>&-``)."""
+    closed = []
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            closed.append(fd)
+    return closed
+
+
+def fill_std_fds(closed: list[int]) -> None:
+    """Put ``/dev/null`` on the closed descriptors 0-2, so that no file lomtree opens (a model,
+    the predictions) gets number 1 or 2 and receives the messages meant for the terminal. A
+    closed stdin or stdout stays ``None`` in ``sys`` (reading ``-`` or writing ``-p -`` is then
+    an error naming it); a closed stderr becomes a sink: the run and its model are unaffected."""
+    for fd in closed:
+        try:
+            got = os.open(os.devnull, os.O_RDWR)
+        except OSError:
+            return
+        if got != fd:
+            os.dup2(got, fd)
+            os.close(got)
+    if 2 in closed:
+        try:
+            sys.stderr = open(2, "w", closefd=False)
+        except OSError:
+            pass
+
+
 def main() -> None:
     path = os.environ.get(SERVER_ENV)
     argv = sys.argv[1:]
-    if path and argv and argv[0] not in ("serve", "-h", "--help", "--version"):
+    closed = closed_std_fds()
+    fill_std_fds(closed)
+    if path and not closed and argv and argv[0] not in ("serve", "-h", "--help", "--version"):
         code = run_via_server(path, argv)
         if code is not None:
             sys.exit(code)

@@ -22,6 +22,28 @@ def _layout_work(n_features: int) -> np.ndarray:
     return np.zeros(K.LAYOUT_OFF + (1 << (2 * n - 1).bit_length()), dtype=np.int64)
 
 
+def physical_memory() -> int:
+    """Bytes of RAM of this machine (0 when unknown)."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return 0
+
+
+def check_memory(need: int, what: str) -> None:
+    """ConfigError (exit 2, before any work) when ``need`` bytes are more than this machine's RAM:
+    a size option (-k, --max-internal-nodes, -b) the machine cannot hold is a usage error, not
+    minutes of swapping and a multi-GB model file."""
+    have = physical_memory()
+    if have and need > have:
+        from .errors import ConfigError
+
+        raise ConfigError(f"the model would need {need / 2**30:.1f} GiB for {what}, more than this "
+                          f"machine's {have / 2**30:.1f} GiB: lower -k, --max-internal-nodes or -b")
+
+
 class LinearLearner:
     """The base learner of ALGORITHMS.md §2 for ``n_models`` regressors over ``2**bits`` slots.
 
@@ -43,6 +65,7 @@ class LinearLearner:
         self.predict_only = bool(predict_only)
         n = max(1, int(n_models))
         cols = 1 if (lcfg.sgd or predict_only) else 3
+        check_memory((1 << self.bits) * cols * 4 + 16 * n, f"{n} regressors and 2^{self.bits} weights")
         table = np.zeros((1 << self.bits, cols), dtype=np.float32)
         S = np.zeros(n, dtype=np.float64)
         T = np.zeros(n, dtype=np.float64)

@@ -15,7 +15,10 @@ importing zipfile: 15-20 ms of start-up) and each ``.npy`` member with numpy's h
 creating object arrays: no code is ever run. Magic, version, member set, dtypes and checksums are
 verified before anything is used; any problem is a ``ModelFormatError`` (one line, exit code 2).
 Saving iterates ``state()`` so save and load cannot drift, writes ``<path>.<pid>.writing`` in the
-target directory, fsyncs, then ``os.replace``.
+target directory, fsyncs, then ``os.replace``. A symlink ``path`` is followed (its target is
+written; ``paths.check_outputs`` has refused devices and special files before the run), and
+``.NAME.PID.writing`` files of processes that no longer run (a save killed by SIGKILL) are
+removed first. A failed write (disk full) is a ``LomtreeError`` naming the user's path.
 """
 
 from __future__ import annotations
@@ -67,19 +70,25 @@ def save_model(path: str, input_cfg: InputConfig, learner, reduction, passes_don
         "checksums": {name: _digest(a) for name, a in arrays.items()},
     }
     blob = np.frombuffer(json.dumps(header, sort_keys=True).encode("utf-8"), dtype=np.uint8)
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.writing")
+    from .paths import remove_stale_writing, resolve_model_path
+
+    target = resolve_model_path(path)
+    remove_stale_writing(target)
+    directory = os.path.dirname(target)
+    tmp = os.path.join(directory, f".{os.path.basename(target)}.{os.getpid()}.writing")
     try:
         with open(tmp, "wb") as f:
             np.savez(f, header=blob, **arrays)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+        os.replace(tmp, target)
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError):
+            raise LomtreeError(f"cannot write the model to {path}: {e.strerror or e}") from None
         raise
 
 
@@ -121,6 +130,9 @@ def _read_members(path: str, skip: frozenset = frozenset()):
     with _open_model(path) as f:
         try:
             members = npz.read_directory(f)
+        except NotImplementedError as e:  # a zip feature np.savez does not write
+            raise ModelFormatError(f"{path}: not a lomtree model file ({e}: lomtree models are "
+                                   f"uncompressed .npz files)") from None
         except Exception as e:  # noqa: BLE001 - not an .npz this reader accepts
             raise ModelFormatError(f"{path}: not a lomtree model file ({type(e).__name__})") from None
         if members is None:  # a single .npy array
@@ -132,6 +144,9 @@ def _read_members(path: str, skip: frozenset = frozenset()):
                     for name, m in members.items()}
         except LomtreeError:
             raise
+        except NotImplementedError as e:  # np.savez_compressed, encryption, ...: said as such
+            raise ModelFormatError(f"{path}: a compressed .npz (as np.savez_compressed writes: {e}), not a "
+                                   f"lomtree model file: lomtree writes and reads uncompressed .npz only") from None
         except Exception as e:  # noqa: BLE001 - truncated or corrupt zip members
             raise ModelFormatError(f"{path}: corrupt or truncated model file ({type(e).__name__})") from None
     return data

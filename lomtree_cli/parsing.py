@@ -56,6 +56,8 @@ def open_input(path: str) -> tuple[BinaryIO, str]:
     InputError(path, 0, 'open', ...) when the file cannot be opened.
     """
     if path == "-":
+        if sys.stdin is None:  # fd 0 closed (``<&-``)
+            raise InputError("<stdin>", 0, "open", "cannot read standard input: it is closed")
         return sys.stdin.buffer, "<stdin>"
     try:
         # the decompressors are imported only when used (a few ms of every start otherwise)
@@ -87,13 +89,21 @@ def _quote(tok: bytes) -> str:
     return "'" + s + "'"
 
 
-def _detail(reason: str, tok: bytes, kind: int) -> str:
+def _detail(reason: str, tok: bytes, kind: int, cfg: InputConfig | None = None) -> str:
     """Human text of one error; ``tok`` is the offending token's bytes."""
     q = _quote(tok)
+    offset = int(cfg.label_offset) if cfg is not None else 0
     if reason == "no_bar":
         return "no '|' in line"
+    if reason == "line_too_long":
+        limit = cfg.max_line_bytes if cfg is not None else "the limit"
+        return f"line longer than {limit} bytes (--max-line-bytes) starting {q}"
+    if reason == "index_range":
+        return f"numeric feature or namespace name {q} is out of range (must be < 2^64)"
     if reason == "label_int":
-        if kind == KIND_RANGE and tok.isdigit() and tok.strip(b"0"):  # > 0; no int(): tokens can be huge
+        if offset:
+            return f"bad label {q} (must be an integer; label + label_offset ({offset}) must be >= 1 and < 2^31)"
+        if kind == KIND_RANGE:
             return f"bad label {q} (must be an integer >= 1 and < 2^31)"
         return f"bad label {q} (must be an integer >= 1)"
     if reason == "label_tokens":
@@ -112,27 +122,31 @@ def _detail(reason: str, tok: bytes, kind: int) -> str:
         return f"namespace weight {q} is not a number"
     if reason in ("feat_value", "libsvm_value"):
         if kind == KIND_INF:
-            return f"feature value {q} is not finite"
+            return f"feature value {q} is not finite (lomtree refuses NaN and infinite values: they would make the weights NaN)"
         if kind == KIND_RANGE:
             return f"feature value {q} is out of float32 range"
+        if reason == "feat_value":
+            return f"feature value {q} is not a number (a word value must not start like a number)"
         return f"feature value {q} is not a number"
     if reason == "libsvm_label":
         if kind == KIND_RANGE:
             return f"bad label {q} (label + label_offset must be >= 1 and < 2^31)"
-        return f"bad label {q} (must be an integer)"
+        return f"bad label {q} (must be an exact integer)"
     if reason == "libsvm_pair":
         return f"feature {q} is not index:value"
     if reason == "libsvm_index":
+        if kind == KIND_RANGE:
+            return f"bad feature index {q} (out of range: must be < 2^64)"
         return f"bad feature index {q} (must be digits 0-9)"
     if reason == "libsvm_multilabel":
         return f"multi-label {q} is not supported (one class per line)"
     return reason
 
 
-def _make_error(data: bytes, row: np.ndarray, source: str) -> InputError:
+def _make_error(data: bytes, row: np.ndarray, source: str, cfg: InputConfig | None = None) -> InputError:
     line, col, code, ts, te, kind = (int(x) for x in row)
     reason = REASONS[code]
-    return InputError(source, line, reason, _detail(reason, bytes(data[ts:te]), kind), col)
+    return InputError(source, line, reason, _detail(reason, bytes(data[ts:te]), kind, cfg), col)
 
 
 def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int):
@@ -141,12 +155,14 @@ def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int):
     buf.flags.writeable = False  # as from bytes, whatever ``data`` is: the kernels' compiled signature
     if cfg.format == "libsvm":
         return parse_libsvm_chunk(buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.label_offset),
-                                  np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid))
+                                  np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid),
+                                  np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
     return parse_vw_chunk(buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.hash_seed),
-                          np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid))
+                          np.int64(cfg.label_offset), np.int64(cfg.constant_index), not cfg.noconstant,
+                          bool(cfg.skip_invalid), np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
 
 
-def _build(data: bytes, res, source: str) -> tuple[ExampleBatch, list[InputError]]:
+def _build(data: bytes, res, source: str, cfg: InputConfig | None = None) -> tuple[ExampleBatch, list[InputError]]:
     labels, weights, indptr, indices, values, line_numbers, tag_spans, errors, _ = res
     tags = None
     if tag_spans.shape[0] and (tag_spans[:, 0] >= 0).any():
@@ -154,7 +170,7 @@ def _build(data: bytes, res, source: str) -> tuple[ExampleBatch, list[InputError
             None if s < 0 else bytes(data[s:e]).decode("utf-8", errors="replace")
             for s, e in tag_spans.tolist()
         ]
-    errs = [_make_error(data, row, source) for row in errors]
+    errs = [_make_error(data, row, source, cfg) for row in errors]
     batch = ExampleBatch(
         labels=labels,
         weights=weights,
@@ -177,7 +193,7 @@ def parse_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>") -> Examp
     data = bytes(data)
     if data.startswith(BOM):
         data = data[3:]
-    batch, errs = _build(data, _parse_chunk(data, cfg, 1), source)
+    batch, errs = _build(data, _parse_chunk(data, cfg, 1), source, cfg)
     if errs and not cfg.skip_invalid:
         raise errs[0]
     batch.skipped = errs
@@ -206,13 +222,31 @@ def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: b
         if line_no != 1:
             res[5][:] += line_no - 1  # line_numbers (this chunk's own array)
             res[7][:, 0] += line_no - 1  # the errors' lines
-        placed = _build(chunk, res, name)
+        placed = _build(chunk, res, name, cfg)
         spare.append(buf)  # the batch holds no view of it
         line_no += int(res[8])
         return placed
 
+    def too_long():
+        """The batch (or error) of a line longer than a buffer holds, which ``_chunks`` dropped."""
+        nonlocal line_no
+        err = InputError(name, line_no, "line_too_long",
+                         f"line longer than {cfg.max_line_bytes} bytes (--max-line-bytes)")
+        line_no += 1
+        if not cfg.skip_invalid:
+            raise err
+        batch = ExampleBatch.empty(name)
+        batch.skipped = [err]
+        return batch
+
     try:
-        for chunk, buf in _chunks(stream, chunk_bytes, flush, spare):
+        for chunk, buf in _chunks(stream, chunk_bytes, flush, spare, cfg.max_line_bytes, name):
+            if chunk is None:  # an over-long line: after every chunk before it
+                while pending_jobs:
+                    done, dbuf, job = pending_jobs.popleft()
+                    yield from _emit(*place(done, dbuf, job.result()), cfg)
+                yield too_long()
+                continue
             if pool is None:
                 yield from _emit(*place(chunk, buf, _parse_chunk(chunk, cfg, 1)), cfg)
                 continue
@@ -240,10 +274,18 @@ def _emit(batch: ExampleBatch, errs: list, cfg: InputConfig) -> Iterator[Example
         yield batch
 
 
-def _chunks(stream, chunk_bytes: int, flush: bool, spare: list) -> Iterator[tuple[memoryview, bytearray]]:
+def _chunks(stream, chunk_bytes: int, flush: bool, spare: list, max_line: int = 1 << 62,
+            name: str = "<input>") -> Iterator[tuple[memoryview, bytearray]]:
     """Chunks of complete lines (the last may lack its newline), a leading BOM dropped, as
     ``(view, buffer)``: ``view`` is the chunk, the start of ``buffer``, and the caller puts
     ``buffer`` in ``spare`` once it no longer needs ``view`` (``_build`` copies what it keeps).
+
+    Bounded memory: a line of more than ``max_line`` bytes (before its newline) that does not
+    fit the buffer is not buffered whole: ``(None, None)`` is yielded in its place and its
+    bytes are read and dropped up to its newline, so a buffer grows to at most about
+    ``2 * max(chunk_bytes, max_line)`` bytes whatever the input (``/dev/zero``). The parse
+    kernel reports the over-long lines that fit in a chunk the same way (``line_too_long``).
+    A corrupt or truncated compressed stream raises ``InputError(name, 0, 'compressed', ...)``.
 
     The input is read straight into reused buffers (``readinto``): a chunk is at most one
     buffer, and the part of the last line that a read cut off is copied to the start of the next
@@ -267,11 +309,11 @@ def _chunks(stream, chunk_bytes: int, flush: bool, spare: list) -> Iterator[tupl
     eof = False
     while not eof:
         if filled == len(buf):  # a line longer than the buffer
-            bigger = bytearray(2 * len(buf))
+            bigger = bytearray(min(2 * len(buf), max(len(buf), max_line + 1)))
             bigger[:filled] = buf
             buf = bigger
         with memoryview(buf) as view:
-            n = readinto(view[filled:])
+            n = _read(readinto, view[filled:], name)
         if not n:
             eof = True
         else:
@@ -291,11 +333,55 @@ def _chunks(stream, chunk_bytes: int, flush: bool, spare: list) -> Iterator[tupl
                 continue
             cut = buf.rfind(b"\n", 0, filled) + 1
         if cut == 0:
+            if filled > max_line:  # no newline yet: a line over the limit, dropped unbuffered
+                yield None, None
+                filled, eof = _drop_line(readinto, buf, filled, name)
             continue
         nxt = take(filled - cut)
         nxt[:filled - cut] = buf[cut:filled]
         yield memoryview(buf)[:cut], buf
         buf, filled = nxt, filled - cut
+
+
+def _read(readinto, view, name: str) -> int:
+    """``readinto(view)``; a corrupt or truncated compressed stream (or a read error) is an
+    ``InputError`` naming the file, never a traceback."""
+    try:
+        return readinto(view)
+    except EOFError:
+        raise InputError(name, 0, "compressed", "truncated or corrupt compressed stream "
+                         f"({_compression(name)}): it ends before its end marker") from None
+    except OSError as e:  # gzip.BadGzipFile, an I/O error, ...
+        if e.errno is None:
+            raise InputError(name, 0, "compressed",
+                             f"truncated or corrupt compressed stream ({_compression(name)}): {e}") from None
+        raise InputError(name, 0, "read", f"cannot read input: {e.strerror or e}") from None
+    except Exception as e:  # noqa: BLE001 - lzma.LZMAError, zlib.error, ValueError of bz2, ...
+        raise InputError(name, 0, "compressed",
+                         f"truncated or corrupt compressed stream ({_compression(name)}): {e}") from None
+
+
+def _compression(name: str) -> str:
+    for ext, kind in ((".gz", "gzip"), (".bz2", "bz2"), (".xz", "xz")):
+        if name.endswith(ext):
+            return kind
+    return "input"
+
+
+def _drop_line(readinto, buf: bytearray, filled: int, name: str) -> tuple[int, bool]:
+    """Read and drop the rest of an over-long line (``buf[:filled]`` holds its start and no
+    newline), reusing ``buf``. Returns ``(filled, eof)``: the bytes after the line's newline
+    moved to the start of ``buf``."""
+    while True:
+        with memoryview(buf) as view:
+            n = _read(readinto, view, name)
+        if not n:
+            return 0, True
+        nl = buf.find(b"\n", 0, n)
+        if nl >= 0:
+            rest = n - nl - 1
+            buf[:rest] = buf[nl + 1:n]
+            return rest, False
 
 
 def iter_batches(paths: list[str] | None, cfg: InputConfig, chunk_bytes: int = 1 << 20,
@@ -320,5 +406,5 @@ def iter_batches(paths: list[str] | None, cfg: InputConfig, chunk_bytes: int = 1
         try:
             yield from _iter_stream(stream, name, cfg, chunk_bytes, flush, workers)
         finally:
-            if stream is not sys.stdin.buffer:
+            if path != "-":
                 stream.close()

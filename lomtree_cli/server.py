@@ -32,6 +32,7 @@ import os
 import select
 import signal
 import socket
+import stat
 import struct
 import sys
 import tempfile
@@ -182,9 +183,11 @@ def _listen(path: str) -> socket.socket:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         os.makedirs(parent, mode=0o700, exist_ok=True)
-    if os.path.exists(path):
+    if os.path.lexists(path):
         if listening(path):
             raise ConfigError(f"{path}: a lomtree server already listens there")
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):  # never delete a model or any other file
+            raise ConfigError(f"--socket {path}: exists and is not a socket; refusing to replace it")
         os.unlink(path)  # stale: no server behind it
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o177)

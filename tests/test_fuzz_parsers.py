@@ -90,7 +90,7 @@ def test_harness_runs_without_atheris():
 
 
 @pytest.mark.parametrize("data", [
-    b"1 | a:\x1b[2J\x1b[31mred",       # terminal escape sequences
+    b"1 | a:1\x1b[2J\x1b[31mred",       # terminal escape sequences
     b"x\x0c | a",                      # form feed in a label
     "1 | a:1\u2028".encode(),          # unicode line separator in a value
     b"1 2 3 \x85 | a",                 # NEL

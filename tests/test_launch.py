@@ -108,9 +108,9 @@ def test_early_start_only_for_regular_files_without_flush(tmp_path, monkeypatch)
     f.write_text("1 | a\n")
     started = []
     monkeypatch.setattr(driver, "start_predict_early", lambda *a: started.append(a) or True)
-    for args, want in ((["-i", "m.lt", str(f)], ("m.lt", [str(f)], False, 1 << 20, 0)),
+    for args, want in ((["-i", "m.lt", str(f)], ("m.lt", [str(f)], False, 1 << 20, 0, 32 << 20)),
                        (["-i", "m.lt", str(f), "--skip-invalid", "--threads", "2", "--chunk-bytes=4096"],
-                        ("m.lt", [str(f)], True, 4096, 2)),
+                        ("m.lt", [str(f)], True, 4096, 2, 32 << 20)),
                        (["-i", "m.lt", str(f), "--flush"], None), (["-i", "m.lt", "-"], None),
                        (["-i", "m.lt"], None), (["-i", "m.lt", str(tmp_path)], None),
                        (["-i", "m.lt", str(tmp_path / "none.vw")], None)):

@@ -100,9 +100,17 @@ def cpu_id() -> str:
 
 
 def aot_dir() -> str:
-    from .. import _cache_base, _source_key
+    """Where the AOT module of these sources is: the first of the cache folders that has it
+    (the package's, built by ``make``, is readable by every user who can read the install),
+    else where a build would put it (``_cache_base()``)."""
+    from .. import _cache_base, _cache_bases, _source_key
 
-    return _os.path.join(_cache_base(), f"aot-{_source_key()}")
+    name = f"aot-{_source_key()}"
+    for base in _cache_bases():
+        d = _os.path.join(base, name)
+        if _os.path.exists(_os.path.join(d, "kernels.json")):
+            return d
+    return _os.path.join(_cache_base(), name)
 
 
 AOT_MODULE = "_lomtree_aot"

@@ -19,8 +19,22 @@ Choices (the spec leaves them open; the reference parser ``tests/reference/parse
 implements the same ones):
 
 * The line end ``\\n`` and any number of trailing ``\\r`` are removed. Inside a line, ``\\r`` is
-  whitespace (like ' ' and '\\t'), both in the label and in the feature section. A line whose
-  bytes are all ' ', '\\t', '\\r' is blank: skipped, but it counts for line numbers.
+  whitespace (like ' ' and '\\t'), both in the label and in the feature section. An empty line
+  is blank: skipped, but it counts for line numbers. VW format: a line of whitespace only is an
+  unlabeled example without features (VW reads it so and writes a prediction for it); LIBSVM:
+  such a line is blank.
+* A line of more than ``max_line`` bytes before its ``\\n`` is ``line_too_long`` (the reader,
+  ``parsing._chunks``, finds longer lines than a buffer holds without buffering them whole).
+* Labels: ``[+-]?digits`` (LIBSVM: also followed by ``.`` and zeros only), plus
+  ``label_offset``; the sum must be in ``[1, 2**31)``; with ``low_unlabeled`` (predict) a sum
+  below 1 is read as the label -1 (given but unlabeled, counted by the driver).
+* VW feature values as VW 9 reads them: ``name:`` (empty) is value 1; ``name:word`` where
+  ``word`` is not a number is the feature ``name^word``, value 1, index
+  ``H(word, H(name, nh))``; but NaN/inf spellings (``nan``, ``inf``, ``infinity``) are
+  ``feat_value`` errors (VW reads them as numbers: NaN -> 0, inf kept; lomtree keeps its
+  weights finite).
+* An all-digit feature or namespace name (VW) or LIBSVM index of value >= 2**64 is an error
+  (``index_range`` / ``libsvm_index``): it would wrap around to a small index.
 * Label section: the last token is the tag if it starts with ``'`` (stripped) or ends right
   before the first ``|``. A bare ``'`` gives the empty tag ``''``. Errors are checked in this
   order: ``label_tokens`` (after tag removal), ``label_int``, ``weight``.
@@ -86,9 +100,12 @@ REASONS = (
     "libsvm_index",
     "libsvm_value",
     "libsvm_multilabel",
+    "line_too_long",
+    "index_range",
 )
 NO_BAR, LABEL_INT, LABEL_TOKENS, WEIGHT, NS_NAME, NS_WEIGHT, FEAT_VALUE = 1, 2, 3, 4, 5, 6, 7
 LIBSVM_LABEL, LIBSVM_PAIR, LIBSVM_INDEX, LIBSVM_VALUE, LIBSVM_MULTILABEL = 8, 9, 10, 11, 12
+LINE_TOO_LONG, INDEX_RANGE = 13, 14
 BLANK = -1
 KIND_NAN, KIND_INF, KIND_NEG, KIND_RANGE = 0, 1, 2, 3
 
@@ -96,6 +113,9 @@ _M32 = np.uint64(0xFFFFFFFF)
 _U10 = np.uint64(10)
 _U1 = np.uint64(1)
 _LABEL_LIMIT = 2**31
+_LABEL_CAP = 2**40  # a label's digits stop accumulating here (|label_offset| < 2**31: no overflow)
+_U64_DIV10 = np.uint64(1844674407370955161)  # (2**64 - 1) // 10; the remainder is 5
+_U5 = np.uint64(5)
 
 
 def _pow10_table(lo: int, hi: int):
@@ -419,6 +439,51 @@ def _parse_float_long(buf, i, e):
     return (-v if neg else v), i, True
 
 
+@kernel()
+def _digits_overflow(buf, s, e):
+    """True when the decimal digits ``buf[s:e]`` are a number >= 2**64 (an index that would wrap)."""
+    acc = np.uint64(0)
+    for j in range(s, e):
+        d = np.uint64(buf[np.uint64(j)] - 48)
+        if acc > _U64_DIV10 or (acc == _U64_DIV10 and d > _U5):
+            return True
+        acc = acc * _U10 + d
+    return False
+
+
+@kernel(inline="always")
+def _lower(c):
+    return c + 32 if 65 <= c <= 90 else c
+
+
+@kernel()
+def _is_nonfinite_word(buf, s, e):
+    """True when ``buf[s:e]`` is what C's ``strtod`` reads as NaN or infinity (``[+-]?`` then
+    ``nan``, ``nan(...)``, ``inf`` or ``infinity``, any case): VW reads such a value as a number
+    (NaN -> 0 with a warning, inf kept); lomtree refuses it rather than hash it as a string."""
+    if s < e and (buf[np.uint64(s)] == 43 or buf[np.uint64(s)] == 45):
+        s += 1
+    n = e - s
+    if n < 3:
+        return False
+    a = _lower(buf[np.uint64(s)])
+    b = _lower(buf[np.uint64(s + 1)])
+    c = _lower(buf[np.uint64(s + 2)])
+    if a == 110 and b == 97 and c == 110:  # nan
+        return n == 3 or buf[np.uint64(s + 3)] == 40
+    if a == 105 and b == 110 and c == 102:  # inf
+        if n == 3:
+            return True
+        if n != 8:
+            return False
+        word = (105, 110, 105, 116, 121)  # "inity"
+        for j in range(5):
+            if _lower(buf[np.uint64(s + 3 + j)]) != word[j]:
+                return False
+        return True
+    return False
+
+
 @kernel(inline="always")
 def _hash_scanned(buf, s, e, alldig, seed):
     """Rule H for ``buf[s:e]`` (non-empty) when the caller already knows whether it is all digits."""
@@ -446,20 +511,49 @@ def _ends_token(buf, q, e):
     return q >= e or _is_ws(buf[np.uint64(q)]) or buf[np.uint64(q)] == 124
 
 
+_BAD_LABEL = -(2**62)  # _int_label: not an integer
+_RANGE_LABEL = -(2**62) + 1  # _int_label: label + label_offset out of range
+
+
 @kernel()
-def _parse_vw_line(buf, s, e, seed, mask, indices, values, nnz):
+def _int_label(buf, s, e, label_offset, low_unlabeled):
+    """The class label of the token ``buf[s:e]``: ``[+-]?digits``, plus ``label_offset``; it must
+    be in ``[1, 2**31)``. A label below 1 is -1 (given, read as unlabeled) when ``low_unlabeled``
+    (``predict``), else ``_RANGE_LABEL``; ``_BAD_LABEL`` when the token is not an integer."""
+    neg, i = _sign(buf, s, e)
+    if i >= e:
+        return _BAD_LABEL
+    v = 0
+    for j in range(i, e):
+        c = buf[np.uint64(j)]
+        if c < 48 or c > 57:
+            return _BAD_LABEL
+        if v < _LABEL_CAP:
+            v = v * 10 + (np.int64(c) - 48)
+    lab = (-v if neg else v) + label_offset
+    if lab >= _LABEL_LIMIT:
+        return _RANGE_LABEL
+    if lab < 1:
+        return -1 if low_unlabeled else _RANGE_LABEL
+    return lab
+
+
+@kernel()
+def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, values, nnz):
     """Parse one VW line ``buf[s:e]`` (no line end); features are written from ``nnz`` on.
 
     Returns (nnz, label, weight, tag_s, tag_e, code, err_pos, tok_s, tok_e, kind);
     code 0 = ok, BLANK = blank line, else a reason code (err_pos -1 = no column).
     """
+    if s == e:
+        return nnz, 0, 1.0, -1, -1, BLANK, -1, s, e, 0
     blank = True
     for j in range(s, e):
         if not _is_ws(buf[np.uint64(j)]):
             blank = False
             break
-    if blank:
-        return nnz, 0, 1.0, -1, -1, BLANK, -1, s, e, 0
+    if blank:  # whitespace only: an unlabeled example without features (as VW reads it)
+        return nnz, 0, 1.0, -1, -1, 0, -1, 0, 0, 0
     bar = s
     while bar < e and buf[np.uint64(bar)] != 124:
         bar += 1
@@ -501,13 +595,10 @@ def _parse_vw_line(buf, s, e, seed, mask, indices, values, nnz):
     label = 0
     weight = 1.0
     if ntok >= 1:
-        for j in range(t0s, t0e):
-            c = buf[np.uint64(j)]
-            if c < 48 or c > 57:
-                return nnz, 0, 1.0, -1, -1, LABEL_INT, t0s, t0s, t0e, 0
-            if label < _LABEL_LIMIT:
-                label = label * 10 + (np.int64(c) - 48)
-        if label < 1 or label >= _LABEL_LIMIT:
+        label = _int_label(buf, t0s, t0e, label_offset, low_unlabeled)
+        if label == _BAD_LABEL:
+            return nnz, 0, 1.0, -1, -1, LABEL_INT, t0s, t0s, t0e, 0
+        if label == _RANGE_LABEL:
             return nnz, 0, 1.0, -1, -1, LABEL_INT, t0s, t0s, t0e, KIND_RANGE
     if ntok == 2:
         w, q, ok = parse_float(buf, t1s, t1e)
@@ -533,6 +624,8 @@ def _parse_vw_line(buf, s, e, seed, mask, indices, values, nnz):
             while p < e and not _is_ws(buf[np.uint64(p)]) and buf[np.uint64(p)] != 124 and buf[np.uint64(p)] != 58:
                 alldig = alldig and 48 <= buf[np.uint64(p)] <= 57
                 p += 1
+            if alldig and p - ns_s > 19 and _digits_overflow(buf, ns_s, p):
+                return nnz, 0, 1.0, -1, -1, INDEX_RANGE, ns_s, ns_s, p, KIND_RANGE
             nh = _hash_scanned(buf, ns_s, p, alldig, seed) & _M32
             if p < e and buf[np.uint64(p)] == 58:
                 vs = p + 1
@@ -562,22 +655,45 @@ def _parse_vw_line(buf, s, e, seed, mask, indices, values, nnz):
                     alldig = False
                 p += 1
             fe = p
+            # only a name of 20 digits or more can be >= 2**64 (checked again, off the hot path)
+            if alldig and fe - fs > 19 and _digits_overflow(buf, fs, fe):
+                return nnz, 0, 1.0, -1, -1, INDEX_RANGE, fs, fs, fe, KIND_RANGE
             v = 1.0
             vs = fs  # error position for a float32 overflow of ns_weight alone
+            str_s = -1  # start of a string value (``name:word``), else -1
+            str_e = -1
             if p < e and buf[np.uint64(p)] == 58:
                 vs = p + 1
-                v, q, ok = parse_float(buf, vs, e)
-                if not ok or not _ends_token(buf, q, e):
-                    return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, _token_end(buf, vs, e), KIND_NAN
-                if not np.isfinite(v):
-                    return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, _token_end(buf, vs, e), KIND_INF
-                p = q
-                fv = np.float32(v * nsw)
+                if _ends_token(buf, vs, e):  # ``name:``: value 1, as VW (not scaled by ns_weight)
+                    p = vs
+                    fv = np.float32(1.0)
+                else:
+                    v, q, ok = parse_float(buf, vs, e)
+                    if ok and not _ends_token(buf, q, e):
+                        return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, _token_end(buf, vs, e), KIND_NAN
+                    if not ok:
+                        te = _token_end(buf, vs, e)
+                        if _is_nonfinite_word(buf, vs, te):
+                            return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, te, KIND_INF
+                        # ``name:word``: the feature ``name^word`` of value 1, hashed as VW
+                        # chains it: H(word, H(name, namespace hash))
+                        str_s = vs
+                        str_e = te
+                        p = te
+                        fv = np.float32(1.0)
+                    else:
+                        if not np.isfinite(v):
+                            return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, _token_end(buf, vs, e), KIND_INF
+                        p = q
+                        fv = np.float32(v * nsw)
             else:
                 fv = np.float32(nsw)
             if not np.isfinite(fv):
                 return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, _token_end(buf, vs, e), KIND_RANGE
-            if fe == fs:
+            if str_s >= 0:
+                inner = (acc + nh if alldig and fe > fs else np.uint64(hash_bytes_xxh32(buf, fs, fe, nh))) & _M32
+                h = np.uint64(hash_bytes_xxh32(buf, str_s, str_e, inner))
+            elif fe == fs:
                 h = nh + anon
                 anon += np.uint64(1)
             elif fv != 0:
@@ -592,7 +708,7 @@ def _parse_vw_line(buf, s, e, seed, mask, indices, values, nnz):
 
 
 @kernel()
-def _parse_libsvm_line(buf, s, e, mask, label_offset, indices, values, nnz):
+def _parse_libsvm_line(buf, s, e, mask, label_offset, low_unlabeled, indices, values, nnz):
     """Parse one LIBSVM line ``buf[s:e]``; same return convention as ``_parse_vw_line``."""
     ce = s
     while ce < e and buf[np.uint64(ce)] != 35:
@@ -609,13 +725,21 @@ def _parse_libsvm_line(buf, s, e, mask, label_offset, indices, values, nnz):
     for j in range(ls, le):
         if buf[np.uint64(j)] == 44:
             return nnz, 0, 1.0, -1, -1, LIBSVM_MULTILABEL, ls, ls, le, 0
-    lv, q, ok = parse_float(buf, ls, le)
-    if not ok or q != le or not np.isfinite(lv) or lv != np.floor(lv):
+    # an exact integer: [+-]digits, optionally ".0..." (2.9999999999999999999 is not 3)
+    ie = le
+    j = ls
+    while j < le and buf[np.uint64(j)] != 46:
+        j += 1
+    if j < le:
+        ie = j
+        for q in range(j + 1, le):
+            if buf[np.uint64(q)] != 48:
+                return nnz, 0, 1.0, -1, -1, LIBSVM_LABEL, ls, ls, le, KIND_NAN
+    label = _int_label(buf, ls, ie, label_offset, low_unlabeled)
+    if label == _BAD_LABEL:
         return nnz, 0, 1.0, -1, -1, LIBSVM_LABEL, ls, ls, le, KIND_NAN
-    lab = lv + np.float64(label_offset)
-    if lab < 1.0 or lab >= 2147483648.0:
+    if label == _RANGE_LABEL:
         return nnz, 0, 1.0, -1, -1, LIBSVM_LABEL, ls, ls, le, KIND_RANGE
-    label = np.int64(lab)
     while True:
         while p < ce and _is_ws(buf[np.uint64(p)]):
             p += 1
@@ -638,6 +762,8 @@ def _parse_libsvm_line(buf, s, e, mask, label_offset, indices, values, nnz):
             if c < 48 or c > 57:
                 return nnz, 0, 1.0, -1, -1, LIBSVM_INDEX, ts, ts, colon, 0
             idx = idx * _U10 + np.uint64(c - 48)
+        if colon - ts > 19 and _digits_overflow(buf, ts, colon):  # >= 2**64: it wrapped
+            return nnz, 0, 1.0, -1, -1, LIBSVM_INDEX, ts, ts, colon, KIND_RANGE
         v, q, ok = parse_float(buf, colon + 1, te)
         if not ok or q != te:
             return nnz, 0, 1.0, -1, -1, LIBSVM_VALUE, colon + 1, colon + 1, te, KIND_NAN
@@ -700,7 +826,7 @@ def _count_newlines(buf, n):
 
 @jit()
 def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_index, add_constant,
-                 skip_invalid):
+                 skip_invalid, max_line, low_unlabeled):
     """Shared driver of both formats; see the module docstring for the outputs. The outputs are
     the used parts of arrays sized for the worst case (views: pages never written are never
     touched, and a copy would fault in fresh pages for every chunk)."""
@@ -729,10 +855,12 @@ def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_
         le = e
         while le > pos and buf[np.uint64(le - 1)] == 13:
             le -= 1
-        if is_libsvm:
-            r = _parse_libsvm_line(buf, pos, le, umask, label_offset, indices, values, nnz)
+        if e - pos > max_line:
+            r = (nnz, 0, 1.0, -1, -1, LINE_TOO_LONG, -1, pos, pos + 64, 0)
+        elif is_libsvm:
+            r = _parse_libsvm_line(buf, pos, le, umask, label_offset, low_unlabeled, indices, values, nnz)
         else:
-            r = _parse_vw_line(buf, pos, le, useed, umask, indices, values, nnz)
+            r = _parse_vw_line(buf, pos, le, useed, umask, label_offset, low_unlabeled, indices, values, nnz)
         code = r[5]
         if code == 0:
             nnz = r[0]
@@ -774,7 +902,8 @@ def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_
 
 
 @jit(nogil=True)
-def parse_vw_chunk(buf, first_line, mask, seed, constant_index, add_constant, skip_invalid):
+def parse_vw_chunk(buf, first_line, mask, seed, label_offset, constant_index, add_constant, skip_invalid,
+                   max_line, low_unlabeled):
     """Parse VW text lines in ``buf`` (uint8, complete lines; the last may lack ``\\n``).
 
     Parameters
@@ -783,21 +912,26 @@ def parse_vw_chunk(buf, first_line, mask, seed, constant_index, add_constant, sk
     first_line : int64, line number of the first line of ``buf``
     mask : int64, ``2**bits - 1``
     seed : int64, hash seed S (< 2**32)
+    label_offset : int64, added to every label (|label_offset| < 2**31); the sum must be in
+        ``[1, 2**31)``
     constant_index : int64, ``11650396 & mask``
     add_constant, skip_invalid : bool
+    max_line : int64, a line of more bytes than this (before its ``\n``) is ``line_too_long``
+    low_unlabeled : bool, a label below 1 is read as -1 (given, but unlabeled: ``predict``)
+        instead of an error
 
     Returns the 9-tuple described in the module docstring.
     """
-    return _parse_chunk(buf, first_line, False, mask, seed, 0, constant_index, add_constant,
-                        skip_invalid)
+    return _parse_chunk(buf, first_line, False, mask, seed, label_offset, constant_index, add_constant,
+                        skip_invalid, max_line, low_unlabeled)
 
 
 @jit(nogil=True)
 def parse_libsvm_chunk(buf, first_line, mask, label_offset, constant_index, add_constant,
-                       skip_invalid):
+                       skip_invalid, max_line, low_unlabeled):
     """Parse LIBSVM lines in ``buf``; parameters and result as ``parse_vw_chunk``.
 
     ``label_offset`` : int64, added to every label; the sum must be in ``[1, 2**31)``.
     """
     return _parse_chunk(buf, first_line, True, mask, 0, label_offset, constant_index,
-                        add_constant, skip_invalid)
+                        add_constant, skip_invalid, max_line, low_unlabeled)

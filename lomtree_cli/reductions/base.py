@@ -107,10 +107,29 @@ class Reduction:
         return int(self.config.k or 0)
 
     def invalid_labels(self, labels: np.ndarray) -> np.ndarray:
-        """Boolean mask of labels this reduction cannot take (> k); 0 = unlabeled is fine."""
-        if not self.needs_k:
+        """Boolean mask of labels this reduction cannot take (> k, also for CPT and the table
+        when -k was given); 0 = unlabeled is fine."""
+        if self.config.k is None:
             return np.zeros(labels.shape[0], dtype=bool)
         return labels > self.k
+
+    def check_labels(self, labels: np.ndarray, train) -> None:
+        """ValueError unless every label is >= 0 (0 = unlabeled) and every label to train on is
+        in 1..k (1..2^31-1 without k). Every ``process`` calls it first: a kernel indexes its
+        arrays by label, so a bad label from library code must stop here (it once crashed the
+        Filter tree's kernel), not only in the CLI's runner."""
+        if labels.shape[0] == 0:
+            return
+        if int(labels.min()) < 0:
+            raise ValueError(f"{self.name}: label {int(labels.min())} is negative (labels are 1..k, 0 = unlabeled)")
+        t = labels[np.asarray(train, dtype=bool)]
+        if t.shape[0] == 0:
+            return
+        hi = self.k if self.config.k is not None else 2**31 - 1
+        lo_t, hi_t = int(t.min()), int(t.max())
+        if lo_t < 1 or hi_t > hi:
+            bad = lo_t if lo_t < 1 else hi_t
+            raise ValueError(f"{self.name}: cannot train on label {bad}: labels must be in 1..{hi}")
 
     def process(self, batch, train: np.ndarray):
         raise NotImplementedError

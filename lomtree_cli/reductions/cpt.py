@@ -146,6 +146,7 @@ class ConditionalProbabilityTree(Reduction):
 
     # -- the contract ----------------------------------------------------------------------
     def process(self, batch, train):
+        self.check_labels(batch.labels, train)
         n = len(batch)
         preds = np.zeros(n, dtype=np.int64)
         losses = np.zeros(n, dtype=np.float64)

@@ -191,6 +191,7 @@ class FilterTree(BracketTree):
     parallel_predict = True
 
     def process(self, batch, train):
+        self.check_labels(batch.labels, train)
         n = len(batch)
         preds = np.zeros(n, dtype=np.int64)
         d = self.depth + 1

@@ -532,6 +532,7 @@ class LomTree(Reduction):
 
     # -- running ---------------------------------------------------------------------------
     def process(self, batch, train):
+        self.check_labels(batch.labels, train)
         n = len(batch)
         preds = np.zeros(n, dtype=np.int64)
         train = np.ascontiguousarray(train, dtype=np.bool_)

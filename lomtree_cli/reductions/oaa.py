@@ -125,6 +125,7 @@ class OneAgainstAll(Reduction):
         return int(rcfg.k)
 
     def process(self, batch, train):
+        self.check_labels(batch.labels, train)
         n = len(batch)
         if len(batch) and train.any():
             # let learn_block cache one rate per (feature, class) pair of the longest example

@@ -212,6 +212,7 @@ class ProbabilisticLabelTree(Reduction):
         return preds
 
     def process(self, batch, train):
+        self.check_labels(batch.labels, train)
         if self.built:
             return self._run(batch, train), None
         n = len(batch)

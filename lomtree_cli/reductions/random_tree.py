@@ -102,6 +102,7 @@ class RandomTree(BracketTree):
         return TR.permutation_from_seed(self.k, int(self.config.seed))
 
     def process(self, batch, train):
+        self.check_labels(batch.labels, train)
         n = len(batch)
         preds = np.zeros(n, dtype=np.int64)
         path = np.zeros(self.depth + 2, dtype=np.int32)

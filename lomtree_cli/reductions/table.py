@@ -55,6 +55,7 @@ class LabelFrequencyTable(Reduction):
         self.lmap = C.grow_map(self.lmap, int(self.lmap.size[0]) + 1)
 
     def process(self, batch, train):
+        self.check_labels(batch.labels, train)
         n = len(batch)
         preds = np.zeros(n, dtype=np.int64)
         losses = np.zeros(n, dtype=np.float64)

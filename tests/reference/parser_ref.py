@@ -19,6 +19,9 @@ import numpy as np
 import xxhash
 
 FLOAT_RE = re.compile(rb"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+NONFINITE_RE = re.compile(rb"[+-]?(?:nan(?:\(.*)?|inf|infinity)", re.IGNORECASE | re.DOTALL)
+INT_RE = re.compile(rb"[+-]?[0-9]+")
+LIBSVM_INT_RE = re.compile(rb"([+-]?[0-9]+)(?:\.0*)?")
 WS = b" \t\r"
 CONSTANT = 11650396
 
@@ -86,7 +89,25 @@ def _f32(x: float, reason: str):
     return v
 
 
-def _vw_line(line: bytes, mask: int, seed: int):
+def _label(tok: bytes, label_offset: int, low_unlabeled: bool, reason: str) -> int:
+    lab = int(tok) + label_offset
+    if lab >= 2**31:
+        raise _Bad(reason)
+    if lab < 1:
+        if low_unlabeled:
+            return -1
+        raise _Bad(reason)
+    return lab
+
+
+def _numeric_name_ok(name: bytes) -> None:
+    if name.isdigit() and int(name) >= 2**64:
+        raise _Bad("index_range")
+
+
+def _vw_line(line: bytes, mask: int, seed: int, label_offset: int = 0, low_unlabeled: bool = False):
+    if line.strip(WS) == b"":  # whitespace only: an unlabeled example without features (VW)
+        return 0, 1.0, None, [], []
     if b"|" not in line:
         raise _Bad("no_bar")
     bar = line.index(b"|")
@@ -104,9 +125,9 @@ def _vw_line(line: bytes, mask: int, seed: int):
     label, weight = 0, 1.0
     if toks:
         t = toks[0]
-        if not t.isdigit() or not (1 <= int(t) < 2**31):
+        if INT_RE.fullmatch(t) is None:
             raise _Bad("label_int")
-        label = int(t)
+        label = _label(t, label_offset, low_unlabeled, "label_int")
     if len(toks) == 2:
         w = to_float(toks[1])
         if w is None or not math.isfinite(w) or w < 0:
@@ -122,19 +143,33 @@ def _vw_line(line: bytes, mask: int, seed: int):
                 raise _Bad("ns_name")
             if b":" in head:
                 name, wtok = head.split(b":", 1)
+                _numeric_name_ok(name)
                 nsw = _value(wtok, "ns_weight")
             else:
                 name = head
+                _numeric_name_ok(name)
             nh = H(name, seed) & 0xFFFFFFFF
         anon = 0
         for tok in _split_ws(ns):
+            word = None
             if b":" in tok:
                 name, vtok = tok.split(b":", 1)
-                v = _value(vtok, "feat_value")
-                fv = _f32(v * nsw, "feat_value")
+                _numeric_name_ok(name)
+                if vtok == b"":  # "name:" is value 1, as VW
+                    fv = np.float32(1.0)
+                elif FLOAT_RE.match(vtok) is not None:
+                    v = _value(vtok, "feat_value")
+                    fv = _f32(v * nsw, "feat_value")
+                elif NONFINITE_RE.fullmatch(vtok) is not None:
+                    raise _Bad("feat_value")
+                else:  # "name:word": the feature name^word, value 1, VW's chained hash
+                    word, fv = vtok, np.float32(1.0)
             else:
+                _numeric_name_ok(tok)
                 name, fv = tok, _f32(nsw, "feat_value")
-            if name == b"":
+            if word is not None:
+                h = xxhash.xxh32_intdigest(word, H(name, nh) & 0xFFFFFFFF)
+            elif name == b"":
                 h = nh + anon
                 anon += 1
             else:
@@ -145,33 +180,32 @@ def _vw_line(line: bytes, mask: int, seed: int):
     return label, weight, tag, idx, val
 
 
-def _libsvm_line(line: bytes, mask: int, label_offset: int):
+def _libsvm_line(line: bytes, mask: int, label_offset: int, low_unlabeled: bool = False):
     toks = _split_ws(line)
     lt = toks[0]
     if b"," in lt:
         raise _Bad("libsvm_multilabel")
-    lv = to_float(lt)
-    if lv is None or not math.isfinite(lv) or lv != math.floor(lv):
+    m = LIBSVM_INT_RE.fullmatch(lt)  # an exact integer: 2.9999999999999999999 is not 3
+    if m is None:
         raise _Bad("libsvm_label")
-    if not 1 <= int(lv) + label_offset < 2**31:
-        raise _Bad("libsvm_label")
+    label = _label(m.group(1), label_offset, low_unlabeled, "libsvm_label")
     idx, val = [], []
     for t in toks[1:]:
         if b":" not in t:
             raise _Bad("libsvm_pair")
         i, v = t.split(b":", 1)
-        if not i or not i.isdigit():
+        if not i or not i.isdigit() or int(i) >= 2**64:
             raise _Bad("libsvm_index")
         fv = _value(v, "libsvm_value")
         fv = _f32(fv, "libsvm_value")
         if fv != 0:
             idx.append(int(i) & mask)
             val.append(fv)
-    return int(lv) + label_offset, 1.0, None, idx, val
+    return label, 1.0, None, idx, val
 
 
 def parse_ref(data: bytes, fmt: str = "vw", bits: int = 18, seed: int = 0, noconstant: bool = False,
-              label_offset: int = 0) -> list:
+              label_offset: int = 0, max_line: int = 1 << 62, low_unlabeled: bool = False) -> list:
     """Parse a whole file's bytes; see the module docstring."""
     mask = (1 << bits) - 1
     if data.startswith(b"\xef\xbb\xbf"):
@@ -181,16 +215,19 @@ def parse_ref(data: bytes, fmt: str = "vw", bits: int = 18, seed: int = 0, nocon
         lines.pop()
     out = []
     for no, line in enumerate(lines, start=1):
+        if len(line) > max_line:
+            out.append(Bad(no, "line_too_long"))
+            continue
         line = line.rstrip(b"\r")
         if fmt == "libsvm" and b"#" in line:
             line = line[: line.index(b"#")]
-        if line.strip(WS) == b"":
+        if line == b"" or (fmt == "libsvm" and line.strip(WS) == b""):
             continue
         try:
             if fmt == "libsvm":
-                label, weight, tag, idx, val = _libsvm_line(line, mask, label_offset)
+                label, weight, tag, idx, val = _libsvm_line(line, mask, label_offset, low_unlabeled)
             else:
-                label, weight, tag, idx, val = _vw_line(line, mask, seed)
+                label, weight, tag, idx, val = _vw_line(line, mask, seed, label_offset, low_unlabeled)
         except _Bad as b:
             out.append(Bad(no, b.reason))
             continue
