@@ -118,6 +118,11 @@ def common_run_options(f):
 @click.option("--max-internal-nodes", "--lom_max_internal", "max_internal_nodes", type=int,
               help="lomtree: maximum internal nodes T [k-1].")
 @click.option("--swap-resistance", "--swap_resistance", "swap_resistance", type=int, default=4, show_default=True)
+@click.option("--leaf-labels", "leaf_labels", type=int, default=None,
+              help="lomtree: candidate labels kept per leaf, rescored one-against-some (0 = the leaf's "
+                   "majority label) [4].")
+@click.option("--candidates-up", "candidates_up", type=int, default=None,
+              help="lomtree: take the candidate labels from the node this many levels above the leaf [1].")
 @click.option("--cpt-alpha", "--cpt_alpha", "cpt_alpha", type=float, default=0.5, show_default=True)
 @click.option("--cpt-predict", "--cpt_predict", "cpt_predict", type=click.Choice(["exact", "greedy"]),
               default="exact", show_default=True)
@@ -140,7 +145,7 @@ def common_run_options(f):
 @click.pass_context
 def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fmt, bits, learning_rate, power_t,
           initial_t, loss, quantile_tau, sgd, decay_learning_rate, passes, cache, holdout_period, holdout_off,
-          early_terminate, max_internal_nodes, swap_resistance, cpt_alpha, cpt_predict, cpt_random_insert, arity, beam, tree_buffer, path_weight, no_leaf_negatives, seed,
+          early_terminate, max_internal_nodes, swap_resistance, leaf_labels, candidates_up, cpt_alpha, cpt_predict, cpt_random_insert, arity, beam, tree_buffer, path_weight, no_leaf_negatives, seed,
           hash_seed, noconstant, label_offset, skip_invalid, quiet, progress_bar, progress_interval, report,
           chunk_bytes):
     """Train on INPUT files ('-' or none = stdin) with progressive validation.

@@ -43,6 +43,8 @@ SPECS = {
             ('early_terminate', ('--early-terminate', '--early_terminate'), ('int',), 3, False),
             ('max_internal_nodes', ('--max-internal-nodes', '--lom_max_internal'), ('int',), None, False),
             ('swap_resistance', ('--swap-resistance', '--swap_resistance'), ('int',), 4, False),
+            ('leaf_labels', ('--leaf-labels',), ('int',), None, False),
+            ('candidates_up', ('--candidates-up',), ('int',), None, False),
             ('cpt_alpha', ('--cpt-alpha', '--cpt_alpha'), ('float',), 0.5, False),
             ('cpt_predict', ('--cpt-predict', '--cpt_predict'), ('choice', ('exact', 'greedy')), 'exact', False),
             ('cpt_random_insert', ('--cpt-random-insert', '--cpt_random_insert'), ('flag',), False, False),
