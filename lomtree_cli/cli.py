@@ -99,7 +99,7 @@ def common_run_options(f):
 @click.option("--format", "fmt", type=click.Choice(["vw", "libsvm"]), default="vw", show_default=True)
 @click.option("-b", "--bits", type=int, default=18, show_default=True, help="Hash bits.")
 @click.option("-l", "--learning-rate", "learning_rate", type=float, help="Learning rate [0.5; --sgd: 10].")
-@click.option("--power-t", "--power_t", "power_t", type=float, default=0.5, show_default=True)
+@click.option("--power-t", "--power_t", "power_t", type=float, default=None, help="[0.5; lomtree: 0.75]")
 @click.option("--initial-t", "--initial_t", "initial_t", type=float, help="[0; --sgd: 1]")
 @click.option("--loss-function", "--loss_function", "loss",
               type=click.Choice(["squared", "logistic", "hinge", "quantile"]),
@@ -120,9 +120,9 @@ def common_run_options(f):
 @click.option("--swap-resistance", "--swap_resistance", "swap_resistance", type=int, default=4, show_default=True)
 @click.option("--leaf-labels", "leaf_labels", type=int, default=None,
               help="lomtree: candidate labels kept per leaf, rescored one-against-some (0 = the leaf's "
-                   "majority label) [4].")
+                   "majority label) [32].")
 @click.option("--candidates-up", "candidates_up", type=int, default=None,
-              help="lomtree: take the candidate labels from the node this many levels above the leaf [1].")
+              help="lomtree: take the candidate labels from the node this many levels above the leaf [2].")
 @click.option("--cpt-alpha", "--cpt_alpha", "cpt_alpha", type=float, default=0.5, show_default=True)
 @click.option("--cpt-predict", "--cpt_predict", "cpt_predict", type=click.Choice(["exact", "greedy"]),
               default="exact", show_default=True)

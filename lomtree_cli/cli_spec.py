@@ -30,7 +30,7 @@ SPECS = {
             ('fmt', ('--format',), ('choice', ('vw', 'libsvm')), 'vw', False),
             ('bits', ('-b', '--bits'), ('int',), 18, False),
             ('learning_rate', ('-l', '--learning-rate'), ('float',), None, False),
-            ('power_t', ('--power-t', '--power_t'), ('float',), 0.5, False),
+            ('power_t', ('--power-t', '--power_t'), ('float',), None, False),
             ('initial_t', ('--initial-t', '--initial_t'), ('float',), None, False),
             ('loss', ('--loss-function', '--loss_function'), ('choice', ('squared', 'logistic', 'hinge', 'quantile')), None, False),
             ('quantile_tau', ('--quantile-tau', '--quantile_tau'), ('float',), 0.5, False),

@@ -140,9 +140,8 @@ def run_train(p: dict, given: set, start: float, warn) -> None:
             the_loss = p["loss"]
             if the_loss is None:
                 the_loss = cls.default_loss
-            elif the_loss != cls.default_loss and reduction == "lomtree" and not p["quiet"]:
-                warn(f"warning: lomtree nodes are designed for quantile loss; using {the_loss} as asked")
-            lcfg = LearnerConfig(learning_rate=p["learning_rate"], power_t=p["power_t"], initial_t=p["initial_t"],
+            power_t = getattr(cls, "default_power_t", 0.5) if p["power_t"] is None else p["power_t"]
+            lcfg = LearnerConfig(learning_rate=p["learning_rate"], power_t=power_t, initial_t=p["initial_t"],
                                  loss=the_loss, quantile_tau=p["quantile_tau"], sgd=p["sgd"],
                                  decay_learning_rate=p["decay_learning_rate"])
         else:

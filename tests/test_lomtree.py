@@ -534,3 +534,29 @@ def test_shortcuts_flag_survives_save_and_load(tmp_path):
     save_model(str(path), InputConfig(bits=BITS), red.learner, red)
     loaded = load_model(str(path))
     assert loaded.reduction.glob[LT.G_SHORTCUTS] == 1
+
+
+def test_cli_defaults_are_the_measured_best(tmp_path):
+    """``lomtree train -r lomtree`` without options: squared loss, power_t 0.75, 32 candidates from
+    two levels above the leaf (docs/LOMTREE_ACCURACY.md); explicit options still win, and the
+    paper's reduction (L = 0, quantile) stays reachable and matches the library default."""
+    from click.testing import CliRunner
+
+    from lomtree_cli.cli import main
+
+    data = tmp_path / "d.vw"
+    data.write_text("".join(f"{1 + i % 3} | a{i % 3} b{i % 5}\n" for i in range(60)))
+    m = str(tmp_path / "m.lt")
+    r = CliRunner().invoke(main, ["train", "-r", "lomtree", "-k", "3", "-b", "12", str(data), "-f", m, "--quiet"])
+    assert r.exit_code == 0, r.output
+    got = load_model(m)
+    assert got.learner.config.loss == "squared" and got.learner.config.power_t == 0.75
+    assert got.reduction.config.leaf_labels == 32 and got.reduction.config.candidates_up == 2
+    assert got.reduction.meta()["leaf_labels"] == 32
+    r = CliRunner().invoke(main, ["train", "-r", "lomtree", "-k", "3", "-b", "12", str(data), "-f", m, "--quiet",
+                                  "--loss-function", "quantile", "--power-t", "0.5", "--leaf-labels", "0",
+                                  "--candidates-up", "0"])
+    assert r.exit_code == 0, r.output
+    got = load_model(m)
+    assert got.learner.config.loss == "quantile" and got.learner.config.power_t == 0.5
+    assert got.reduction.config == ReductionConfig(name="lomtree", k=3)

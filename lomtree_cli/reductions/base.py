@@ -84,7 +84,7 @@ class Reduction:
     fixed_models: ClassVar[bool] = True
     #: True when ``process`` returns its own losses (CPT: squared loss of P(y|x))
     own_loss: ClassVar[bool] = False
-    #: the loss this reduction uses when the user gives none (LOMtree: quantile)
+    #: the loss this reduction uses when the user gives none
     default_loss: ClassVar[str] = "squared"
     #: True when ``process`` with no example to train only reads the model (its kernel releases
     #: the GIL and keeps no state between examples), so parts of a batch may be predicted in

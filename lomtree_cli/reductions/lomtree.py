@@ -55,6 +55,22 @@ a node: training costs ``O(depth)`` regressor calls plus ``O(depth)`` look-ups a
   update's weight pass when no slot repeats (``K.learn_rescore``). Per trained node that is two
   passes over the features instead of four, with the same bits (tests compare both ways).
 
+Candidate label lists (deviation from the paper, ``--leaf-labels L``, ``--candidates-up U``)
+-----------------------------------------------------------------------------------------
+The paper's leaf predicts its single most frequent label; with ``L > 0`` every node also keeps
+its ``L`` most frequent labels (``node_top``: labels, then their counts; ranked by count
+descending, label ascending; kept exact online by ``_top_update`` in ``O(L)`` per node of the
+training path, since only the example's label's count grows; recomputed from the class records
+on load, so not stored). A leaf ``j`` predicts, among the candidates of the node ``U`` levels above
+it (the root at most), the one whose *label regressor* scores highest: label ``y`` owns regressor
+``max(1, T) + y - 1`` (so ``W = max(1, T) + k``), shared by every leaf (one-against-some, as in
+Recall tree, Daume III et al. 2017). Training: after the routers, at the training leaf, each of
+those candidates' regressors learns toward +1 if it is the example's label, else -1. Per example
+that adds ``L`` regressor calls (score, and learn when training) to the ``O(depth)`` of routing,
+so cost stays ``O(log k + L)``. While the candidate node has no record the leaf's ``maxlab`` is
+predicted. Everything else (routing, splits, swaps, records) is the paper's Algorithm 1 unchanged;
+``L = 0`` gives it exactly. Measurements and the chosen defaults: ``docs/LOMTREE_ACCURACY.md``.
+
 Model state (``state()``): node arrays ``parent, left, right, internal, model, C, En, maxcnt,
 maxlab`` (int64) and ``Esum`` (float64), each of length ``n_nodes``; class records in CSR form
 ``cls_ptr`` (n_nodes+1), ``cls_label, cls_cnt, cls_n`` (int64), ``cls_msum`` (float64), records
@@ -586,7 +602,12 @@ class LomTree(Reduction):
 
     name = "lomtree"
     parallel_predict = True
-    default_loss = "quantile"
+    #: the command line's defaults for this reduction (measured best; docs/LOMTREE_ACCURACY.md).
+    #: VW forces quantile loss on log_multi; squared loss and power_t 0.75 measured better here.
+    default_loss = "squared"
+    default_power_t = 0.75
+    default_leaf_labels = 32
+    default_candidates_up = 2
 
     def __init__(self, rcfg, learner):
         super().__init__(rcfg, learner)
