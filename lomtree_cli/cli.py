@@ -103,7 +103,7 @@ def common_run_options(f):
 @click.option("--initial-t", "--initial_t", "initial_t", type=float, help="[0; --sgd: 1]")
 @click.option("--loss-function", "--loss_function", "loss",
               type=click.Choice(["squared", "logistic", "hinge", "quantile"]),
-              help="[squared; lomtree: quantile]")
+              help="[squared]")
 @click.option("--quantile-tau", "--quantile_tau", "quantile_tau", type=float, default=0.5, show_default=True)
 @click.option("--sgd", is_flag=True, help="Plain SGD instead of adaptive+normalized+invariant updates.")
 @click.option("--decay-learning-rate", "--decay_learning_rate", "decay_learning_rate", type=float,
