@@ -99,7 +99,7 @@ def common_run_options(f):
 @click.option("--format", "fmt", type=click.Choice(["vw", "libsvm"]), default="vw", show_default=True)
 @click.option("-b", "--bits", type=int, default=18, show_default=True, help="Hash bits.")
 @click.option("-l", "--learning-rate", "learning_rate", type=float, help="Learning rate [0.5; --sgd: 10].")
-@click.option("--power-t", "--power_t", "power_t", type=float, default=None, help="[0.5; lomtree: 0.75]")
+@click.option("--power-t", "--power_t", "power_t", type=float, default=None, help="[0.5; lomtree, cpt: 0.75]")
 @click.option("--initial-t", "--initial_t", "initial_t", type=float, help="[0; --sgd: 1]")
 @click.option("--loss-function", "--loss_function", "loss",
               type=click.Choice(["squared", "logistic", "hinge", "quantile"]),

@@ -70,7 +70,7 @@ that adds ``L`` regressor calls (score, and learn when training) to the ``O(dept
 so cost stays ``O(log k + L)``. While the candidate node has no record the leaf's ``maxlab`` is
 predicted. Everything else (routing, splits, swaps, records) is the paper's Algorithm 1 unchanged;
 ``L = 0`` gives it exactly. The command line's defaults for ``-r lomtree`` are ``L = 32``, ``U = 2``,
-squared loss (VW forces quantile, which lost: see the doc) and ``power_t = 0.75`` (0.5 elsewhere);
+squared loss (VW forces quantile, which lost: see the doc) and ``power_t = 0.75`` (as CPT; 0.5 for the others);
 one pass, -b 24, test error: Sector 17.37 (paper's rule with quantile: 25.66; Filter tree 20.21),
 KJV book 50.16 (64.47; 52.83), synth k=1000 26.16 (31.05; 26.43), KJV next word 77.51 (81.56;
 75.75: still behind). Every variant measured: ``docs/LOMTREE_ACCURACY.md``.
