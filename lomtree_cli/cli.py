@@ -124,11 +124,11 @@ def common_run_options(f):
 @click.option("--format", "fmt", type=click.Choice(["vw", "libsvm"]), default="vw", show_default=True)
 @click.option("-b", "--bits", type=int, default=18, show_default=True, help="Hash bits.")
 @click.option("-l", "--learning-rate", "learning_rate", type=float, help="Learning rate [0.5; --sgd: 10].")
-@click.option("--power-t", "--power_t", "power_t", type=float, default=0.5, show_default=True)
+@click.option("--power-t", "--power_t", "power_t", type=float, default=None, help="[0.5; lomtree, cpt: 0.75]")
 @click.option("--initial-t", "--initial_t", "initial_t", type=float, help="[0; --sgd: 1]")
 @click.option("--loss-function", "--loss_function", "loss",
               type=click.Choice(["squared", "logistic", "hinge", "quantile"]),
-              help="[squared; lomtree: quantile]")
+              help="[squared]")
 @click.option("--quantile-tau", "--quantile_tau", "quantile_tau", type=float, default=0.5, show_default=True)
 @click.option("--sgd", is_flag=True, help="Plain SGD instead of adaptive+normalized+invariant updates.")
 @click.option("--decay-learning-rate", "--decay_learning_rate", "decay_learning_rate", type=float,
@@ -143,6 +143,11 @@ def common_run_options(f):
 @click.option("--max-internal-nodes", "--lom_max_internal", "max_internal_nodes", type=int,
               help="lomtree: maximum internal nodes T [k-1].")
 @click.option("--swap-resistance", "--swap_resistance", "swap_resistance", type=int, default=4, show_default=True)
+@click.option("--leaf-labels", "leaf_labels", type=int, default=None,
+              help="lomtree: candidate labels kept per leaf, rescored one-against-some (0 = the leaf's "
+                   "majority label) [32].")
+@click.option("--candidates-up", "candidates_up", type=int, default=None,
+              help="lomtree: take the candidate labels from the node this many levels above the leaf [2].")
 @click.option("--cpt-alpha", "--cpt_alpha", "cpt_alpha", type=float, default=0.5, show_default=True)
 @click.option("--cpt-predict", "--cpt_predict", "cpt_predict", type=click.Choice(["exact", "greedy"]),
               default="exact", show_default=True)
@@ -171,7 +176,8 @@ def common_run_options(f):
 @click.pass_context
 def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fmt, bits, learning_rate, power_t,
           initial_t, loss, quantile_tau, sgd, decay_learning_rate, passes, cache, holdout_period, holdout_off,
-          early_terminate, max_internal_nodes, swap_resistance, cpt_alpha, cpt_predict, cpt_random_insert, arity, beam, tree_buffer, path_weight, no_leaf_negatives, dim, depth,
+          early_terminate, max_internal_nodes, swap_resistance, leaf_labels, candidates_up, cpt_alpha, cpt_predict,
+          cpt_random_insert, arity, beam, tree_buffer, path_weight, no_leaf_negatives, dim, depth,
           reassign_after, seed,
           hash_seed, noconstant, label_offset, skip_invalid, quiet, progress_bar, progress_interval, report,
           chunk_bytes, max_line_bytes):

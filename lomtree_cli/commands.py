@@ -25,7 +25,8 @@ from .launch import say
 #: train options a model fixes or records: when given on the command line next to ``-i MODEL``
 #: they are checked against the model (``driver.train``'s ``explicit``)
 EXPLICIT_TRAIN = ("bits", "hash_seed", "noconstant", "label_offset", "loss", "sgd", "quantile_tau", "power_t",
-                  "max_internal_nodes", "swap_resistance", "cpt_alpha", "learning_rate", "decay_learning_rate")
+                  "max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up",
+                  "cpt_alpha", "learning_rate", "decay_learning_rate")
 
 
 def fail(msg: str, code: int):
@@ -139,19 +140,22 @@ def run_train(p: dict, given: set, start: float, warn) -> None:
                            max_line_bytes=p["max_line_bytes"])
         if p["initial_model"] is None:
             reduction = p["reduction"]
+            cls = get_reduction_class(reduction)
             rcfg = ReductionConfig(name=reduction, k=p["k"], max_internal_nodes=p["max_internal_nodes"],
                                    swap_resistance=p["swap_resistance"], cpt_alpha=p["cpt_alpha"],
+                                   leaf_labels=(getattr(cls, "default_leaf_labels", 0) if p["leaf_labels"] is None
+                                                else p["leaf_labels"]),
+                                   candidates_up=(getattr(cls, "default_candidates_up", 0)
+                                                  if p["candidates_up"] is None else p["candidates_up"]),
                                    cpt_predict=p["cpt_predict"], cpt_random_insert=p["cpt_random_insert"],
                                    arity=p["arity"], beam=p["beam"], tree_buffer=p["tree_buffer"], path_weight=p["path_weight"], leaf_negatives=not p["no_leaf_negatives"],
                                    dim=p["dim"], depth=p["depth"], reassign_after=p["reassign_after"],
                                    seed=p["seed"])
-            cls = get_reduction_class(reduction)
             the_loss = p["loss"]
             if the_loss is None:
                 the_loss = cls.default_loss
-            elif the_loss != cls.default_loss and reduction == "lomtree" and not p["quiet"]:
-                warn(f"warning: lomtree nodes are designed for quantile loss; using {the_loss} as asked")
-            lcfg = LearnerConfig(learning_rate=p["learning_rate"], power_t=p["power_t"], initial_t=p["initial_t"],
+            power_t = getattr(cls, "default_power_t", 0.5) if p["power_t"] is None else p["power_t"]
+            lcfg = LearnerConfig(learning_rate=p["learning_rate"], power_t=power_t, initial_t=p["initial_t"],
                                  loss=the_loss, quantile_tau=p["quantile_tau"], sgd=p["sgd"],
                                  decay_learning_rate=p["decay_learning_rate"])
         else:

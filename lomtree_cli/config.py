@@ -126,6 +126,8 @@ class ReductionConfig(Record, frozen=True):
     k : number of classes (labels 1..k); required except for cpt and table
     max_internal_nodes : LOMtree T (None = k - 1)
     swap_resistance : LOMtree R_S
+    leaf_labels : LOMtree L: candidate labels per leaf, rescored one-against-some (0 = majority label)
+    candidates_up : LOMtree: the candidates are the top L of the node this many levels above the leaf
     cpt_alpha : CPT balance/regressor trade-off in [0, 1]
     cpt_predict : 'exact' (best-first search) or 'greedy'
     cpt_random_insert : CPT baseline: insert new labels on a random side
@@ -145,6 +147,8 @@ class ReductionConfig(Record, frozen=True):
     k: int | None = None
     max_internal_nodes: int | None = None
     swap_resistance: int = 4
+    leaf_labels: int = 0
+    candidates_up: int = 0
     cpt_alpha: float = 0.5
     cpt_predict: str = "exact"
     cpt_random_insert: bool = False
@@ -174,6 +178,10 @@ class ReductionConfig(Record, frozen=True):
                               f"arrays grow with it; ALGORITHMS.md explores k-1 ... 64k-1)")
         if int(self.swap_resistance) < 0:
             raise ConfigError(f"--swap-resistance must be >= 0, got {self.swap_resistance}")
+        if not 0 <= int(self.leaf_labels) <= 1024:
+            raise ConfigError(f"--leaf-labels must be in 0..1024, got {self.leaf_labels}")
+        if not 0 <= int(self.candidates_up) <= 64:
+            raise ConfigError(f"--candidates-up must be in 0..64, got {self.candidates_up}")
         if not (math.isfinite(self.cpt_alpha) and 0.0 <= self.cpt_alpha <= 1.0):
             raise ConfigError(f"--cpt-alpha must be in [0, 1], got {self.cpt_alpha}")
         if self.cpt_predict not in ("exact", "greedy"):

@@ -744,6 +744,7 @@ _FIXED = {  # option name -> (where in the loaded model, attribute)
     "power_t": ("learner", "power_t"),
     "max_internal_nodes": ("reduction", "max_internal_nodes"),
     "swap_resistance": ("reduction", "swap_resistance"), "cpt_alpha": ("reduction", "cpt_alpha"),
+    "leaf_labels": ("reduction", "leaf_labels"), "candidates_up": ("reduction", "candidates_up"),
 }
 
 

@@ -487,3 +487,18 @@ def test_sector_cpt_beats_table(tmp_path):
         train(InputConfig(), LearnerConfig(), ReductionConfig(name=red), opts)
         reports[red] = json.load(open(rep))
     assert reports["cpt"]["average_loss"] < reports["table"]["average_loss"] - 0.02
+
+
+def test_cli_default_power_t_is_the_measured_best(tmp_path):
+    """``-r cpt`` defaults to power_t 0.75 (better on 5 of 6 benchmark tasks, docs/LOMTREE_ACCURACY.md);
+    the Filter tree keeps 0.5, and an explicit --power-t wins."""
+    from lomtree_cli.cli import main
+
+    data = tmp_path / "d.vw"
+    data.write_text("".join(f"{1 + i % 3} | a{i % 3} b{i % 5}\n" for i in range(30)))
+    m = str(tmp_path / "m.lt")
+    for args, want in ((["-r", "cpt"], 0.75), (["-r", "cpt", "--power-t", "0.5"], 0.5),
+                       (["-r", "filter", "-k", "3"], 0.5)):
+        r = CliRunner().invoke(main, ["train", *args, "-b", "12", str(data), "-f", m, "--quiet"])
+        assert r.exit_code == 0, r.output
+        assert model_io.load_model(m).learner.config.power_t == want

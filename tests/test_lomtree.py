@@ -25,8 +25,9 @@ BITS = 10
 HS = settings(deadline=None, max_examples=30, suppress_health_check=[HealthCheck.too_slow])
 
 
-def make(k, T=None, rs=4, bits=BITS, loss="quantile", lr=None):
-    rcfg = ReductionConfig(name="lomtree", k=k, max_internal_nodes=T, swap_resistance=rs)
+def make(k, T=None, rs=4, bits=BITS, loss="quantile", lr=None, L=0, up=0):
+    rcfg = ReductionConfig(name="lomtree", k=k, max_internal_nodes=T, swap_resistance=rs, leaf_labels=L,
+                           candidates_up=up)
     lcfg = LearnerConfig(loss=loss, learning_rate=lr)
     lin = LinearLearner(lcfg, bits, LomTree.n_models_for(rcfg))
     return LomTree(rcfg, lin)
@@ -89,9 +90,10 @@ def streams(draw, kmax=6, nmax=60):
     return k, T, rs, ex
 
 
-def ref_run(k, T, rs, ex, bits=BITS):
+def ref_run(k, T, rs, ex, bits=BITS, L=0, loss="quantile", up=0):
     Tm = k - 1 if T is None else T
-    ref = RefLomTree(k, RefLinear(bits=bits, n_models=max(1, Tm), loss="quantile"), T=Tm, swap_resistance=rs)
+    ref = RefLomTree(k, RefLinear(bits=bits, n_models=max(1, Tm) + (k if L else 0), loss=loss), T=Tm,
+                     swap_resistance=rs, leaf_labels=L, candidates_up=up)
     preds = []
     for y, feats, iw in ex:
         idx = [h for h, _ in feats]
@@ -224,12 +226,14 @@ def test_toy_stream_kernel_matches_reference_each_step():
 
 # -- kernel == reference ------------------------------------------------------------------------
 @HS
-@given(streams())
-def test_kernel_matches_reference(case):
+@given(streams(), st.sampled_from([0, 1, 2, 3]), st.sampled_from([0, 1, 2]), st.sampled_from(["quantile", "squared"]))
+def test_kernel_matches_reference(case, L, up, loss):
+    """Also with candidate lists (L > 0, from up levels above the leaf): the same predictions,
+    tree and weights."""
     k, T, rs, ex = case
-    red = make(k, T=T, rs=rs)
+    red = make(k, T=T, rs=rs, L=L, loss=loss, up=up)
     preds = run(red, ex, chunk=7)
-    ref, rpreds = ref_run(k, T, rs, ex)
+    ref, rpreds = ref_run(k, T, rs, ex, L=L, loss=loss, up=up)
     assert preds == rpreds
     compare_to_ref(red, ref)
     np.testing.assert_allclose(red.learner.arrays.table[:, 0], ref.lin.dense_w(), rtol=1e-5, atol=1e-6)
@@ -237,10 +241,10 @@ def test_kernel_matches_reference(case):
 
 
 @HS
-@given(streams(), st.integers(1, 9))
-def test_chunk_size_one_equals_one_chunk(case, c):
+@given(streams(), st.integers(1, 9), st.sampled_from([0, 2]))
+def test_chunk_size_one_equals_one_chunk(case, c, L):
     k, T, rs, ex = case
-    a, b = make(k, T=T, rs=rs), make(k, T=T, rs=rs)
+    a, b = make(k, T=T, rs=rs, L=L), make(k, T=T, rs=rs, L=L)
     assert run(a, ex, chunk=1) == run(b, ex)
     _assert_same(a, b)
 
@@ -370,21 +374,41 @@ def _stream(n=600, k=12, seed=5):
             for y in rng.integers(1, k + 1, n)]
 
 
-def test_save_load_resume_equals_uninterrupted(tmp_path):
+@pytest.mark.parametrize("L,up", [(0, 0), (3, 1)])
+def test_save_load_resume_equals_uninterrupted(tmp_path, L, up):
     ex = _stream()
     icfg = InputConfig(bits=BITS)
-    full = make(12, T=5)
+    full = make(12, T=5, L=L, up=up)
     run(full, ex, chunk=50)
-    half = make(12, T=5)
+    half = make(12, T=5, L=L, up=up)
     run(half, ex[:300], chunk=50)
     path = str(tmp_path / "m.lt")
     save_model(path, icfg, half.learner, half)
     loaded = load_model(path).reduction
     assert run(loaded, ex[:100], train=False) == run(half, ex[:100], train=False)
     _assert_same(loaded, half)
+    np.testing.assert_array_equal(loaded.node_top[:loaded.n_nodes], half.node_top[:half.n_nodes])
     run(loaded, ex[300:], chunk=50)
     _assert_same(loaded, full)
     assert run(loaded, ex, train=False) == run(full, ex, train=False)
+
+
+def test_leaf_lists_follow_the_counts():
+    """Every node's candidate list is its records' top L by (count desc, label asc), also after
+    swaps (recycled nodes start empty), checked against a plain sort of ``records()``."""
+    L = 3
+    red = make(20, T=6, rs=0, L=L, lr=2.0)
+    rng = np.random.default_rng(7)
+    ex = [(int(y), [(int(y) * 13 % 1000, 1.0), (int(rng.integers(0, 1000)), 0.5), CONST], 1.0)
+          for y in np.minimum(rng.zipf(1.3, 3000), 20)]
+    run(red, ex, chunk=100)
+    assert red.n_swaps > 0
+    node, label, cnt, _, _ = red.records()
+    for v in range(red.n_nodes):
+        mine = sorted(zip(label[node == v].tolist(), cnt[node == v].tolist()), key=lambda t: (-t[1], t[0]))[:L]
+        want = [lab for lab, _ in mine] + [0] * (L - len(mine))
+        assert red.node_top[v, :L].tolist() == want
+        assert red.node_top[v, L:2 * L].tolist() == [c for _, c in mine] + [0] * (L - len(mine))
 
 
 def test_corrupt_state_is_rejected():
@@ -510,3 +534,29 @@ def test_shortcuts_flag_survives_save_and_load(tmp_path):
     save_model(str(path), InputConfig(bits=BITS), red.learner, red)
     loaded = load_model(str(path))
     assert loaded.reduction.glob[LT.G_SHORTCUTS] == 1
+
+
+def test_cli_defaults_are_the_measured_best(tmp_path):
+    """``lomtree train -r lomtree`` without options: squared loss, power_t 0.75, 32 candidates from
+    two levels above the leaf (docs/LOMTREE_ACCURACY.md); explicit options still win, and the
+    paper's reduction (L = 0, quantile) stays reachable and matches the library default."""
+    from click.testing import CliRunner
+
+    from lomtree_cli.cli import main
+
+    data = tmp_path / "d.vw"
+    data.write_text("".join(f"{1 + i % 3} | a{i % 3} b{i % 5}\n" for i in range(60)))
+    m = str(tmp_path / "m.lt")
+    r = CliRunner().invoke(main, ["train", "-r", "lomtree", "-k", "3", "-b", "12", str(data), "-f", m, "--quiet"])
+    assert r.exit_code == 0, r.output
+    got = load_model(m)
+    assert got.learner.config.loss == "squared" and got.learner.config.power_t == 0.75
+    assert got.reduction.config.leaf_labels == 32 and got.reduction.config.candidates_up == 2
+    assert got.reduction.meta()["leaf_labels"] == 32
+    r = CliRunner().invoke(main, ["train", "-r", "lomtree", "-k", "3", "-b", "12", str(data), "-f", m, "--quiet",
+                                  "--loss-function", "quantile", "--power-t", "0.5", "--leaf-labels", "0",
+                                  "--candidates-up", "0"])
+    assert r.exit_code == 0, r.output
+    got = load_model(m)
+    assert got.learner.config.loss == "quantile" and got.learner.config.power_t == 0.5
+    assert got.reduction.config == ReductionConfig(name="lomtree", k=3)

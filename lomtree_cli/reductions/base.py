@@ -87,7 +87,7 @@ class Reduction:
     own_loss: ClassVar[bool] = False
     #: True when those own losses are log-losses -log P(y|x) (the summary adds the perplexity)
     reports_log_loss: ClassVar[bool] = False
-    #: the loss this reduction uses when the user gives none (LOMtree: quantile)
+    #: the loss this reduction uses when the user gives none
     default_loss: ClassVar[str] = "squared"
     #: True when ``process`` with no example to train only reads the model (its kernel releases
     #: the GIL and keeps no state between examples), so parts of a batch may be predicted in

@@ -55,6 +55,26 @@ a node: training costs ``O(depth)`` regressor calls plus ``O(depth)`` look-ups a
   update's weight pass when no slot repeats (``K.learn_rescore``). Per trained node that is two
   passes over the features instead of four, with the same bits (tests compare both ways).
 
+Candidate label lists (deviation from the paper, ``--leaf-labels L``, ``--candidates-up U``)
+-----------------------------------------------------------------------------------------
+The paper's leaf predicts its single most frequent label; with ``L > 0`` every node also keeps
+its ``L`` most frequent labels (``node_top``: labels, then their counts; ranked by count
+descending, label ascending; kept exact online by ``_top_update`` in ``O(L)`` per node of the
+training path, since only the example's label's count grows; recomputed from the class records
+on load, so not stored). A leaf ``j`` predicts, among the candidates of the node ``U`` levels above
+it (the root at most), the one whose *label regressor* scores highest: label ``y`` owns regressor
+``max(1, T) + y - 1`` (so ``W = max(1, T) + k``), shared by every leaf (one-against-some, as in
+Recall tree, Daume III et al. 2017). Training: after the routers, at the training leaf, each of
+those candidates' regressors learns toward +1 if it is the example's label, else -1. Per example
+that adds ``L`` regressor calls (score, and learn when training) to the ``O(depth)`` of routing,
+so cost stays ``O(log k + L)``. While the candidate node has no record the leaf's ``maxlab`` is
+predicted. Everything else (routing, splits, swaps, records) is the paper's Algorithm 1 unchanged;
+``L = 0`` gives it exactly. The command line's defaults for ``-r lomtree`` are ``L = 32``, ``U = 2``,
+squared loss (VW forces quantile, which lost: see the doc) and ``power_t = 0.75`` (as CPT; 0.5 for the others);
+one pass, -b 24, test error: Sector 17.37 (paper's rule with quantile: 25.66; Filter tree 20.21),
+KJV book 50.16 (64.47; 52.83), synth k=1000 26.16 (31.05; 26.43), KJV next word 77.51 (81.56;
+75.75: still behind). Every variant measured: ``docs/LOMTREE_ACCURACY.md``.
+
 Model state (``state()``): node arrays ``parent, left, right, internal, model, C, En, maxcnt,
 maxlab`` (int64) and ``Esum`` (float64), each of length ``n_nodes``; class records in CSR form
 ``cls_ptr`` (n_nodes+1), ``cls_label, cls_cnt, cls_n`` (int64), ``cls_msum`` (float64), records
@@ -111,7 +131,10 @@ G_RS = 6  # swap resistance
 G_DEPTH = 7  # depth bound (deepest node ever created)
 G_NODECAP_MAX = 8  # 2T + 1
 G_SHORTCUTS = 9  # 1: reuse prediction scores and fuse re-scores (exact); 0: score afresh (tests)
-NG = 10
+G_LEAFL = 10  # L: candidate labels kept per leaf (0: the leaf predicts its most frequent label)
+G_W0 = 11  # router regressors max(1, T); label y's regressor is W0 + y - 1 (when L > 0)
+G_UP = 12  # the candidates are those of the node this many levels above the leaf (or the root)
+NG = 13
 
 MIN_HASH_CAP = 64
 NODE_CAP0 = 1024
@@ -218,14 +241,103 @@ def _rehash(node_i, rec_i, rec_f, glob, need):
 
 
 @jit()
-def _grow_nodes(node_i, node_f, glob):
+def _grow_nodes(node_i, node_f, node_top, glob):
     cap = node_i.shape[0]
     new = min(2 * cap, glob[G_NODECAP_MAX])
     ni = np.empty((new, NF), dtype=np.int64)
     nf = np.zeros(new, dtype=np.float64)
+    nt = np.zeros((new, node_top.shape[1]), dtype=np.int64)
     ni[:cap] = node_i
     nf[:cap] = node_f
-    return ni, nf
+    nt[:cap] = node_top
+    return ni, nf, nt
+
+
+@kernel()
+def _top_update(node_top, j, y, c, L):
+    """Keep row ``j`` of ``node_top`` = the ``L`` labels of node ``j`` ranked first by (count
+    descending, label ascending) after label ``y``'s count became ``c`` (labels in columns
+    ``0..L-1``, 0 = empty, their counts in ``L..2L-1``). Exact: only ``y``'s key grew, so it
+    either moves up within the list or replaces the last entry; ``O(L)``."""
+    pos = -1
+    n = 0
+    for q in range(L):
+        lab = node_top[j, q]
+        if lab == 0:
+            break
+        if lab == y:
+            pos = q
+        n += 1
+    if pos < 0:
+        if n < L:
+            pos = n
+        else:
+            wl = node_top[j, L - 1]
+            wc = node_top[j, 2 * L - 1]
+            if c < wc or (c == wc and y > wl):
+                return
+            pos = L - 1
+        node_top[j, pos] = y
+    node_top[j, L + pos] = c
+    while pos > 0:
+        pc = node_top[j, L + pos - 1]
+        pl = node_top[j, pos - 1]
+        if c < pc or (c == pc and y > pl):
+            break
+        node_top[j, pos] = pl
+        node_top[j, L + pos] = pc
+        node_top[j, pos - 1] = y
+        node_top[j, L + pos - 1] = c
+        pos -= 1
+
+
+@kernel(inline="always")
+def _candidate_node(node_i, glob, j):
+    """The node whose candidate list serves leaf ``j``: ``G_UP`` levels up (at most the root)."""
+    for _ in range(glob[G_UP]):
+        if j == 0:
+            break
+        j = node_i[j, N_PARENT]
+    return j
+
+
+@kernel()
+def leaf_label(lin, idx, val, st, en, node_i, node_top, glob, j):
+    """The prediction of leaf ``j``: with ``L = 0``, or while its candidate node has no candidate
+    yet, its most frequent label (``maxlab``); else the candidate whose label regressor scores
+    highest (first on ties; one-against-some, Recall tree's leaf rule)."""
+    L = glob[G_LEAFL]
+    best = node_i[j, N_MAXLAB]
+    if L == 0:
+        return best
+    W0 = glob[G_W0]
+    v = _candidate_node(node_i, glob, j)
+    bs = 0.0
+    for q in range(L):
+        c = node_top[v, q]
+        if c == 0:
+            break
+        f = K.score(lin, idx, val, st, en, W0 + c - 1)
+        if q == 0 or f > bs:
+            bs = f
+            best = c
+    return best
+
+
+@kernel()
+def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j):
+    """One-against-some at leaf ``j``: every candidate's label regressor (the candidates of
+    ``_candidate_node``) learns toward +1 if it is ``y``, else -1 (in list order)."""
+    L = glob[G_LEAFL]
+    W0 = glob[G_W0]
+    v = _candidate_node(node_i, glob, j)
+    for q in range(L):
+        c = node_top[v, q]
+        if c == 0:
+            break
+        m = W0 + c - 1
+        f = K.score(lin, idx, val, st, en, m)
+        K.learn(lin, idx, val, st, en, m, 1.0 if c == y else -1.0, iw, K.clip_score(lin, f))
 
 
 @kernel()
@@ -294,7 +406,8 @@ def _prefetch_records(rec_i, rec_f, pnode, plen, y):
 
 
 @kernel()
-def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob, pnode, pscore, plen):
+def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, node_top, rec_i, rec_f, glob, pnode, pscore,
+               plen):
     """Algorithm 1 for one example (capacity for 2 nodes and depth+1 records guaranteed).
 
     ``pnode[:plen]``, ``pscore[:plen]``: the internal nodes of this example's prediction path and
@@ -318,6 +431,8 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob,
         if cnt > node_i[j, N_MAXCNT]:
             node_i[j, N_MAXCNT] = cnt
             node_i[j, N_MAXLAB] = y
+        if glob[G_LEAFL] > 0:
+            _top_update(node_top, j, y, cnt, glob[G_LEAFL])
         if node_i[j, N_INTERNAL] == 0:
             if node_i[j, N_NCLS] < 2:
                 break
@@ -340,6 +455,8 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob,
             node_i[j, N_RIGHT] = R
             node_i[L, N_PARENT] = j
             node_i[R, N_PARENT] = j
+            node_top[L, :] = 0
+            node_top[R, :] = 0
             node_i[L, N_C] = Cj // 2
             node_i[R, N_C] = Cj - Cj // 2
             update_c(node_i, L)
@@ -381,12 +498,14 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, rec_i, rec_f, glob,
         depth += 1
     node_i[j, N_C] += 1
     update_c(node_i, j)
+    if glob[G_LEAFL] > 0:
+        _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j)
 
 
 @kernel()
-def predict_path(lin, idx, val, st, en, node_i, pnode, pscore):
-    """Descend by the sign of each node's score to a leaf; returns (the leaf's most frequent label
-    (1-based), the number of internal nodes scored). Those nodes and their raw scores are
+def predict_path(lin, idx, val, st, en, node_i, node_top, glob, pnode, pscore):
+    """Descend by the sign of each node's score to a leaf; returns (the leaf's prediction
+    (``leaf_label``, 1-based), the number of internal nodes scored). Those nodes and their raw scores are
     recorded in ``pnode``/``pscore`` (capacity > ``glob[G_DEPTH]``, the depth bound), which
     training reuses. While node ``j`` is scored, both children's rows are prefetched."""
     j = 0
@@ -398,15 +517,15 @@ def predict_path(lin, idx, val, st, en, node_i, pnode, pscore):
         pscore[d] = f
         d += 1
         j = node_i[j, N_LEFT] if f < 0 else node_i[j, N_RIGHT]
-    return node_i[j, N_MAXLAB], d
+    return leaf_label(lin, idx, val, st, en, node_i, node_top, glob, j), d
 
 
 @jit(nogil=True)
-def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i, node_f, rec_i, rec_f,
-                    glob, preds):
+def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i, node_f, node_top, rec_i,
+                    rec_f, glob, preds):
     """Progressive predict-then-learn over one chunk.
 
-    preds : int64, shape (n,) out. Returns the (possibly regrown) node and record arrays.
+    preds : int64, shape (n,) out. Returns the (possibly regrown) node, leaf-list and record arrays.
     """
     n = labels.shape[0]
     # the prediction path: at most glob[G_DEPTH] internal nodes, a bound training may raise
@@ -418,24 +537,25 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
         if glob[G_DEPTH] >= pnode.shape[0]:
             pnode = np.empty(2 * glob[G_DEPTH] + 1, dtype=np.int64)
             pscore = np.empty(2 * glob[G_DEPTH] + 1, dtype=np.float64)
-        preds[i], plen = predict_path(lin, indices, values, st, en, node_i, pnode, pscore)
+        preds[i], plen = predict_path(lin, indices, values, st, en, node_i, node_top, glob, pnode, pscore)
         if train[i]:
             if glob[G_NNODES] + 2 > node_i.shape[0] and node_i.shape[0] < glob[G_NODECAP_MAX]:
-                node_i, node_f = _grow_nodes(node_i, node_f, glob)
+                node_i, node_f, node_top = _grow_nodes(node_i, node_f, node_top, glob)
             need = glob[G_DEPTH] + 2
             if 2 * (glob[G_OCC] + need) > rec_i.shape[0]:
                 rec_i, rec_f = _rehash(node_i, rec_i, rec_f, glob, need)
-            _train_one(lin, indices, values, st, en, labels[i], weights[i], node_i, node_f, rec_i, rec_f, glob,
-                       pnode, pscore, plen)
+            _train_one(lin, indices, values, st, en, labels[i], weights[i], node_i, node_f, node_top, rec_i, rec_f,
+                       glob, pnode, pscore, plen)
             K.end_example(lin, weights[i])
-    return node_i, node_f, rec_i, rec_f
+    return node_i, node_f, node_top, rec_i, rec_f
 
 
 @kernel(nogil=True)
-def lomtree_predict(lin, indptr, indices, values, node_i, preds, pnode, pscore):
+def lomtree_predict(lin, indptr, indices, values, node_i, node_top, glob, preds, pnode, pscore):
     """Predictions only; pnode, pscore: scratch of ``predict_path``."""
     for i in range(indptr.shape[0] - 1):
-        preds[i] = predict_path(lin, indices, values, indptr[i], indptr[i + 1], node_i, pnode, pscore)[0]
+        preds[i] = predict_path(lin, indices, values, indptr[i], indptr[i + 1], node_i, node_top, glob, pnode,
+                                pscore)[0]
 
 
 @kernel()
@@ -486,7 +606,12 @@ class LomTree(Reduction):
 
     name = "lomtree"
     parallel_predict = True
-    default_loss = "quantile"
+    #: the command line's defaults for this reduction (measured best; docs/LOMTREE_ACCURACY.md).
+    #: VW forces quantile loss on log_multi; squared loss and power_t 0.75 measured better here.
+    default_loss = "squared"
+    default_power_t = 0.75
+    default_leaf_labels = 32
+    default_candidates_up = 2
 
     def __init__(self, rcfg, learner):
         super().__init__(rcfg, learner)
@@ -505,6 +630,12 @@ class LomTree(Reduction):
         self.glob[G_RS] = self.R_S
         self.glob[G_NODECAP_MAX] = cap_max
         self.glob[G_SHORTCUTS] = 1
+        self.L = int(rcfg.leaf_labels)
+        self.glob[G_LEAFL] = self.L
+        self.glob[G_W0] = max(1, self.T)
+        self.up = int(rcfg.candidates_up)
+        self.glob[G_UP] = self.up
+        self.node_top = np.zeros((node_cap, 2 * max(1, self.L)), dtype=np.int64)
         self._pending = None  # loaded class records not yet in the hash table (load_state)
 
     @staticmethod
@@ -515,7 +646,8 @@ class LomTree(Reduction):
 
     @staticmethod
     def n_models_for(rcfg) -> int:
-        return max(1, LomTree.max_internal(rcfg))
+        """Router regressors ``max(1, T)``, then one per label when leaves keep candidate lists."""
+        return max(1, LomTree.max_internal(rcfg)) + (int(rcfg.k) if int(rcfg.leaf_labels) > 0 else 0)
 
     # -- counters --------------------------------------------------------------------------
     @property
@@ -538,13 +670,14 @@ class LomTree(Reduction):
         train = np.ascontiguousarray(train, dtype=np.bool_)
         if not train.any():
             d = int(self.glob[G_DEPTH]) + 1
-            lomtree_predict(self.learner.arrays, batch.indptr, batch.indices, batch.values, self.node_i, preds,
-                            np.empty(d, dtype=np.int64), np.empty(d, dtype=np.float64))
+            lomtree_predict(self.learner.arrays, batch.indptr, batch.indices, batch.values, self.node_i,
+                            self.node_top, self.glob, preds, np.empty(d, dtype=np.int64),
+                            np.empty(d, dtype=np.float64))
             return preds, None
         self._ensure_records()
-        self.node_i, self.node_f, self.rec_i, self.rec_f = lomtree_process(
+        self.node_i, self.node_f, self.node_top, self.rec_i, self.rec_f = lomtree_process(
             self.learner.arrays, batch.indptr, batch.indices, batch.values, batch.labels, batch.weights, train,
-            self.node_i, self.node_f, self.rec_i, self.rec_f, self.glob, preds)
+            self.node_i, self.node_f, self.node_top, self.rec_i, self.rec_f, self.glob, preds)
         return preds, None
 
     # -- state -----------------------------------------------------------------------------
@@ -569,8 +702,9 @@ class LomTree(Reduction):
         return out
 
     def meta(self) -> dict:
-        return {"T": self.T, "swap_resistance": self.R_S, "t_used": self.t_used, "n_swaps": self.n_swaps,
-                "n_nodes": self.n_nodes, "depth_bound": int(self.glob[G_DEPTH])}
+        return {"T": self.T, "swap_resistance": self.R_S, "leaf_labels": self.L, "candidates_up": self.up,
+                "t_used": self.t_used,
+                "n_swaps": self.n_swaps, "n_nodes": self.n_nodes, "depth_bound": int(self.glob[G_DEPTH])}
 
     def load_state(self, arrays: dict, meta: dict) -> None:
         names = [n for n, _ in _NODE_FIELDS] + ["Esum", *_CLS_FIELDS]
@@ -585,6 +719,9 @@ class LomTree(Reduction):
                 raise ValueError(f"lomtree meta {key!r} missing or invalid")
         if meta["T"] != self.T or meta["swap_resistance"] != self.R_S:
             raise ValueError("lomtree T/swap_resistance do not match the configuration")
+        # absent in files from before leaf lists: 0
+        if meta.get("leaf_labels", 0) != self.L or meta.get("candidates_up", 0) != self.up:
+            raise ValueError("lomtree leaf_labels/candidates_up do not match the configuration")
         nn = meta["n_nodes"]
         k = self.k
         if not 1 <= nn <= 2 * self.T + 1:
@@ -684,10 +821,14 @@ class LomTree(Reduction):
         glob[G_DEPTH] = meta["depth_bound"]
         glob[G_NODECAP_MAX] = cap_max
         glob[G_SHORTCUTS] = 1
+        glob[G_LEAFL] = self.L
+        glob[G_W0] = max(1, self.T)
+        glob[G_UP] = self.up
         depths = self._depths(node_i[:nn, N_PARENT])
         if depths.max() > meta["depth_bound"]:
             raise ValueError("depth_bound is smaller than the tree depth")
         self.node_i, self.node_f, self.glob = node_i, node_f, glob
+        self.node_top = self._node_lists(cap, rnode, lab, cnt)
         # the class records (sorted and unique per node: checked above) go into the hash table
         # when training or a report needs them; prediction uses only the nodes (on KJV the table
         # is 400 MB, and filling it was a third of `lomtree predict`)
@@ -695,6 +836,22 @@ class LomTree(Reduction):
         self.rec_i = self.rec_f = None
         if not getattr(self.learner, "predict_only", False):
             self._ensure_records()
+
+    def _node_lists(self, cap, rnode, lab, cnt):
+        """The candidate lists of the nodes from their class records: top ``L`` by (count
+        descending, label ascending), what ``_top_update`` maintains online."""
+        L = max(1, self.L)
+        top = np.zeros((cap, 2 * L), dtype=np.int64)
+        if self.L == 0 or rnode.size == 0:
+            return top
+        order = np.lexsort((lab, -cnt, rnode))
+        rn, lb, ct = rnode[order], lab[order], cnt[order]
+        first = np.searchsorted(rn, rn, side="left")
+        rank = np.arange(rn.size) - first
+        sel = rank < L
+        top[rn[sel], rank[sel]] = lb[sel]
+        top[rn[sel], L + rank[sel]] = ct[sel]
+        return top
 
     def _ensure_records(self) -> None:
         """Build the class-record hash table from the loaded records (once)."""

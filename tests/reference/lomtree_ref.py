@@ -8,6 +8,11 @@ numba kernels.
 Usage::
 
     ref = RefLomTree(k=5, T=4, swap_resistance=4, lin=RefLinear(bits=10, n_models=4, loss="quantile"))
+
+With ``leaf_labels=L > 0`` a leaf predicts the best-scoring of its ``L`` most frequent labels (count
+descending, label ascending), each label ``y`` having its own regressor ``max(1, T) + y - 1``
+(``lin`` then needs ``max(1, T) + k`` models); training trains those candidates at the training
+leaf toward +1 (the true label) or -1.
     pred = ref.predict(idx, val)
     ref.train(idx, val, y, iw)
 """
@@ -42,9 +47,12 @@ class Node:
 
 
 class RefLomTree:
-    def __init__(self, k, lin, T=None, swap_resistance=4):
+    def __init__(self, k, lin, T=None, swap_resistance=4, leaf_labels=0, candidates_up=0):
         self.k = k
         self.T = k - 1 if T is None else T
+        self.L = leaf_labels
+        self.W0 = max(1, self.T)
+        self.up = candidates_up
         self.RS = swap_resistance
         self.lin = lin
         self.nodes = [Node()]  # node 0 is the root; ids are creation order
@@ -95,7 +103,25 @@ class RefLomTree:
         while nodes[v].internal:
             f = self.lin.score(idx, val, nodes[v].model)
             v = nodes[v].left if f < 0 else nodes[v].right
-        return nodes[v].maxlab
+        cands = self.candidates(v)
+        if not cands:
+            return nodes[v].maxlab
+        scores = [self.lin.score(idx, val, self.W0 + c - 1) for c in cands]
+        best = 0
+        for q in range(1, len(cands)):
+            if scores[q] > scores[best]:
+                best = q
+        return cands[best]
+
+    def candidates(self, v):
+        """Leaf v's candidate labels: the L most frequent (ties: smaller label first) of the node
+        ``candidates_up`` levels above it (at most the root)."""
+        for _ in range(self.up):
+            if v == 0:
+                break
+            v = self.nodes[v].parent
+        cl = self.nodes[v].classes
+        return sorted(cl, key=lambda lab: (-cl[lab][0], lab))[:self.L]
 
     def train(self, idx, val, y, iw=1.0):
         nodes = self.nodes
@@ -145,6 +171,10 @@ class RefLomTree:
             j = nd.left if s < 0 else nd.right
         nodes[j].C += 1
         self._update_c(j)
+        for c in self.candidates(j):
+            m = self.W0 + c - 1
+            f = self.lin.score(idx, val, m)
+            self.lin.learn(idx, val, m, 1.0 if c == y else -1.0, iw, self.lin.clip(f))
         self.lin.end_example(iw)
 
     # views for comparisons -----------------------------------------------------------------
