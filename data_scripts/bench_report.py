@@ -364,7 +364,8 @@ def anchor_table(rows: list[dict]) -> str:
                     f"{r['best_napkinxc']} {fmt_pct(r['best_napkinxc_error'])} ({r['plt_vs_best_napkinxc_points']:+.2f})"])
     return md_table(["task", "napkinXC binary HSM %", "its fit s", "PLT 1 pass %", "train s", "fit / train",
                      "PLT tuned %", "passes used", "train s", "fit / train", "best PLT ≤ binary HSM",
-                     "napkinXC best % (best PLT − it, points)"], out, "lrrrrrrrrrll")
+                     "napkinXC best % (best PLT − it, points)"],
+                    out, "lrrrrrrrrrll")
 
 
 #: the cost constants of ``-r plt`` (lomtree_cli/reductions/plt.py defaults)
@@ -546,8 +547,8 @@ def plot_errors(res: dict, path: Path, plt) -> bool:
         name = display_name(r)
         if name not in learners:
             learners.append(name)
-    fig, axes = plt.subplots(len(variants), 1, figsize=(max(8, 1.6 * len(datasets) * len(learners) / 4), 4.2 * len(variants)),
-                             squeeze=False)
+    width_in = min(24, max(8, 1.6 * len(datasets) * len(learners) / 4))
+    fig, axes = plt.subplots(len(variants), 1, figsize=(width_in, 4.2 * len(variants)), squeeze=False)
     width = 0.8 / max(1, len(learners))
     cmap = plt.get_cmap("tab10")
     for ax, var in zip(axes[:, 0], variants):
@@ -669,8 +670,8 @@ def plot_plt_cost(res: dict, path: Path, plt) -> bool:
                     color=cmap(_colour(NAMES[red])))
         for r in rows:
             if r[f"{part}_ratio"] and r[f"plt_{part}_us"]:
-                ax.annotate(f"{r[f'{part}_ratio']:.0f}×", (r["k"], r[f"plt_{part}_us"]), textcoords="offset points",
-                            xytext=(0, -14), ha="center", fontsize=8)
+                ax.annotate(f"{r[f'{part}_ratio']:.0f}×", (r["k"], r[f"plt_{part}_us"]),
+                            textcoords="offset points", xytext=(0, -14), ha="center", fontsize=8)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xticks(ks)

@@ -478,7 +478,8 @@ def _dense(indptr, cols, values, d):
 
 def test_remap_columns_hand_worked():
     # train rows: {7: .5, 2: 1.5, 7: 1}, {900: 1}; columns = sorted distinct indices [2, 7, 900]
-    indptr = np.array([0, 3, 4]); indices = np.array([7, 2, 7, 900]); values = np.array([0.5, 1.5, 1.0, 1.0], np.float32)
+    indptr, indices = np.array([0, 3, 4]), np.array([7, 2, 7, 900])
+    values = np.array([0.5, 1.5, 1.0, 1.0], np.float32)
     cols = bench_anchors.column_map(indices)
     assert cols.tolist() == [2, 7, 900]
     p, c, v = bench_anchors.remap(indptr, indices, values, cols)
@@ -492,7 +493,8 @@ def test_remap_columns_hand_worked():
 
 def test_to_csr_sums_duplicates():
     pytest.importorskip("scipy")
-    m = bench_anchors.to_csr(np.array([0, 3, 4]), np.array([1, 0, 1, 2]), np.array([0.5, 1.5, 1.0, 1.0], np.float32), 3)
+    m = bench_anchors.to_csr(np.array([0, 3, 4]), np.array([1, 0, 1, 2]),
+                             np.array([0.5, 1.5, 1.0, 1.0], np.float32), 3)
     assert m.toarray().tolist() == [[1.5, 1.5, 0.0], [0.0, 0.0, 1.0]]
 
 
@@ -554,7 +556,8 @@ def test_anchor_plan_skips_and_epochs():
                    ("kjv_book", "fasttext_hs", "1pass", 1, None),
                    ("kjv_book", "fasttext_hs", "tuned", 4, "too long")]
     exps = bench.load_experiments(bench.CONFIG_DIR, ["sector"])
-    assert bench.tuned_passes(exps) == {"sector": exps[[e.reduction for e in exps].index("plt")].variants["tuned"]["passes"]}
+    plt_exp = next(e for e in exps if e.reduction == "plt")
+    assert bench.tuned_passes(exps) == {"sector": plt_exp.variants["tuned"]["passes"]}
     suite = bench.load_suite(bench.CONFIG_DIR)
     for s in bench.anchor_plan(suite["anchors"], suite["datasets"], bench.tuned_passes(bench.load_experiments())):
         assert s["anchor"] in bench_anchors.ANCHORS
