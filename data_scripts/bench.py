@@ -1045,10 +1045,15 @@ def main(argv=None) -> int:
     ap.add_argument("--no-synthetic", action="store_true")
     ap.add_argument("--no-foundation", action="store_true")
     ap.add_argument("--no-anchors", action="store_true", help="do not run napkinXC / fastText")
+    ap.add_argument("--no-experiments", action="store_true",
+                    help="skip the per-dataset runs (configs/<dataset>_<reduction>.toml) and the anchors")
     ap.add_argument("--anchors-only", action="store_true",
                     help="run only napkinXC / fastText (on --only's datasets) and merge them into the existing "
                          "results.json (their earlier records replaced), then re-render")
     ap.add_argument("--report-only", action="store_true", help="re-render results.md and plots from results.json")
+    ap.add_argument("--merge", metavar="JSON", nargs="+",
+                    help="with --report-only: first merge these results files (e.g. a sweep run with --out "
+                         "elsewhere) into results.json, their records replacing those with the same id")
     args = ap.parse_args(argv)
 
     from . import bench_report
@@ -1057,6 +1062,12 @@ def main(argv=None) -> int:
     json_path = out / "results.json"
     if args.report_only:
         res = json.loads(json_path.read_text())
+        if args.merge:
+            for other in args.merge:
+                res = merge_results(res, json.loads(Path(other).read_text()), other)
+            tmp = json_path.with_suffix(".json.writing")
+            tmp.write_text(json.dumps(res, indent=1, sort_keys=False, default=str) + "\n")
+            os.replace(tmp, json_path)
         bench_report.write_all(res, out)
         return 0
     if args.anchors_only:
@@ -1087,12 +1098,12 @@ def main(argv=None) -> int:
 
     log("warming the numba cache (one tiny run per reduction)")
     res["available"] = warm_numba()
-    exps = load_experiments(args.configs, datasets)
+    exps = [] if args.no_experiments else load_experiments(args.configs, datasets)
     log(f"experiments: {len(exps)} configs on {', '.join(datasets)}")
     run_experiments(exps, suite, use_vw, res["available"], res["results"], save)
     res["comparisons"] = comparisons(res["results"])
     save()
-    if not args.no_anchors and suite.get("anchors"):
+    if not args.no_anchors and not args.no_experiments and suite.get("anchors"):
         log("accuracy anchors: napkinXC, fastText (same files)")
         run_anchors(anchor_plan(suite["anchors"], datasets, tuned_passes(exps)), suite["anchors"],
                     res["results"], save)
@@ -1115,6 +1126,19 @@ def main(argv=None) -> int:
     bench_report.write_all(res, out)
     log(f"done in {res['elapsed_seconds']:.0f} s -> {json_path}, {out / 'results.md'}")
     return 0
+
+
+def merge_results(res: dict, other: dict, name: str = "") -> dict:
+    """``res`` with ``other``'s records added, each replacing a record of ``res`` with the same
+    ``id`` (in place, so table order stays); ``other``'s own argv is kept under ``merged``."""
+    new = {r["id"]: r for r in other.get("results", []) if "id" in r}
+    out = []
+    for r in res.get("results", []):
+        out.append(new.pop(r["id"]) if r.get("id") in new else r)
+    out += list(new.values())
+    merged = list(res.get("merged", [])) + [{"file": name, "argv": other.get("argv"), "started": other.get("started"),
+                                             "elapsed_seconds": other.get("elapsed_seconds")}]
+    return {**res, "results": out, "merged": merged}
 
 
 def _anchors_only(args, json_path: Path, out: Path, argv=None) -> int:

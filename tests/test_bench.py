@@ -682,3 +682,12 @@ def test_plt_cost_rows_and_depth():
     res = {"results": sweep, "suite_config": {"synthetic": {"bits": 22}}}
     md = bench_report.render_markdown(res)
     assert "B·M = 320 node scores per level" in md and "4 levels (≤ 1,280) at k=100,000" in md
+
+
+def test_merge_results_replaces_by_id():
+    a = {"argv": "a", "results": [{"id": "x", "v": 1}, {"id": "y", "v": 1}]}
+    b = {"argv": "b", "started": "t", "results": [{"id": "y", "v": 2}, {"id": "z", "v": 2}]}
+    m = bench.merge_results(a, b, "b.json")
+    assert m["results"] == [{"id": "x", "v": 1}, {"id": "y", "v": 2}, {"id": "z", "v": 2}]
+    assert m["argv"] == "a" and m["merged"][0]["file"] == "b.json" and m["merged"][0]["argv"] == "b"
+    assert a["results"][1]["v"] == 1  # the input is not changed
