@@ -269,6 +269,8 @@ def main_cell(rec: dict | None) -> str:
     without an error shows its status (``skipped: ...``, ``NOT INSTALLED (...)``)."""
     if rec is None:
         return ""
+    if rec.get("status") == "skipped":
+        return "skipped"  # the reasons are listed under the table (main_notes)
     if rec.get("status") != "ok":
         return status_cell(rec)
     return f"{100 * rec['error']:.2f} ({fmt_num(rec['train']['seconds'], 1)} s / {fmt_num(rec['test']['seconds'], 1)} s)"
@@ -285,6 +287,18 @@ def main_table(results: list[dict], variant: str = "1pass") -> str:
         k = next((r.get("k") for r in by.values() if r.get("k")), "")
         rows.append([f"{ds} ({k:,})" if isinstance(k, int) else ds] + [main_cell(by.get(n)) for n in names])
     return md_table(["task (k)"] + names, rows)
+
+
+def main_notes(results: list[dict]) -> list[str]:
+    """One line per distinct reason a run was skipped: ``'skipped: fastText hs on sector, ...: why'``
+    (``(tuned)`` marks a run skipped in the tuned variant only)."""
+    runs: dict[str, dict[tuple, set]] = {}
+    for r in results:
+        if r.get("status") == "skipped" and not r.get("sweep"):
+            who = runs.setdefault(r.get("message", ""), {})
+            who.setdefault((display_name(r), r.get("dataset")), set()).add(r.get("variant"))
+    return [f"skipped: {', '.join(f'{n} on {d}' + (' (tuned)' if v == {'tuned'} else '') for (n, d), v in who.items())}"
+            f": {why}" for why, who in runs.items()]
 
 
 def best_log_time(by: dict) -> dict | None:
@@ -455,7 +469,7 @@ def render_markdown(res: dict, plots: list[str] | None = None) -> str:
                   main_table(results, "1pass"), "",
                   "Tuned passes (lomtree and VW: the configs' `[tuned]` passes; fastText: the same number of "
                   "epochs as `-r plt`'s tuned passes; napkinXC: its batch run again):", "",
-                  main_table(results, "tuned"), "",
+                  main_table(results, "tuned"), ""] + [f"- {x}" for x in main_notes(results)] + ["",
                   "napkinXC: `PLT()`, `HSM()` and binary HSM `HSM(max_leaves=2)`, defaults but `threads=1`, "
                   "on the same `.vw` files hashed by lomtree's parser at `-b 24`; fastText: `train_supervised("
                   "loss='hs'|'softmax', dim=100, thread=1)`, feature names as words (values dropped, hence no "

@@ -651,7 +651,10 @@ def test_main_table_cells_and_missing_package():
     assert cells["PLT"] == "12.00 (4.0 s / 1.0 s)"
     assert cells["napkinXC binary HSM"] == "9.76 (40.0 s / 3.0 s)"
     assert cells["napkinXC HSM"] == "NOT INSTALLED (napkinxc not installed)"
-    assert cells["fastText hs"] == "skipped: fastText's text input drops feature values"
+    assert cells["fastText hs"] == "skipped"
+    assert bench_report.main_notes(res) == ["skipped: fastText hs on sector: fastText's text input drops feature values"]
+    tuned_only = {**res[-2], "variant": "tuned", "dataset": "kjv_nextword", "message": "too long"}
+    assert bench_report.main_notes([tuned_only]) == ["skipped: fastText hs on kjv_nextword (tuned): too long"]
     assert cells["CPT"] == "MISSING"
     tuned = bench_report.main_table(res, "tuned")
     assert "11.00 (10.0 s / 1.0 s)" in tuned and "9.76 (40.0 s" in tuned  # napkinXC (batch) in both tables
