@@ -328,14 +328,26 @@ def pick_lines(results: list[dict]) -> list[str]:
     return out
 
 
-#: which reduction for which situation (README-ready; the per-task lines above are the evidence)
+#: which reduction for which situation (README-ready; the per-task lines and the cost table are the evidence)
 PICK_GUIDE = (
-    "Which reduction: `-r plt` (the default to reach for) when k is in the hundreds or more: OAA-level "
-    "error at a per-example cost that grows with log k (see the cost table); `-r oaa` when k is small "
-    "(tens of classes) or accuracy matters more than time and k * examples is affordable; `-r cpt` when "
-    "calibrated `--probabilities` under a strict memory budget matter; LOMtree, Filter tree and Rtree "
-    "are kept for the paper's comparison (less accurate than PLT on every task with k >= 66 here); "
-    "`-r table` is the label-frequency baseline.")
+    "`-r plt` is the accurate log-time reduction: at or below OAA's one-pass error where it was measured "
+    "against OAA, and equal to OAA for k <= 32 (one flat node). It is also the most expensive tree per "
+    "example (beam 10 x arity 32 regressors per level), so it beats OAA on time only once k is large: {cross}. "
+    "Use `-r oaa` when k * examples is affordable (up to a few thousand classes); `-r cpt` (or `-r filter`) "
+    "when training time on a large k matters more than the last points of error; LOMtree and Rtree are kept "
+    "for the paper's comparison; `-r table` is the label-frequency baseline.")
+
+
+def crossover_text(rows: list[dict]) -> str:
+    """Where PLT's per-example train / predict cost drops below OAA's in the sweep (``plt_cost_rows``)."""
+    if not rows:
+        return "see the per-example cost table"
+    parts = []
+    ks = ", ".join(f"{r['k']:,}" for r in rows)
+    for part, what in (("train", "training"), ("test", "prediction")):
+        k = next((r["k"] for r in rows if r[f"{part}_ratio"] and r[f"{part}_ratio"] > 1), None)
+        parts.append(f"{what} from k = {k:,} in this run's sweep" if k else f"{what} at none of k = {ks}")
+    return "cheaper than OAA for " + " and ".join(parts)
 
 
 def anchor_rows(results: list[dict]) -> list[dict]:
@@ -477,7 +489,8 @@ def render_markdown(res: dict, plots: list[str] | None = None) -> str:
                   "shared 2-core machine: indicative (`data_scripts/bench_anchors.py`).", ""]
         picks = pick_lines(results)
         if picks:
-            parts += ["Which reduction to pick:", ""] + [f"- {x}" for x in picks] + ["", PICK_GUIDE, ""]
+            parts += ["Which reduction to pick:", ""] + [f"- {x}" for x in picks] + \
+                ["", PICK_GUIDE.format(cross=crossover_text(plt_cost_rows(results))), ""]
     arows = anchor_rows(results)
     if arows:
         parts += ["### napkinXC binary HSM vs `-r plt` (issue #19 item 2)", "", anchor_table(arows), "",

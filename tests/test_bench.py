@@ -694,3 +694,12 @@ def test_merge_results_replaces_by_id():
     assert m["results"] == [{"id": "x", "v": 1}, {"id": "y", "v": 2}, {"id": "z", "v": 2}]
     assert m["argv"] == "a" and m["merged"][0]["file"] == "b.json" and m["merged"][0]["argv"] == "b"
     assert a["results"][1]["v"] == 1  # the input is not changed
+
+
+def test_crossover_text():
+    rows = [{"k": 1000, "train_ratio": 0.4, "test_ratio": 0.1}, {"k": 10000, "train_ratio": 2.0, "test_ratio": 0.6},
+            {"k": 100000, "train_ratio": 50.0, "test_ratio": 8.0}]
+    assert bench_report.crossover_text(rows) == ("cheaper than OAA for training from k = 10,000 in this run's sweep "
+                                                 "and prediction from k = 100,000 in this run's sweep")
+    assert "prediction at none of k = 1,000" in bench_report.crossover_text(rows[:1])
+    assert "{cross}" in bench_report.PICK_GUIDE
