@@ -330,8 +330,8 @@ def pick_lines(results: list[dict]) -> list[str]:
 
 #: which reduction for which situation (README-ready; the per-task lines and the cost table are the evidence)
 PICK_GUIDE = (
-    "`-r plt` is the accurate log-time reduction: at or below OAA's one-pass error where it was measured "
-    "against OAA, and equal to OAA for k <= 32 (one flat node). It is also the most expensive tree per "
+    "`-r plt` is the accurate log-time reduction: within 1 point of OAA's one-pass error on every task where "
+    "both ran (the lines above), equal to OAA for k <= 32 (one flat node). It is also the most expensive tree per "
     "example (beam 10 x arity 32 regressors per level), so it beats OAA on time only once k is large: {cross}. "
     "Use `-r oaa` when k * examples is affordable (up to a few thousand classes); `-r cpt` (or `-r filter`) "
     "when training time on a large k matters more than the last points of error; LOMtree and Rtree are kept "
@@ -451,6 +451,11 @@ def render_markdown(res: dict, plots: list[str] | None = None) -> str:
     parts.append(f"Made by `{res.get('command', 'make bench')}` "
                  f"(`{res.get('argv', '')}`), {res.get('started', '')}, "
                  f"{res.get('elapsed_seconds', 0) / 60:.1f} min.")
+    extra = [f"`{a}`" for a in res.get("anchors_argv", [])] + \
+        [f"`{x.get('argv')}` ({x.get('started')}, merged with `--report-only --merge {x.get('file')}`)"
+         for x in res.get("merged", [])]
+    if extra:
+        parts.append("Then, on the same machine, the same session: " + "; ".join(extra) + ".")
     parts.append(f"Machine: {m.get('nproc')} CPUs (`nproc`), {m.get('cpu')}, {m.get('memory_gb')} GB RAM, "
                  f"{m.get('os')}; Python {m.get('python')}, numpy {m.get('numpy')}, numba {m.get('numba')}, "
                  f"Vowpal Wabbit {m.get('vowpalwabbit') or 'not installed'}; lomtree kernels: "
