@@ -716,7 +716,7 @@ def plot_plt_cost(res: dict, path: Path, plt) -> bool:
                     color=cmap(_colour(NAMES[red])))
         for r in rows:
             if r[f"{part}_ratio"] and r[f"plt_{part}_us"]:
-                ax.annotate(f"{r[f'{part}_ratio']:.0f}×", (r["k"], r[f"plt_{part}_us"]),
+                ax.annotate(f"{r[f'{part}_ratio']:.2g}×", (r["k"], r[f"plt_{part}_us"]),
                             textcoords="offset points", xytext=(0, -14), ha="center", fontsize=8)
         ax.set_xscale("log")
         ax.set_yscale("log")
