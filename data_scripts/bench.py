@@ -63,6 +63,7 @@ from .common import REPO_ROOT
 BENCH_DIR = REPO_ROOT / "bench"
 DATA_DIR = BENCH_DIR / "data"
 RUNS_DIR = BENCH_DIR / "runs"
+SYNTH_DIR = RUNS_DIR / "synth"  # the sweep's generated streams not found in DATA_DIR
 CONFIG_DIR = REPO_ROOT / "configs"
 
 #: our reductions, in table order
@@ -717,12 +718,127 @@ def _line(rec: dict) -> str:
             f"test {rec['test']['seconds']:6.2f} s  peak {rec['train']['peak_rss_mb']:.0f} MB")
 
 
+
+# ---------------------------------------------------------------------------------------------
+# accuracy anchors: napkinXC and fastText (issue #19 item 5; data_scripts/bench_anchors.py)
+
+def tuned_passes(exps: list[Experiment], reduction: str = "plt") -> dict[str, int]:
+    """``{dataset: passes of the tuned run of reduction}`` (fastText's tuned epochs match them)."""
+    out = {}
+    for e in exps:
+        if e.reduction == reduction and "tuned" in e.variants:
+            out[e.dataset] = int(e.variants["tuned"].get("passes", 1))
+    return out
+
+
+def anchor_plan(cfg: dict, datasets, tuned: dict[str, int]) -> list[dict]:
+    """The anchor runs of the suite's ``[*.anchors]`` table, in order: one dict per run with
+    ``dataset, anchor, variant, epochs`` and ``skip`` (a reason, or None).
+
+    napkinXC (batch) runs once per dataset (variant ``1pass``); fastText runs one epoch
+    (``1pass``) and, when the dataset has a tuned ``-r plt`` run, that many epochs (``tuned``).
+    ``cfg["skip"]`` maps ``"dataset"``, ``"dataset:anchor"`` or ``"dataset:anchor:variant"``
+    to the reason the run is left out."""
+    skip = cfg.get("skip", {})
+    plan = []
+    for ds in datasets:
+        if ds not in cfg.get("datasets", []):
+            continue
+        for anchor in cfg.get("anchors", []):
+            variants = [("1pass", 1)]
+            if anchor.startswith("fasttext") and tuned.get(ds, 1) > 1:
+                variants.append(("tuned", tuned[ds]))
+            for var, epochs in variants:
+                why = skip.get(f"{ds}:{anchor}:{var}", skip.get(f"{ds}:{anchor}", skip.get(ds)))
+                plan.append({"dataset": ds, "anchor": anchor, "variant": var, "epochs": epochs, "skip": why})
+    return plan
+
+
+def run_anchor(step: dict, bits: int = 24, timeout: float | None = None, runner=None) -> dict:
+    """One anchor fit + test (subprocesses, timed by ``run_timed``); a result record with
+    ``status`` ok / not installed / skipped / failed.  ``runner`` replaces ``run_timed`` (tests)."""
+    from . import bench_anchors as ba
+
+    runner = runner or run_timed
+    ds, anchor, var = step["dataset"], step["anchor"], step["variant"]
+    pkg = ba.package_of(anchor)
+    tr, te, k = DATASETS[ds]
+    rid = f"{ds}_{anchor}_{var}"
+    opts = ba.napkin_kwargs(anchor) if pkg == "napkinxc" else ba.fasttext_kwargs(anchor, step["epochs"])
+    if pkg == "napkinxc":
+        opts["bits"] = bits
+    rec: dict = {"id": rid, "system": pkg, "reduction": anchor, "anchor": anchor, "k": k, "dataset": ds,
+                 "variant": var, "options": opts, "loadavg_1min": _load1()}
+    if step.get("skip"):
+        return {**rec, "status": "skipped", "message": str(step["skip"])}
+    missing = ba.missing_packages(anchor)
+    if missing:
+        return {**rec, "status": "not installed",
+                "message": f"{', '.join(missing)} not installed (pip install -e '.[bench]')"}
+    train, test = DATA_DIR / tr, DATA_DIR / te
+    if pkg == "fasttext":
+        train = ba.fasttext_file(train, RUNS_DIR / "fasttext" / f"{ds}.train.txt")
+        test = ba.fasttext_file(test, RUNS_DIR / "fasttext" / f"{ds}.test.txt")
+    model = str(RUNS_DIR / (rid + (".napkinxc" if pkg == "napkinxc" else ".bin")))
+    rfit, rtest = str(RUNS_DIR / f"{rid}.fit.json"), str(RUNS_DIR / f"{rid}.test.json")
+    _rm_model(model)
+    _cleanup(rfit, rtest)
+    t = runner(ba.fit_cmd(anchor, str(train), model, rfit, bits, step["epochs"]), timeout)
+    rec["train"] = t.as_dict()
+    if t.rc != 0:
+        _rm_model(model)
+        return {**rec, "status": "failed", "message": f"fit exit {t.rc}: {_tail(t.stderr)}"}
+    rec["train"]["report"] = _read_json(rfit) or {}
+    p = runner(ba.test_cmd(anchor, str(test), model, rtest, bits), timeout)
+    rec["test"] = p.as_dict()
+    _rm_model(model)
+    if p.rc != 0:
+        return {**rec, "status": "failed", "message": f"test exit {p.rc}: {_tail(p.stderr)}"}
+    rep = _read_json(rtest) or {}
+    rec["test"]["report"] = rep
+    n = rep.get("examples")
+    rec["train"]["examples"] = rec["train"]["report"].get("examples")
+    rec["test"]["examples"] = n
+    rec.update(error_record(rep["errors"] / n if n else None, n))
+    rec["status"] = "ok"
+    return rec
+
+
+def _rm_model(path: str) -> None:
+    import shutil
+
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        _cleanup(path)
+
+
+def run_anchors(plan: list[dict], cfg: dict, results: list, save) -> None:
+    """Every step of ``anchor_plan``; appends to ``results``."""
+    for step in plan:
+        rec = run_anchor(step, int(cfg.get("bits", 24)), cfg.get("timeout"))
+        results.append(rec)
+        log(_line(rec))
+        save()
+
+
 def synthetic_files(k: int, n: int, test_n: int, seed: int = 0) -> tuple[Path, Path]:
-    """The sweep's stream with ``k`` classes (built with ``prepare_all``'s rules, cached)."""
+    """The sweep's stream with ``k`` classes.
+
+    ``bench/data`` (often a link to a shared, read-only copy) is used as it is when it holds the
+    stream with these parameters (``synth_k<K>.params.json``); otherwise the stream is built with
+    ``prepare_all``'s rules into ``bench/runs/synth`` (cached there), never into ``bench/data``."""
     from . import prepare_all
-    prepare_all.prepare_all(out_dir=DATA_DIR, only=[f"synth_k{k}"], synthetic_k=[k], synthetic_n=n,
+    name = f"synth_k{k}"
+    files = DATA_DIR / f"{name}.train.vw", DATA_DIR / f"{name}.test.vw"
+    params = _read_json(DATA_DIR / f"{name}.params.json") or {}
+    if all(f.exists() for f in files) and (params.get("k"), params.get("n"), params.get("test_n"),
+                                           params.get("seed")) == (k, n, test_n, seed):
+        return files
+    out = SYNTH_DIR
+    prepare_all.prepare_all(out_dir=out, only=[name], synthetic_k=[k], synthetic_n=n,
                             synthetic_test_n=test_n, synthetic_seed=seed, out=sys.stderr)
-    return DATA_DIR / f"synth_k{k}.train.vw", DATA_DIR / f"synth_k{k}.test.vw"
+    return out / f"{name}.train.vw", out / f"{name}.test.vw"
 
 
 def run_synthetic(syn: dict, available: dict, results: list, save) -> None:
@@ -928,7 +1044,16 @@ def main(argv=None) -> int:
     ap.add_argument("--no-vw", action="store_true", help="do not run Vowpal Wabbit even if installed")
     ap.add_argument("--no-synthetic", action="store_true")
     ap.add_argument("--no-foundation", action="store_true")
+    ap.add_argument("--no-anchors", action="store_true", help="do not run napkinXC / fastText")
+    ap.add_argument("--no-experiments", action="store_true",
+                    help="skip the per-dataset runs (configs/<dataset>_<reduction>.toml) and the anchors")
+    ap.add_argument("--anchors-only", action="store_true",
+                    help="run only napkinXC / fastText (on --only's datasets) and merge them into the existing "
+                         "results.json (their earlier records replaced), then re-render")
     ap.add_argument("--report-only", action="store_true", help="re-render results.md and plots from results.json")
+    ap.add_argument("--merge", metavar="JSON", nargs="+",
+                    help="with --report-only: first merge these results files (e.g. a sweep run with --out "
+                         "elsewhere) into results.json, their records replacing those with the same id")
     args = ap.parse_args(argv)
 
     from . import bench_report
@@ -937,8 +1062,16 @@ def main(argv=None) -> int:
     json_path = out / "results.json"
     if args.report_only:
         res = json.loads(json_path.read_text())
+        if args.merge:
+            for other in args.merge:
+                res = merge_results(res, json.loads(Path(other).read_text()), other)
+            tmp = json_path.with_suffix(".json.writing")
+            tmp.write_text(json.dumps(res, indent=1, sort_keys=False, default=str) + "\n")
+            os.replace(tmp, json_path)
         bench_report.write_all(res, out)
         return 0
+    if args.anchors_only:
+        return _anchors_only(args, json_path, out, argv)
 
     t_start = time.time()
     suite = load_suite(args.configs, args.quick)
@@ -965,11 +1098,15 @@ def main(argv=None) -> int:
 
     log("warming the numba cache (one tiny run per reduction)")
     res["available"] = warm_numba()
-    exps = load_experiments(args.configs, datasets)
+    exps = [] if args.no_experiments else load_experiments(args.configs, datasets)
     log(f"experiments: {len(exps)} configs on {', '.join(datasets)}")
     run_experiments(exps, suite, use_vw, res["available"], res["results"], save)
     res["comparisons"] = comparisons(res["results"])
     save()
+    if not args.no_anchors and not args.no_experiments and suite.get("anchors"):
+        log("accuracy anchors: napkinXC, fastText (same files)")
+        run_anchors(anchor_plan(suite["anchors"], datasets, tuned_passes(exps)), suite["anchors"],
+                    res["results"], save)
     if not args.no_foundation and suite.get("foundation"):
         log("foundation figures (throughput vs VW, start-up)")
         res["foundation"] = run_foundation(suite["foundation"], use_vw, res["available"])
@@ -988,6 +1125,48 @@ def main(argv=None) -> int:
     save()
     bench_report.write_all(res, out)
     log(f"done in {res['elapsed_seconds']:.0f} s -> {json_path}, {out / 'results.md'}")
+    return 0
+
+
+def merge_results(res: dict, other: dict, name: str = "") -> dict:
+    """``res`` with ``other``'s records added, each replacing a record of ``res`` with the same
+    ``id`` (in place, so table order stays); ``other``'s own argv is kept under ``merged``."""
+    new = {r["id"]: r for r in other.get("results", []) if "id" in r}
+    out = []
+    for r in res.get("results", []):
+        out.append(new.pop(r["id"]) if r.get("id") in new else r)
+    out += list(new.values())
+    merged = list(res.get("merged", [])) + [{"file": name, "argv": other.get("argv"), "started": other.get("started"),
+                                             "elapsed_seconds": other.get("elapsed_seconds")}]
+    return {**res, "results": out, "merged": merged}
+
+
+def _anchors_only(args, json_path: Path, out: Path, argv=None) -> int:
+    """``--anchors-only``: the anchors of ``--only``'s datasets, merged into results.json."""
+    from . import bench_report
+
+    res = json.loads(json_path.read_text())
+    suite = load_suite(args.configs, args.quick)
+    cfg = suite.get("anchors") or {}
+    datasets = args.only or suite.get("datasets", list(DATASETS))
+    plan = anchor_plan(cfg, datasets, tuned_passes(load_experiments(args.configs, datasets)))
+    done = {(s["dataset"], s["anchor"], s["variant"]) for s in plan}
+    res["results"] = [r for r in res["results"]
+                      if (r.get("dataset"), r.get("anchor"), r.get("variant")) not in done]
+    res.setdefault("anchors_argv", []).append(
+        " ".join(["python", "-m", "data_scripts.bench"] + (argv if argv is not None else sys.argv[1:])))
+    res["anchors_started"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
+
+    def save():
+        tmp = json_path.with_suffix(".json.writing")
+        tmp.write_text(json.dumps(res, indent=1, sort_keys=False, default=str) + "\n")
+        os.replace(tmp, json_path)
+
+    log(f"accuracy anchors only: {len(plan)} runs, merged into {json_path}")
+    run_anchors(plan, cfg, res["results"], save)
+    res["anchors_finished"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
+    save()
+    bench_report.write_all(res, out)
     return 0
 
 

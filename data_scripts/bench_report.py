@@ -1,7 +1,8 @@
 """Tables (Markdown) and plots (PNG) from ``bench/results.json`` (see ``data_scripts.bench``).
 
 ``write_all(results, out_dir)`` writes ``results.md`` and, when matplotlib is importable,
-``test_error.png``, ``time_vs_k.png`` and ``oaa_vs_lomtree_test_time.png``.  Everything here
+``test_error.png``, ``time_vs_k.png``, ``oaa_vs_lomtree_test_time.png`` and ``plt_cost_vs_k.png``
+(per-example train / predict cost of ``-r plt`` next to OAA vs k).  Everything here
 is a pure function of the results dict, so ``python -m data_scripts.bench --report-only``
 re-renders them without running anything.
 """
@@ -17,6 +18,7 @@ PLOTS = {
     "error": "test_error.png",
     "time": "time_vs_k.png",
     "ratio": "oaa_vs_lomtree_test_time.png",
+    "plt_cost": "plt_cost_vs_k.png",
 }
 
 #: display names
@@ -24,11 +26,24 @@ NAMES = {"oaa": "OAA", "lomtree": "LOMtree", "filter": "Filter tree", "rtree": "
          "table": "label-frequency", "plt": "PLT", "log_multi": "VW --log_multi", "ect": "VW --ect"}
 SYSTEM_ORDER = ["oaa", "plt", "lomtree", "filter", "rtree", "cpt", "table"]
 VW_ORDER = ["oaa", "log_multi", "ect"]
+#: the accuracy anchors (data_scripts/bench_anchors.py), in table order
+ANCHOR_ORDER = ["napkinxc_plt", "napkinxc_hsm", "napkinxc_bhsm", "fasttext_hs", "fasttext_softmax"]
+ANCHOR_NAMES = {"napkinxc_plt": "napkinXC PLT", "napkinxc_hsm": "napkinXC HSM",
+                "napkinxc_bhsm": "napkinXC binary HSM", "fasttext_hs": "fastText hs",
+                "fasttext_softmax": "fastText softmax"}
+#: the reductions whose per-example cost grows with log k (OAA: with k; the table: constant)
+LOG_TIME = ["plt", "cpt", "filter", "rtree", "lomtree"]
+
+
+def is_anchor(rec: dict) -> bool:
+    return rec.get("system") in ("napkinxc", "fasttext")
 
 
 def display_name(rec: dict) -> str:
     if rec.get("system") == "vw":
         return "VW --" + rec["reduction"]
+    if is_anchor(rec):
+        return ANCHOR_NAMES.get(rec["reduction"], rec["reduction"])
     return NAMES.get(rec["reduction"], rec["reduction"])
 
 
@@ -66,7 +81,32 @@ def md_table(headers: list[str], rows: list[list], align: str | None = None) -> 
 def _sort_key(rec: dict):
     if rec.get("system") == "vw":
         return (1, VW_ORDER.index(rec["reduction"]) if rec["reduction"] in VW_ORDER else 9)
+    if is_anchor(rec):
+        return (2, ANCHOR_ORDER.index(rec["reduction"]) if rec["reduction"] in ANCHOR_ORDER else 9)
     return (0, SYSTEM_ORDER.index(rec["reduction"]) if rec["reduction"] in SYSTEM_ORDER else 9)
+
+
+def status_cell(rec: dict) -> str:
+    """The cell of a run that has no error: ``NOT INSTALLED (...)``, ``SKIPPED: why``, ``FAILED``..."""
+    st = rec.get("status", "?")
+    if st == "skipped":
+        return "skipped: " + rec.get("message", "")
+    if st == "not installed":
+        return "NOT INSTALLED (" + rec.get("message", "").split(" (pip")[0] + ")"
+    return st.upper()
+
+
+def passes_cell(rec: dict) -> str:
+    """``1``, ``5 (3 used)``; napkinXC: ``batch``; fastText: its epochs."""
+    opts = rec.get("options", {})
+    if rec.get("system") == "napkinxc":
+        return "batch"
+    if rec.get("system") == "fasttext":
+        return f"{opts.get('epoch', 1)} epoch" + ("s" if opts.get("epoch", 1) != 1 else "")
+    passes = f"{opts.get('passes', 1)}"
+    if rec.get("passes_used") not in (None, opts.get("passes", 1)):
+        passes += f" ({rec['passes_used']} used)"
+    return passes
 
 
 def results_table(results: list[dict]) -> str:
@@ -82,13 +122,12 @@ def results_table(results: list[dict]) -> str:
                            and not r.get("sweep")), key=_sort_key)
             for r in recs:
                 opts = r.get("options", {})
-                passes = f"{opts.get('passes', 1)}"
-                if r.get("passes_used") not in (None, opts.get("passes", 1)):
-                    passes += f" ({r['passes_used']} used)"
-                extra = ", ".join(f"{k}={v}" for k, v in opts.items() if k not in ("bits", "passes"))
+                passes = passes_cell(r)
+                extra = ", ".join(f"{k}={v}" for k, v in opts.items()
+                                  if k not in ("bits", "passes", "epoch", "verbose"))
                 if r.get("status") != "ok":
                     rows.append([ds, display_name(r), passes, opts.get("bits", ""), extra,
-                                 r.get("status", "?").upper(), "", "", "", "", ""])
+                                 status_cell(r), "", "", "", "", ""])
                     continue
                 ntest = r["test"].get("examples") or 0
                 rows.append([
@@ -194,12 +233,229 @@ def ratio_rows(results: list[dict]) -> list[tuple[int, float, dict]]:
     return out
 
 
+# ---------------------------------------------------------------------------------------------
+# the main table, the anchors and the PLT cost (issue #19)
+
+def _by(results: list[dict], ds: str, variant: str) -> dict:
+    """``{display name: record}`` of the non-sweep runs of one dataset and variant; a batch
+    learner (napkinXC) has only a one-pass record and stands in both variants."""
+    out = {}
+    for r in sorted(results, key=_sort_key):
+        if r.get("sweep") or r.get("dataset") != ds:
+            continue
+        if r.get("variant") == variant or (r.get("system") == "napkinxc" and r.get("variant") == "1pass"):
+            out[display_name(r)] = r
+    return out
+
+
+def _datasets(results: list[dict]) -> list[str]:
+    out = []
+    for r in results:
+        if not r.get("sweep") and r.get("dataset") not in out:
+            out.append(r.get("dataset"))
+    return out
+
+
+def _learners(results: list[dict]) -> list[str]:
+    out = []
+    for r in sorted((r for r in results if not r.get("sweep")), key=_sort_key):
+        if display_name(r) not in out:
+            out.append(display_name(r))
+    return out
+
+
+def main_cell(rec: dict | None) -> str:
+    """``'12.69 (3.1 s / 0.9 s)'``: test error %, whole train and test command seconds; a run
+    without an error shows its status (``skipped: ...``, ``NOT INSTALLED (...)``)."""
+    if rec is None:
+        return ""
+    if rec.get("status") == "skipped":
+        return "skipped"  # the reasons are listed under the table (main_notes)
+    if rec.get("status") != "ok":
+        return status_cell(rec)
+    return f"{100 * rec['error']:.2f} ({fmt_num(rec['train']['seconds'], 1)} s / {fmt_num(rec['test']['seconds'], 1)} s)"
+
+
+def main_table(results: list[dict], variant: str = "1pass") -> str:
+    """One row per dataset, one column per learner: every lomtree reduction, VW, napkinXC, fastText."""
+    names = _learners(results)
+    rows = []
+    for ds in _datasets(results):
+        by = _by(results, ds, variant)
+        if not any(r.get("variant") == variant for r in by.values()):
+            continue
+        k = next((r.get("k") for r in by.values() if r.get("k")), "")
+        rows.append([f"{ds} ({k:,})" if isinstance(k, int) else ds] + [main_cell(by.get(n)) for n in names])
+    return md_table(["task (k)"] + names, rows)
+
+
+def main_notes(results: list[dict]) -> list[str]:
+    """One line per distinct reason a run was skipped: ``'skipped: fastText hs on sector, ...: why'``
+    (``(tuned)`` marks a run skipped in the tuned variant only)."""
+    runs: dict[str, dict[tuple, set]] = {}
+    for r in results:
+        if r.get("status") == "skipped" and not r.get("sweep"):
+            who = runs.setdefault(r.get("message", ""), {})
+            who.setdefault((display_name(r), r.get("dataset")), set()).add(r.get("variant"))
+    return [f"skipped: {', '.join(f'{n} on {d}' + (' (tuned)' if v == {'tuned'} else '') for (n, d), v in who.items())}"
+            f": {why}" for why, who in runs.items()]
+
+
+def best_log_time(by: dict) -> dict | None:
+    """The most accurate of our log-time reductions among ``by``'s records (None: none ran)."""
+    recs = [r for r in by.values() if r.get("system") == "lomtree" and r.get("reduction") in LOG_TIME
+            and r.get("status") == "ok"]
+    return min(recs, key=lambda r: r["error"]) if recs else None
+
+
+def pick_lines(results: list[dict]) -> list[str]:
+    """Per task: the most accurate log-time reduction, OAA and the best anchor (one pass)."""
+    out = []
+    for ds in _datasets(results):
+        by = _by(results, ds, "1pass")
+        best = best_log_time(by)
+        if best is None:
+            continue
+        oaa = by.get("OAA")
+        anchors = [r for r in by.values() if is_anchor(r) and r.get("status") == "ok"]
+        a = min(anchors, key=lambda r: r["error"]) if anchors else None
+        line = f"{ds}: most accurate log-time reduction `-r {best['reduction']}` {100 * best['error']:.2f} %"
+        if oaa and oaa.get("status") == "ok":
+            line += f" (OAA {100 * oaa['error']:.2f} %, {100 * (best['error'] - oaa['error']):+.2f} points)"
+        if a:
+            line += f"; best anchor {display_name(a)} {100 * a['error']:.2f} %"
+        out.append(line)
+    return out
+
+
+#: which reduction for which situation (README-ready; the per-task lines and the cost table are the evidence)
+PICK_GUIDE = (
+    "`-r plt` is the accurate log-time reduction: within 1 point of OAA's one-pass error on every task where "
+    "both ran (the lines above), equal to OAA for k <= 32 (one flat node). It is also the most expensive tree per "
+    "example (beam 10 x arity 32 regressors per level), so it beats OAA on time only once k is large: {cross}. "
+    "Use `-r oaa` when k * examples is affordable (up to a few thousand classes); `-r cpt` (or `-r filter`) "
+    "when training time on a large k matters more than the last points of error; LOMtree and Rtree are kept "
+    "for the paper's comparison; `-r table` is the label-frequency baseline.")
+
+
+def crossover_text(rows: list[dict]) -> str:
+    """Where PLT's per-example train / predict cost drops below OAA's in the sweep (``plt_cost_rows``)."""
+    if not rows:
+        return "see the per-example cost table"
+    parts = []
+    ks = ", ".join(f"{r['k']:,}" for r in rows)
+    for part, what in (("train", "training"), ("test", "prediction")):
+        k = next((r["k"] for r in rows if r[f"{part}_ratio"] and r[f"{part}_ratio"] > 1), None)
+        parts.append(f"{what} from k = {k:,} in this run's sweep" if k else f"{what} at none of k = {ks}")
+    return "cheaper than OAA for " + " and ".join(parts)
+
+
+def anchor_rows(results: list[dict]) -> list[dict]:
+    """Per task (issue #19 item 2): napkinXC binary HSM against lomtree ``-r plt`` (one pass and
+    tuned): test errors, whole-command training seconds and the ratio napkinXC fit / plt train."""
+    out = []
+    for ds in _datasets(results):
+        one, tuned = _by(results, ds, "1pass"), _by(results, ds, "tuned")
+        bh = one.get("napkinXC binary HSM")
+        p1, pt = one.get("PLT"), tuned.get("PLT")
+        if bh is None or bh.get("status") != "ok" or p1 is None or p1.get("status") != "ok":
+            continue
+        naps = [r for r in one.values() if r.get("system") == "napkinxc" and r.get("status") == "ok"]
+        best_nap = min(naps, key=lambda r: r["error"])
+        row = {"dataset": ds, "bhsm_error": bh["error"], "bhsm_fit_seconds": bh["train"]["seconds"],
+               "plt_error": p1["error"], "plt_train_seconds": p1["train"]["seconds"],
+               "ratio_1pass": bh["train"]["seconds"] / p1["train"]["seconds"],
+               "ratio_1pass_cpu": _cpu_ratio(bh["train"], p1["train"]),
+               "best_napkinxc": display_name(best_nap), "best_napkinxc_error": best_nap["error"]}
+        if pt is not None and pt.get("status") == "ok":
+            row.update(plt_tuned_error=pt["error"], plt_tuned_train_seconds=pt["train"]["seconds"],
+                       plt_tuned_passes=pt.get("passes_used"),
+                       ratio_tuned=bh["train"]["seconds"] / pt["train"]["seconds"],
+                       ratio_tuned_cpu=_cpu_ratio(bh["train"], pt["train"]))
+        best_plt = min(row["plt_error"], row.get("plt_tuned_error", 1.0))
+        row["plt_at_least_bhsm"] = best_plt <= row["bhsm_error"]
+        row["plt_vs_best_napkinxc_points"] = 100 * (best_plt - best_nap["error"])
+        out.append(row)
+    return out
+
+
+def _cpu_ratio(a: dict, b: dict) -> float | None:
+    """CPU seconds (user + sys of the child) of ``a`` / of ``b``, when both are known."""
+    return a["cpu_seconds"] / b["cpu_seconds"] if a.get("cpu_seconds") and b.get("cpu_seconds") else None
+
+
+def _ratio_cell(wall, cpu) -> str:
+    return "" if wall is None else f"{wall:.1f}×" + ("" if cpu is None else f" ({cpu:.1f}×)")
+
+
+def anchor_table(rows: list[dict]) -> str:
+    out = []
+    for r in rows:
+        out.append([r["dataset"], fmt_pct(r["bhsm_error"]), fmt_num(r["bhsm_fit_seconds"], 1),
+                    fmt_pct(r["plt_error"]), fmt_num(r["plt_train_seconds"], 1),
+                    _ratio_cell(r["ratio_1pass"], r.get("ratio_1pass_cpu")),
+                    fmt_pct(r.get("plt_tuned_error")),
+                    "" if r.get("plt_tuned_passes") is None else str(r["plt_tuned_passes"]),
+                    fmt_num(r.get("plt_tuned_train_seconds"), 1),
+                    _ratio_cell(r.get("ratio_tuned"), r.get("ratio_tuned_cpu")),
+                    "yes" if r["plt_at_least_bhsm"] else "no",
+                    f"{r['best_napkinxc']} {fmt_pct(r['best_napkinxc_error'])} ({r['plt_vs_best_napkinxc_points']:+.2f})"])
+    return md_table(["task", "napkinXC binary HSM %", "its fit s", "PLT 1 pass %", "train s", "fit / train (CPU)",
+                     "PLT tuned %", "passes used", "train s", "fit / train (CPU)", "best PLT ≤ binary HSM",
+                     "napkinXC best % (best PLT − it, points)"],
+                    out, "lrrrrrrrrrll")
+
+
+#: the cost constants of ``-r plt`` (lomtree_cli/reductions/plt.py defaults)
+PLT_BEAM, PLT_ARITY = 10, 32
+
+
+def plt_cost_rows(results: list[dict]) -> list[dict]:
+    """Per k of the sweep: OAA's and PLT's per-example train / predict µs and OAA / PLT."""
+    recs = [r for r in results if r.get("sweep") and r.get("status") == "ok"]
+    out = []
+    for k in sorted({int(r["k"]) for r in recs}):
+        by = {r["reduction"]: r for r in recs if int(r["k"]) == k}
+        o, p = by.get("oaa"), by.get("plt")
+        if not o or not p:
+            continue
+        row = {"k": k, "oaa_examples": o["train"].get("examples"), "plt_examples": p["train"].get("examples")}
+        for part in ("train", "test"):
+            ov, pv = o.get(f"{part}_us_per_ex"), p.get(f"{part}_us_per_ex")
+            row[f"oaa_{part}_us"], row[f"plt_{part}_us"] = ov, pv
+            row[f"{part}_ratio"] = ov / pv if ov and pv else None
+        out.append(row)
+    return out
+
+
+def plt_cost_table(rows: list[dict]) -> str:
+    out = [[f"{r['k']:,}", f"{r['oaa_examples'] or 0:,}", fmt_num(r["oaa_train_us"], 1), fmt_num(r["oaa_test_us"], 1),
+            f"{r['plt_examples'] or 0:,}", fmt_num(r["plt_train_us"], 1), fmt_num(r["plt_test_us"], 1),
+            "" if r["train_ratio"] is None else f"{r['train_ratio']:.1f}×",
+            "" if r["test_ratio"] is None else f"{r['test_ratio']:.1f}×"] for r in rows]
+    return md_table(["k", "OAA train ex", "OAA train µs/ex", "OAA predict µs/ex", "PLT train ex",
+                     "PLT train µs/ex", "PLT predict µs/ex", "OAA / PLT train", "OAA / PLT predict"], out)
+
+
+def plt_depth(k: int, arity: int = PLT_ARITY) -> int:
+    """Levels of a balanced ``arity``-ary label tree over ``k`` leaves (>= 1)."""
+    d, n = 1, arity
+    while n < k:
+        d, n = d + 1, n * arity
+    return d
+
+
 def render_markdown(res: dict, plots: list[str] | None = None) -> str:
     m = res.get("machine", {})
     parts = ["## Benchmarks", ""]
     parts.append(f"Made by `{res.get('command', 'make bench')}` "
                  f"(`{res.get('argv', '')}`), {res.get('started', '')}, "
                  f"{res.get('elapsed_seconds', 0) / 60:.1f} min.")
+    extra = [f"`{a}`" for a in res.get("anchors_argv", [])] + \
+        [f"`{x.get('argv')}` ({x.get('started')}, merged with `--report-only --merge {x.get('file')}`)"
+         for x in res.get("merged", [])]
+    if extra:
+        parts.append("Then, on the same machine, the same session: " + "; ".join(extra) + ".")
     parts.append(f"Machine: {m.get('nproc')} CPUs (`nproc`), {m.get('cpu')}, {m.get('memory_gb')} GB RAM, "
                  f"{m.get('os')}; Python {m.get('python')}, numpy {m.get('numpy')}, numba {m.get('numba')}, "
                  f"Vowpal Wabbit {m.get('vowpalwabbit') or 'not installed'}; lomtree kernels: "
@@ -223,7 +479,31 @@ def render_markdown(res: dict, plots: list[str] | None = None) -> str:
         parts.append("Reductions not available in this build when the suite ran: " +
                      ", ".join(f"`{r}` ({avail[r]})" for r in missing) + ".")
         parts.append("")
-    parts += ["### Test error, time and memory", "", results_table(res.get("results", [])), ""]
+    results = res.get("results", [])
+    if any(not r.get("sweep") for r in results):
+        parts += ["### Main table: test error % (whole train s / whole test s)", "",
+                  "One pass (napkinXC: batch, liblinear per node; fastText: 1 epoch):", "",
+                  main_table(results, "1pass"), "",
+                  "Tuned passes (lomtree and VW: the configs' `[tuned]` passes; fastText: the same number of "
+                  "epochs as `-r plt`'s tuned passes; napkinXC: its batch run again):", "",
+                  main_table(results, "tuned"), ""] + [f"- {x}" for x in main_notes(results)] + ["",
+                  "napkinXC: `PLT()`, `HSM()` and binary HSM `HSM(max_leaves=2)`, defaults but `threads=1`, "
+                  "on the same `.vw` files hashed by lomtree's parser at `-b 24`; fastText: `train_supervised("
+                  "loss='hs'|'softmax', dim=100, thread=1)`, feature names as words (values dropped, hence no "
+                  "Sector, Letter, Pendigits). Times are whole subprocesses (start-up and reading included) on a "
+                  "shared 2-core machine: indicative (`data_scripts/bench_anchors.py`).", ""]
+        picks = pick_lines(results)
+        if picks:
+            parts += ["Which reduction to pick:", ""] + [f"- {x}" for x in picks] + \
+                ["", PICK_GUIDE.format(cross=crossover_text(plt_cost_rows(results))), ""]
+    arows = anchor_rows(results)
+    if arows:
+        parts += ["### napkinXC binary HSM vs `-r plt` (issue #19 item 2)", "", anchor_table(arows), "",
+                  "`fit / train`: napkinXC's whole fit command / lomtree's whole `train -r plt` command, "
+                  "wall clock and, in brackets, CPU seconds of the two children (less disturbed by the other "
+                  "load on the machine); > 1: lomtree is faster. Best PLT: the better of one pass and tuned "
+                  "(≤ 10 passes).", ""]
+    parts += ["### Test error, time and memory", "", results_table(results), ""]
     parts.append("`paper %`: the LOMtree paper's tuned Sector numbers (Choromanska & Langford 2015, Table 3). "
                  "`test µs/ex`: whole `predict` command / test examples.")
     parts.append("")
@@ -264,6 +544,16 @@ def render_markdown(res: dict, plots: list[str] | None = None) -> str:
                   "OAA runs on fewer examples at large k (min(n, " +
                   f"{(res.get('suite_config', {}).get('synthetic') or {}).get('oaa_budget', 0):,.0f}" +
                   " / k)).", ""]
+        prow = plt_cost_rows(res["results"])
+        if prow:
+            parts += ["#### Per-example cost of `-r plt` next to OAA", "", plt_cost_table(prow), "",
+                      f"PLT's cost constants: beam B = {PLT_BEAM}, arity M = {PLT_ARITY}: prediction scores at "
+                      f"most B·M = {PLT_BEAM * PLT_ARITY} node scores per level of the label tree (training: M "
+                      f"per level plus at most B·M candidate leaves), so at most B·M·depth regressors per example: "
+                      + ", ".join(f"{plt_depth(r['k'])} level{'s' if plt_depth(r['k']) > 1 else ''} "
+                                  f"(≤ {PLT_BEAM * PLT_ARITY * plt_depth(r['k']):,}) at k={r['k']:,}"
+                                  for r in prow)
+                      + "; OAA scores all k classes. Plot: `bench/plt_cost_vs_k.png`.", ""]
         rr = ratio_rows(res["results"])
         if rr:
             parts.append("OAA / LOMtree per-example test time: " +
@@ -303,8 +593,8 @@ def plot_errors(res: dict, path: Path, plt) -> bool:
         name = display_name(r)
         if name not in learners:
             learners.append(name)
-    fig, axes = plt.subplots(len(variants), 1, figsize=(max(8, 1.6 * len(datasets) * len(learners) / 4), 4.2 * len(variants)),
-                             squeeze=False)
+    width_in = min(24, max(8, 1.6 * len(datasets) * len(learners) / 4))
+    fig, axes = plt.subplots(len(variants), 1, figsize=(width_in, 4.2 * len(variants)), squeeze=False)
     width = 0.8 / max(1, len(learners))
     cmap = plt.get_cmap("tab10")
     for ax, var in zip(axes[:, 0], variants):
@@ -321,7 +611,8 @@ def plot_errors(res: dict, path: Path, plt) -> bool:
                 hi.append(100 * (r["ci_high"] - r["error"]))
             if xs:
                 ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=name, color=cmap(_colour(name)),
-                       hatch="//" if name.startswith("VW") else None, edgecolor="black", linewidth=0.4)
+                       hatch="//" if name.startswith("VW") else ("xx" if name in ANCHOR_NAMES.values() else None),
+                       edgecolor="black", linewidth=0.4)
         for i, ds in enumerate(datasets):
             for red, pe in ((k[1], v) for k, v in _paper(res).items() if k[0] == ds):
                 if var == "tuned" and NAMES.get(red) in learners:
@@ -342,11 +633,12 @@ def plot_errors(res: dict, path: Path, plt) -> bool:
 
 
 def _colour(name: str) -> int:
-    """Colour index of a learner: VW's counterpart gets our reduction's colour (hatched)."""
+    """Colour index of a learner: VW's counterpart gets our reduction's colour (hatched); the
+    anchors get the colours after ours (tab10 wraps)."""
     pair = {"VW --oaa": "OAA", "VW --log_multi": "LOMtree", "VW --ect": "Filter tree"}
-    names = [NAMES[r] for r in SYSTEM_ORDER]
+    names = [NAMES[r] for r in SYSTEM_ORDER] + [ANCHOR_NAMES[a] for a in ANCHOR_ORDER]
     name = pair.get(name, name)
-    return names.index(name) if name in names else 9
+    return names.index(name) % 10 if name in names else 9
 
 
 def _paper(res: dict) -> dict:
@@ -409,12 +701,44 @@ def plot_ratio(res: dict, path: Path, plt) -> bool:
     return True
 
 
+def plot_plt_cost(res: dict, path: Path, plt) -> bool:
+    """Per-example train and predict CPU µs of ``-r plt`` and OAA vs k, OAA / PLT written on."""
+    rows = plt_cost_rows(res.get("results", []))
+    if not rows:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    cmap = plt.get_cmap("tab10")
+    for ax, part, title in zip(axes, ("train", "test"), ("train", "predict")):
+        ks = [r["k"] for r in rows]
+        for red, style in (("oaa", "--"), ("plt", "-")):
+            pts = [(r["k"], r[f"{red}_{part}_us"]) for r in rows if r[f"{red}_{part}_us"]]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", linestyle=style, label=NAMES[red],
+                    color=cmap(_colour(NAMES[red])))
+        for r in rows:
+            if r[f"{part}_ratio"] and r[f"plt_{part}_us"]:
+                ax.annotate(f"{r[f'{part}_ratio']:.2g}×", (r["k"], r[f"plt_{part}_us"]),
+                            textcoords="offset points", xytext=(0, -14), ha="center", fontsize=8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(ks)
+        ax.set_xlabel("number of classes k")
+        ax.set_ylabel(f"{title} CPU µs per example")
+        ax.set_title(f"{title}: -r plt (beam {PLT_BEAM}, arity {PLT_ARITY}) vs OAA; labels: OAA / PLT")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def write_plots(res: dict, out_dir: Path) -> list[str]:
     plt = _plt()
     if plt is None:
         return []
     made = []
-    for key, fn in (("error", plot_errors), ("time", plot_time_vs_k), ("ratio", plot_ratio)):
+    for key, fn in (("error", plot_errors), ("time", plot_time_vs_k), ("ratio", plot_ratio),
+                    ("plt_cost", plot_plt_cost)):
         if fn(res, Path(out_dir) / PLOTS[key], plt):
             made.append(PLOTS[key])
     return made

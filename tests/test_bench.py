@@ -420,3 +420,286 @@ def test_throughput_rounds_time_vw_with_and_without_predictions(tmp_path, monkey
     cells = {line.split("|")[1].strip(): [c.strip() for c in line.strip().strip("|").split("|")][col]
              for line in md.splitlines()[2:]}
     assert cells["Filter tree predict"] == "0.80 (0.80)" and cells["Filter tree train"] == ""
+
+
+# --------------------------------------------------------------------------------------------
+# accuracy anchors: napkinXC and fastText (data_scripts/bench_anchors.py); neither package (nor
+# scipy) is needed here: the runner is faked
+
+import numpy as np  # noqa: E402
+
+from data_scripts import bench_anchors  # noqa: E402
+
+
+def test_anchor_kwargs_and_command_lines():
+    ba = bench_anchors
+    assert ba.napkin_kwargs("napkinxc_plt") == {"threads": 1}
+    assert ba.napkin_kwargs("napkinxc_hsm") == {"threads": 1}
+    assert ba.napkin_kwargs("napkinxc_bhsm") == {"threads": 1, "max_leaves": 2}  # the binary tree
+    assert ba.ANCHORS["napkinxc_bhsm"][2] == "HSM" and ba.ANCHORS["napkinxc_plt"][2] == "PLT"
+    assert ba.fasttext_kwargs("fasttext_hs", 5) == {"loss": "hs", "epoch": 5, "dim": 100, "thread": 1, "verbose": 0}
+    assert ba.fasttext_kwargs("fasttext_softmax", 1)["loss"] == "softmax"
+    cmd = ba.fit_cmd("napkinxc_bhsm", "tr.vw", "m", "r.json", bits=24, epochs=7)
+    assert cmd[1:] == ["-m", "data_scripts.bench_anchors", "fit", "--anchor", "napkinxc_bhsm", "--train", "tr.vw",
+                       "--model", "m", "--report", "r.json", "--bits", "24"]
+    cmd = ba.fit_cmd("fasttext_hs", "tr.txt", "m.bin", "r.json", epochs=5)
+    assert cmd[-2:] == ["--epochs", "5"] and "--bits" not in cmd
+    assert ba.test_cmd("napkinxc_plt", "te.vw", "m", "r.json")[-2:] == ["--bits", "24"]
+    assert "--bits" not in ba.test_cmd("fasttext_softmax", "te.txt", "m.bin", "r.json")
+    with pytest.raises(SystemExit):  # the child refuses an unknown anchor (argparse, exit 2)
+        ba.main(["fit", "--anchor", "nope", "--model", "m", "--report", "r"])
+
+
+def test_read_hashed_hand_worked_lines(tmp_path):
+    """lomtree's own parser and hashing (ALGORITHMS.md §1.3), worked by hand: numeric names in the
+    default namespace are their own index; a named namespace hashes its names with xxh32 seeded
+    by the namespace's hash; no constant feature (napkinXC adds its own bias)."""
+    import xxhash
+
+    f = tmp_path / "a.vw"
+    f.write_text("3 | 7:0.5 2:1.5 7\n2 |a x y:2\n")
+    labels, indptr, indices, values = bench_anchors.read_hashed(f, bits=24)
+    mask = (1 << 24) - 1
+    nh = xxhash.xxh32_intdigest(b"a", 0)
+    hx, hy = xxhash.xxh32_intdigest(b"x", nh) & mask, xxhash.xxh32_intdigest(b"y", nh) & mask
+    assert labels.tolist() == [3, 2]
+    assert indptr.tolist() == [0, 3, 5]
+    assert indices.tolist() == [7, 2, 7, hx, hy]
+    assert values.tolist() == [0.5, 1.5, 1.0, 1.0, 2.0]
+
+
+def _dense(indptr, cols, values, d):
+    out = np.zeros((len(indptr) - 1, d))
+    for i in range(len(indptr) - 1):
+        for j in range(indptr[i], indptr[i + 1]):
+            out[i, cols[j]] += values[j]  # duplicates summed, as lomtree's linear model does
+    return out
+
+
+def test_remap_columns_hand_worked():
+    # train rows: {7: .5, 2: 1.5, 7: 1}, {900: 1}; columns = sorted distinct indices [2, 7, 900]
+    indptr, indices = np.array([0, 3, 4]), np.array([7, 2, 7, 900])
+    values = np.array([0.5, 1.5, 1.0, 1.0], np.float32)
+    cols = bench_anchors.column_map(indices)
+    assert cols.tolist() == [2, 7, 900]
+    p, c, v = bench_anchors.remap(indptr, indices, values, cols)
+    assert p.tolist() == [0, 3, 4] and c.tolist() == [1, 0, 1, 2]
+    assert _dense(p, c, v, 3).tolist() == [[1.5, 1.5, 0.0], [0.0, 0.0, 1.0]]
+    # test rows with features unseen in training (5, 10**6): dropped; an empty row stays a row
+    p, c, v = bench_anchors.remap(np.array([0, 2, 3, 3]), np.array([5, 900, 10**6]),
+                                  np.array([1.0, 2.0, 3.0], np.float32), cols)
+    assert p.tolist() == [0, 1, 1, 1] and c.tolist() == [2] and v.tolist() == [2.0]
+
+
+def test_to_csr_sums_duplicates():
+    pytest.importorskip("scipy")
+    m = bench_anchors.to_csr(np.array([0, 3, 4]), np.array([1, 0, 1, 2]),
+                             np.array([0.5, 1.5, 1.0, 1.0], np.float32), 3)
+    assert m.toarray().tolist() == [[1.5, 1.5, 0.0], [0.0, 0.0, 1.0]]
+
+
+@pytest.mark.parametrize("line, expect", [
+    ("3 1.0 'tag |w the:2 cat |p1 in", "__label__3 w^the w^cat p1^in"),
+    ("5 | 7:0.5 foo", "__label__5 7 foo"),  # default namespace: bare names, values dropped
+    ("1 |w\tfoo  bar\n", "__label__1 w^foo w^bar"),
+    ("6 |p1 <s> |p2 <s> |pair <s>_<s>", "__label__6 p1^<s> p2^<s> pair^<s>_<s>"),  # KJV next word
+    ("2 |ns:0.5 a |", "__label__2 ns^a"),  # namespace weight dropped, empty namespace
+    ("   ", None),
+])
+def test_fasttext_line(line, expect):
+    assert bench_anchors.fasttext_line(line) == expect
+
+
+def test_fasttext_file_converts_and_caches(tmp_path):
+    src = tmp_path / "a.vw"
+    src.write_text("1 |w a b\n\n2 |w c\n")
+    dst = bench_anchors.fasttext_file(src, tmp_path / "ft" / "a.txt")
+    assert dst.read_text() == "__label__1 w^a w^b\n__label__2 w^c\n"
+    dst.write_text("kept\n")
+    assert bench_anchors.fasttext_file(src, dst).read_text() == "kept\n"  # newer than src: not rebuilt
+
+
+def test_fasttext_top1_calls_the_cpp_predict():
+    calls = []
+
+    class F:
+        def predict(self, text, k, threshold, on_unicode_error):
+            calls.append((text, k, threshold, on_unicode_error))
+            return [(0.9, "__label__4")] if text.strip() else []
+
+    assert bench_anchors.fasttext_top1(F(), "w^a w^b") == "__label__4"
+    assert calls == [("w^a w^b\n", 1, 0.0, "strict")]
+    assert bench_anchors.fasttext_top1(F(), "") is None
+
+
+def test_missing_packages_without_importing():
+    seen = []
+
+    def spec(name):
+        seen.append(name)
+        return None if name == "scipy" else object()
+
+    assert bench_anchors.missing_packages("napkinxc_bhsm", spec) == ["scipy"]
+    assert seen == ["napkinxc", "scipy"]
+    assert bench_anchors.missing_packages("fasttext_hs", lambda n: None) == ["fasttext-wheel"]
+
+
+def test_anchor_plan_skips_and_epochs():
+    cfg = {"datasets": ["sector", "kjv_book"], "anchors": ["napkinxc_bhsm", "fasttext_hs"],
+           "skip": {"sector:fasttext_hs": "values dropped", "kjv_book:fasttext_hs:tuned": "too long"}}
+    plan = bench.anchor_plan(cfg, ["sector", "kjv_book", "letter"], {"sector": 5, "kjv_book": 4})
+    got = [(s["dataset"], s["anchor"], s["variant"], s["epochs"], s["skip"]) for s in plan]
+    assert got == [("sector", "napkinxc_bhsm", "1pass", 1, None),
+                   ("sector", "fasttext_hs", "1pass", 1, "values dropped"),
+                   ("sector", "fasttext_hs", "tuned", 5, "values dropped"),
+                   ("kjv_book", "napkinxc_bhsm", "1pass", 1, None),
+                   ("kjv_book", "fasttext_hs", "1pass", 1, None),
+                   ("kjv_book", "fasttext_hs", "tuned", 4, "too long")]
+    exps = bench.load_experiments(bench.CONFIG_DIR, ["sector"])
+    plt_exp = next(e for e in exps if e.reduction == "plt")
+    assert bench.tuned_passes(exps) == {"sector": plt_exp.variants["tuned"]["passes"]}
+    suite = bench.load_suite(bench.CONFIG_DIR)
+    for s in bench.anchor_plan(suite["anchors"], suite["datasets"], bench.tuned_passes(bench.load_experiments())):
+        assert s["anchor"] in bench_anchors.ANCHORS
+        if s["dataset"] == "sector" and s["anchor"].startswith("fasttext"):
+            assert "values" in s["skip"]  # Sector is left out for fastText, with the reason
+
+
+def _fake_runner(reports):
+    """A stand-in for ``run_timed``: writes the ``--report`` JSON a real child would, records the command."""
+    seen = []
+
+    def run(cmd, timeout=None):
+        seen.append(cmd)
+        what = cmd[cmd.index("-m") + 2]
+        Path(cmd[cmd.index("--report") + 1]).write_text(json.dumps(reports[what]))
+        return bench.Timed(cmd, 0, 2.5 if what == "fit" else 0.5, 100 * 1024, "")
+
+    return run, seen
+
+
+def test_run_anchor_with_a_fake_runner(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "kjv_book.train.vw").write_text("1 |w a b\n2 |w c\n")
+    (data / "kjv_book.test.vw").write_text("1 |w a\n")
+    monkeypatch.setattr(bench, "DATA_DIR", data)
+    monkeypatch.setattr(bench, "RUNS_DIR", tmp_path / "runs")
+    (tmp_path / "runs").mkdir()
+    monkeypatch.setattr(bench_anchors, "missing_packages", lambda anchor: [])
+    run, seen = _fake_runner({"fit": {"examples": 2, "fit_seconds": 2.0}, "test": {"examples": 200, "errors": 50}})
+    step = {"dataset": "kjv_book", "anchor": "napkinxc_bhsm", "variant": "1pass", "epochs": 1, "skip": None}
+    rec = bench.run_anchor(step, 24, runner=run)
+    assert rec["status"] == "ok" and rec["system"] == "napkinxc" and rec["k"] == 66
+    assert rec["error"] == 0.25 and rec["n"] == 200 and rec["errors"] == 50
+    assert (rec["ci_low"], rec["ci_high"]) == bench.wilson_interval(50, 200)
+    assert rec["train"]["seconds"] == 2.5 and rec["test"]["seconds"] == 0.5 and rec["train"]["examples"] == 2
+    assert rec["options"] == {"threads": 1, "max_leaves": 2, "bits": 24}
+    assert seen[0][seen[0].index("--train") + 1] == str(data / "kjv_book.train.vw")
+    assert seen[1][seen[1].index("--test") + 1] == str(data / "kjv_book.test.vw")
+    # fastText: the files are converted to its text first, and the tuned epochs are passed on
+    run, seen = _fake_runner({"fit": {"fit_seconds": 1.0}, "test": {"examples": 1, "errors": 0}})
+    rec = bench.run_anchor({**step, "anchor": "fasttext_softmax", "variant": "tuned", "epochs": 5}, runner=run)
+    assert rec["status"] == "ok" and rec["error"] == 0.0 and rec["options"]["epoch"] == 5
+    ft_train = Path(seen[0][seen[0].index("--train") + 1])
+    assert ft_train.read_text() == "__label__1 w^a w^b\n__label__2 w^c\n"
+    assert seen[0][-2:] == ["--epochs", "5"]
+
+
+def test_run_anchor_failure_and_not_installed(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "RUNS_DIR", tmp_path)
+    step = {"dataset": "sector", "anchor": "napkinxc_plt", "variant": "1pass", "epochs": 1, "skip": None}
+    monkeypatch.setattr(bench_anchors, "missing_packages", lambda anchor: ["napkinxc", "scipy"])
+
+    def never(cmd, timeout=None):
+        raise AssertionError("nothing may run")
+
+    rec = bench.run_anchor(step, runner=never)
+    assert rec["status"] == "not installed" and "napkinxc, scipy not installed" in rec["message"]
+    assert bench.run_anchor({**step, "skip": "why"}, runner=never)["status"] == "skipped"
+    # a failing child: a clear status, no exception
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "sector.train.vw").write_text("1 | 1:1\n")
+    (data / "sector.test.vw").write_text("1 | 1:1\n")
+    monkeypatch.setattr(bench, "DATA_DIR", data)
+    monkeypatch.setattr(bench_anchors, "missing_packages", lambda anchor: [])
+    rec = bench.run_anchor(step, runner=lambda cmd, timeout=None: bench.Timed(cmd, 1, 0.1, 1, "Traceback ... boom"))
+    assert rec["status"] == "failed" and "fit exit 1" in rec["message"] and "boom" in rec["message"]
+
+
+def _anchor(anchor, err, ds="sector", var="1pass", train_s=20.0, test_s=3.0):
+    return {**_rec(bench_anchors.package_of(anchor), anchor, err, ds=ds, var=var, train_s=train_s, test_s=test_s),
+            "anchor": anchor, "options": {"threads": 1}}
+
+
+def test_main_table_cells_and_missing_package():
+    res = _results() + [
+        _rec("lomtree", "plt", 0.12, train_s=4.0), _rec("lomtree", "plt", 0.11, var="tuned", train_s=10.0),
+        _anchor("napkinxc_bhsm", 0.0976, train_s=40.0), _anchor("napkinxc_plt", 0.073),
+        {"system": "fasttext", "reduction": "fasttext_hs", "anchor": "fasttext_hs", "dataset": "sector",
+         "variant": "1pass", "status": "skipped", "options": {"epoch": 1},
+         "message": "fastText's text input drops feature values"},
+        {"system": "napkinxc", "reduction": "napkinxc_hsm", "anchor": "napkinxc_hsm", "dataset": "sector",
+         "variant": "1pass", "status": "not installed", "options": {},
+         "message": "napkinxc not installed (pip install -e '.[bench]')"}]
+    md = bench_report.main_table(res, "1pass")
+    head, sep, row = md.splitlines()
+    cols = [c.strip() for c in head.strip("|").split("|")]
+    cells = dict(zip(cols, [c.strip() for c in row.strip("|").split("|")]))
+    assert cols[:3] == ["task (k)", "OAA", "PLT"] and cols.index("VW --oaa") < cols.index("napkinXC PLT")
+    assert cells["PLT"] == "12.00 (4.0 s / 1.0 s)"
+    assert cells["napkinXC binary HSM"] == "9.76 (40.0 s / 3.0 s)"
+    assert cells["napkinXC HSM"] == "NOT INSTALLED (napkinxc not installed)"
+    assert cells["fastText hs"] == "skipped"
+    assert bench_report.main_notes(res) == ["skipped: fastText hs on sector: fastText's text input drops feature values"]
+    tuned_only = {**res[-2], "variant": "tuned", "dataset": "kjv_nextword", "message": "too long"}
+    assert bench_report.main_notes([tuned_only]) == ["skipped: fastText hs on kjv_nextword (tuned): too long"]
+    assert cells["CPT"] == "MISSING"
+    tuned = bench_report.main_table(res, "tuned")
+    assert "11.00 (10.0 s / 1.0 s)" in tuned and "9.76 (40.0 s" in tuned  # napkinXC (batch) in both tables
+    long = bench_report.results_table(res)
+    assert "NOT INSTALLED" in long and "| batch |" in long
+    picks = bench_report.pick_lines(res)
+    assert picks == ["sector: most accurate log-time reduction `-r plt` 12.00 % (OAA 10.00 %, +2.00 points); "
+                     "best anchor napkinXC PLT 7.30 %"]
+    rows = bench_report.anchor_rows(res)
+    assert len(rows) == 1
+    r = rows[0]
+    assert r["ratio_1pass"] == pytest.approx(10.0) and r["ratio_tuned"] == pytest.approx(4.0)
+    assert not r["plt_at_least_bhsm"] and r["best_napkinxc"] == "napkinXC PLT"
+    assert r["plt_vs_best_napkinxc_points"] == pytest.approx(3.7)
+    assert "10.0×" in bench_report.anchor_table(rows)
+
+
+def test_plt_cost_rows_and_depth():
+    sweep = [{**_rec("lomtree", red, 0.1, ds=f"synth_k{k}", var="sweep"), "k": k, "sweep": True,
+              "train_us_per_ex": tr, "test_us_per_ex": te}
+             for k, red, tr, te in ((100, "oaa", 40.0, 20.0), (100, "plt", 20.0, 10.0),
+                                    (100000, "oaa", 30000.0, 9000.0), (100000, "plt", 60.0, 30.0))]
+    rows = bench_report.plt_cost_rows(sweep)
+    assert [(r["k"], r["train_ratio"], r["test_ratio"]) for r in rows] == [(100, 2.0, 2.0), (100000, 500.0, 300.0)]
+    md = bench_report.plt_cost_table(rows)
+    assert "500.0×" in md and "300.0×" in md
+    assert [bench_report.plt_depth(k) for k in (2, 32, 33, 1024, 1025, 100000)] == [1, 1, 2, 2, 3, 4]
+    res = {"results": sweep, "suite_config": {"synthetic": {"bits": 22}}}
+    md = bench_report.render_markdown(res)
+    assert "B·M = 320 node scores per level" in md and "4 levels (≤ 1,280) at k=100,000" in md
+
+
+def test_merge_results_replaces_by_id():
+    a = {"argv": "a", "results": [{"id": "x", "v": 1}, {"id": "y", "v": 1}]}
+    b = {"argv": "b", "started": "t", "results": [{"id": "y", "v": 2}, {"id": "z", "v": 2}]}
+    m = bench.merge_results(a, b, "b.json")
+    assert m["results"] == [{"id": "x", "v": 1}, {"id": "y", "v": 2}, {"id": "z", "v": 2}]
+    assert m["argv"] == "a" and m["merged"][0]["file"] == "b.json" and m["merged"][0]["argv"] == "b"
+    assert a["results"][1]["v"] == 1  # the input is not changed
+
+
+def test_crossover_text():
+    rows = [{"k": 1000, "train_ratio": 0.4, "test_ratio": 0.1}, {"k": 10000, "train_ratio": 2.0, "test_ratio": 0.6},
+            {"k": 100000, "train_ratio": 50.0, "test_ratio": 8.0}]
+    assert bench_report.crossover_text(rows) == ("cheaper than OAA for training from k = 10,000 in this run's sweep "
+                                                 "and prediction from k = 100,000 in this run's sweep")
+    assert "prediction at none of k = 1,000" in bench_report.crossover_text(rows[:1])
+    assert "{cross}" in bench_report.PICK_GUIDE
