@@ -176,6 +176,7 @@ class MaryTree(Reduction):
         self.params[T.PAR_NEED_PRED] = 1.0 if need else 0.0
 
     def process(self, batch, train):
+        self.check_labels(batch.labels, train)
         n = len(batch)
         preds = np.zeros(n, dtype=np.int64)
         losses = np.zeros(n, dtype=np.float64)
