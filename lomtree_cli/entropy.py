@@ -64,7 +64,9 @@ def _levels_of_leaf_tree(parent: np.ndarray, leaf_count: dict, depth: np.ndarray
     return levels
 
 
-def _depths(parent: np.ndarray) -> np.ndarray:
+def depths_from_parents(parent: np.ndarray) -> np.ndarray:
+    """Depth of every node (root 0) from parent links in any id order (vectorised pointer
+    jumping); LOMtree's swaps leave parents with larger or smaller ids than their children."""
     n = parent.shape[0]
     depth = np.zeros(n, dtype=np.int64)
     anc = parent.copy()
@@ -84,7 +86,7 @@ def label_levels(reduction):
         st = reduction.state()
         parent = st["parent"].astype(np.int64)
         isint = st["internal"] == 1
-        depth = _depths(parent)
+        depth = depths_from_parents(parent)
         node, _, cnt, _, _ = reduction.records()
         per_node: dict = {}
         for v, c in zip(node.tolist(), cnt.tolist()):
@@ -108,7 +110,7 @@ def label_levels(reduction):
         for leaf in range(k):
             a = int(parent[leaf])
             leaf_count[leaf] = float(counts[a - k, 0 if left[a] == leaf else 1])
-        depth = _depths(parent)
+        depth = depths_from_parents(parent)
         levels = _levels_of_leaf_tree(parent, leaf_count, depth)
         return levels, [np.array([c]) for c in leaf_count.values()]
     if name == "mtree":

@@ -93,6 +93,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..entropy import depths_from_parents
 from ..kernels import jit, kernel, prefetch_row
 
 from ..kernels import linear as K
@@ -824,7 +825,7 @@ class LomTree(Reduction):
         glob[G_LEAFL] = self.L
         glob[G_W0] = max(1, self.T)
         glob[G_UP] = self.up
-        depths = self._depths(node_i[:nn, N_PARENT])
+        depths = depths_from_parents(node_i[:nn, N_PARENT])
         if depths.max() > meta["depth_bound"]:
             raise ValueError("depth_bound is smaller than the tree depth")
         self.node_i, self.node_f, self.glob = node_i, node_f, glob
@@ -868,19 +869,6 @@ class LomTree(Reduction):
         self.rec_i, self.rec_f, self._pending = rec_i, rec_f, None
 
     # -- reporting -------------------------------------------------------------------------
-    @staticmethod
-    def _depths(parent: np.ndarray) -> np.ndarray:
-        """Depth of every node (root 0) from parent links (vectorised pointer jumping)."""
-        nn = parent.shape[0]
-        depth = np.zeros(nn, dtype=np.int64)
-        anc = parent.copy()
-        while True:
-            act = anc >= 0
-            if not act.any():
-                return depth
-            depth[act] += 1
-            anc[act] = parent[anc[act]]
-
     def summary_extra(self) -> dict:
         return {"number_of_swaps": self.n_swaps}
 
@@ -907,7 +895,7 @@ class LomTree(Reduction):
         st = self.state()
         parent, left, right = st["parent"], st["left"], st["right"]
         isint = st["internal"] == 1
-        depth = self._depths(parent)
+        depth = depths_from_parents(parent)
         node, label, cnt, _, _ = self.records()
         tot = np.bincount(node, weights=cnt, minlength=nn).astype(np.int64)
         leaves = np.flatnonzero(~isint)
