@@ -25,6 +25,15 @@ Slot of feature ``h`` for regressor ``m`` (§2.5)::
 
     mode 0 (stride):  (h * W + m) & mask          OAA, Filter tree, Rtree, LOMtree
     mode 1 (CPT):     (h + m * 0x9E3779B1) & mask  W unknown
+    mode 2 (block):   (h * W * K(b) + W * C(b) + j) & mask,  b = m // W, j = m % W
+                      W a power of two: regressor m = b * W + j is child j of the node that owns
+                      block b (PLT). A feature's slots of one block are W adjacent rows, so all
+                      children of a node are scored in one pass (``score_block``); blocks grow
+                      without moving weights, as in CPT mode. The block's base index
+                      ``(h K(b) + C(b)) mod 2^bits / W`` multiplies by an odd K(b) (20 bits) and
+                      adds C(b) (24 bits), both from b by golden-ratio hashing (``block_mix``):
+                      an additive offset alone would keep runs of consecutive feature ids (LIBSVM
+                      indices) together and let whole runs of two blocks collide.
 
 The kernels are compiled functions (``kernel``/``jit``) meant to be called from the reductions' per-chunk
 kernels (numba inlines or calls them natively); Python never calls them per feature.
@@ -67,6 +76,7 @@ LOSS_IDS = {"squared": LOSS_SQUARED, "logistic": LOSS_LOGISTIC, "hinge": LOSS_HI
 
 MODE_STRIDE = 0
 MODE_CPT = 1
+MODE_BLOCK = 2
 CPT_MULT = 0x9E3779B1
 
 # unsigned table indices: numba emits a negative-index wrap-around fix-up for every signed index
@@ -102,11 +112,24 @@ class LinearArrays(NamedTuple):
 
 
 @kernel(inline="always")
+def block_mix(b):
+    """(K, C) of block ``b`` (block mode): K odd, < 2^20; C < 2^24 (int64)."""
+    x = (np.int64(b) + 1) * np.int64(CPT_MULT)
+    return ((x >> 8) & 0xFFFFF) | 1, (x * np.int64(0x85EBCA77)) & 0xFFFFFF
+
+
+@kernel(inline="always")
 def slot_params(lin, m):
-    """(mult, off, mask) with ``slot(h, m) = (h * mult + off) & mask`` for both modes."""
+    """(mult, off, mask) with ``slot(h, m) = (h * mult + off) & mask`` in every mode."""
     mask = np.int64(lin.hp[HP_MASK])
-    if lin.hp[HP_MODE] == MODE_STRIDE:
+    mode = lin.hp[HP_MODE]
+    if mode == MODE_STRIDE:
         return np.int64(lin.hp[HP_W]), np.int64(m), mask
+    if mode == MODE_BLOCK:
+        W = np.int64(lin.hp[HP_W])
+        b = np.int64(m) // W
+        K, C = block_mix(b)
+        return W * K, W * C + (np.int64(m) - b * W), mask
     return np.int64(1), np.int64(m) * np.int64(CPT_MULT), mask
 
 
@@ -126,6 +149,22 @@ def score(lin, idx, val, start, end, m):
     for j in range(start, end):
         s += np.float64(tab[np.uint64((np.int64(idx[j]) * mult + off) & mask), 0]) * np.float64(val[j])
     return s
+
+
+@kernel(error_model="numpy")
+def score_block(lin, idx, val, start, end, m0, n, out):
+    """Raw scores of the ``n`` regressors ``m0 .. m0+n-1`` of one block (block mode, ``m0`` a
+    multiple of W, ``n <= W``): ``out[j] = f_{m0+j}(x)``, each summed over the features in order
+    as ``score`` does, in one pass over the features (a feature's n slots are adjacent rows)."""
+    tab = lin.table
+    mult, off, mask = slot_params(lin, m0)
+    for j in range(n):
+        out[j] = 0.0
+    for t in range(start, end):
+        base = (np.int64(idx[t]) * mult + off) & mask
+        v = np.float64(val[t])
+        for j in range(n):
+            out[j] += np.float64(tab[np.uint64(base + j), 0]) * v
 
 
 @kernel(inline="always")

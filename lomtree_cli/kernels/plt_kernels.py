@@ -7,11 +7,20 @@
     label : int64, shape (C,)       the label of a leaf (>= 1); 0 on internal nodes
     nleaves : int64, shape (C,)     labels in the subtree
     leaf_of : int64, shape (k + 1,) leaf node of each label, -1 = not in the tree yet
-    counts : int64, shape (N_CT,)   ``CT_NODES`` nodes used, ``CT_LABELS`` labels in the tree
+    block : int64, shape (C,)       the regressor block of an internal node; -1 on leaves
+    reg : int64, shape (C,)         the regressor of a node, ``block[parent] * W + position``
+                                    among its parent's children; -1 on the root
+    counts : int64, shape (N_CT,)   ``CT_NODES`` nodes used, ``CT_LABELS`` labels in the tree,
+                                    ``CT_BLOCKS`` blocks given out
 
-Node ``a`` uses regressor ``a`` (CPT slot mode: ``slot(h, a) = (h + a * 0x9E3779B1) mod 2^b``,
-so the tree can grow without moving any weight). The children of a node are either all leaves
-or all internal nodes (every rule below keeps it so).
+Regressors live in block slot mode (``kernels.linear``, ``W`` = the arity rounded up to a power
+of two): the children of internal node ``a`` are regressors ``block[a] * W + j``, j = 0 ..
+nchild - 1, and a feature's slots for them are adjacent rows, so a node's children are scored in
+one pass over the example (``score_block``); the tree grows without moving any weight. Blocks are
+given out in creation order of the internal nodes (those of a k-means tree in id order); a
+push-down split (``insert_label``) hands the full node's block to the new node that takes its
+children, so they keep their weights. The children of a node are either all leaves or all
+internal nodes (every rule below keeps it so).
 
 ``params`` : float64, shape (N_PAR,) -- ``PAR_ARITY`` M, ``PAR_BEAM`` B, ``PAR_LOGISTIC`` (1 =
 sigmoid link, else ``(clip(f)+1)/2``), ``PAR_NEED_PRED`` (0: the caller discards the
@@ -37,7 +46,8 @@ from . import linear as K
 
 CT_NODES = 0
 CT_LABELS = 1
-N_CT = 2
+CT_BLOCKS = 2
+N_CT = 3
 
 PAR_ARITY = 0
 PAR_BEAM = 1
@@ -62,6 +72,8 @@ class PltTree(NamedTuple):
     label: np.ndarray
     nleaves: np.ndarray
     leaf_of: np.ndarray
+    block: np.ndarray
+    reg: np.ndarray
     counts: np.ndarray
 
 
@@ -81,7 +93,7 @@ def node_logp(lin, logistic, f):
 
 
 @kernel()
-def beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs):
+def beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, fb):
     """Candidate labels of example ``s:e`` by beam search over the internal nodes.
 
     The frontier starts at the root and keeps the ``B`` internal nodes of highest log path
@@ -91,7 +103,8 @@ def beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn
     probability; 0: the leaf's own regressor alone, which is trained against every candidate).
     Out: ``cn[:nc]`` (leaf nodes), ``cl``, ``cs``; returns nc (0 for an empty tree), candidates
     in discovery order. ``bn, bl, nn, nl``: frontier work arrays, size >= B * M; ``cn, cl, cs``
-    size >= B * M * depth. Cost: at most ``B * M`` scores per level.
+    size >= B * M * depth; ``fb`` (M,) the scores of one node's children. Cost: at most ``B * M``
+    scores per level, ``B`` passes over the example's features (one per expanded node).
     """
     nc = 0
     if tree.nchild[0] == 0:
@@ -100,13 +113,15 @@ def beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn
     bn[0] = 0
     bl[0] = 0.0
     cap = cn.shape[0]
+    W = np.int64(lin.hp[K.HP_W])
     while nb > 0:
         nx = 0
         for b in range(nb):
             a = bn[b]
+            K.score_block(lin, indices, values, s, e, tree.block[a] * W, tree.nchild[a], fb)
             for j in range(tree.nchild[a]):
                 c = tree.child[a, j]
-                f = K.score(lin, indices, values, s, e, c)
+                f = fb[j]
                 lp = node_logp(lin, logistic, f)
                 if tree.nchild[c] == 0:
                     if nc < cap:
@@ -147,53 +162,66 @@ def best_candidate(tree, cn, cs, nc):
 
 
 @kernel()
-def train_path(lin, tree, indices, values, s, e, leaf, iw, path):
+def train_path(lin, tree, indices, values, s, e, leaf, iw, path, fb):
     """Train the node regressors for an example whose label sits at ``leaf``: at every node on
     the root-to-leaf path, each child toward +1 if it is on the path, else -1 (the positive node
-    and its siblings, as in PLTs/HSMs for one label), top-down; each regressor is scored right
-    before its update. ``path``: work, size >= depth + 1."""
+    and its siblings, as in PLTs/HSMs for one label), top-down. A node's children are scored
+    together before their updates (``score_block``): the same scores as scoring each right
+    before its own update, since siblings never share a slot. ``path``: work, size >= depth + 1;
+    ``fb`` (M,)."""
     d = 0
     a = leaf
     while a >= 0:
         path[d] = a
         d += 1
         a = tree.parent[a]
+    W = np.int64(lin.hp[K.HP_W])
     for t in range(d - 1, 0, -1):
         a = path[t]
         on = path[t - 1]
+        r0 = tree.block[a] * W
+        K.score_block(lin, indices, values, s, e, r0, tree.nchild[a], fb)
         for j in range(tree.nchild[a]):
             c = tree.child[a, j]
-            f = K.clip_score(lin, K.score(lin, indices, values, s, e, c))
-            K.learn(lin, indices, values, s, e, c, 1.0 if c == on else -1.0, iw, f)
+            K.learn(lin, indices, values, s, e, r0 + j, 1.0 if c == on else -1.0, iw, K.clip_score(lin, fb[j]))
 
 
 @kernel(inline="always")
-def _new_node(tree, par, lab):
-    """A fresh node (leaf if ``lab > 0``) as the last child of ``par`` (or detached, par = -1)."""
+def _new_node(tree, W, par, lab):
+    """A fresh node (leaf if ``lab > 0``; an internal node gets the next block) as the last
+    child of ``par`` (or detached, par = -1, regressor -1)."""
     v = tree.counts[CT_NODES]
     tree.counts[CT_NODES] = v + 1
     tree.nchild[v] = 0
     tree.label[v] = lab
     tree.nleaves[v] = 1 if lab > 0 else 0
     tree.parent[v] = par
+    tree.block[v] = -1
+    if lab == 0:
+        tree.block[v] = tree.counts[CT_BLOCKS]
+        tree.counts[CT_BLOCKS] += 1
+    tree.reg[v] = -1
     if par >= 0:
+        tree.reg[v] = tree.block[par] * W + tree.nchild[par]
         tree.child[par, tree.nchild[par]] = v
         tree.nchild[par] += 1
     return v
 
 
 @kernel()
-def insert_label(lin, tree, logistic, M, indices, values, s, e, y):
+def insert_label(lin, tree, logistic, M, indices, values, s, e, y, fb):
     """Put the unseen label ``y`` into the tree, guided by the example ``s:e``.
 
     Descend from the root to the child whose regressor gives the example the highest probability
     (ties: the child with fewer labels, then the smaller id) until a node whose children are
     leaves; add a leaf for ``y`` there if it has fewer than M children; otherwise add a new
     internal sibling (holding the leaf) under its parent if that has room; otherwise push the
-    full node's leaves down into a new internal child A and add a second new child B holding the
-    leaf. New nodes start with fresh regressors; nothing is trained here. Caller guarantees room
-    for ``ROOM`` nodes. Returns the new leaf.
+    full node's leaves down into a new internal child A (which takes over the full node's block,
+    so the leaves keep their regressors) and add a second new child B holding the leaf. New
+    nodes start with fresh regressors; nothing is trained here. Caller guarantees room for
+    ``ROOM`` nodes and 2 blocks. Returns the new leaf.
     """
+    W = np.int64(lin.hp[K.HP_W])
     a = 0
     while True:
         na = tree.nchild[a]
@@ -201,21 +229,22 @@ def insert_label(lin, tree, logistic, M, indices, values, s, e, y):
             break
         best = tree.child[a, 0]
         bl = -np.inf
+        K.score_block(lin, indices, values, s, e, tree.block[a] * W, na, fb)
         for j in range(na):
             c = tree.child[a, j]
-            lp = node_logp(lin, logistic, K.score(lin, indices, values, s, e, c))
+            lp = node_logp(lin, logistic, fb[j])
             if lp > bl or (lp == bl and tree.nleaves[c] < tree.nleaves[best]):
                 bl = lp
                 best = c
         a = best
     if tree.nchild[a] < M:
-        leaf = _new_node(tree, a, y)
+        leaf = _new_node(tree, W, a, y)
     else:
         p = tree.parent[a]
         if p >= 0 and tree.nchild[p] < M:
-            leaf = _new_node(tree, _new_node(tree, p, 0), y)
+            leaf = _new_node(tree, W, _new_node(tree, W, p, 0), y)
         else:
-            A = _new_node(tree, -1, 0)
+            A = _new_node(tree, W, -1, 0)
             for j in range(tree.nchild[a]):
                 c = tree.child[a, j]
                 tree.child[A, j] = c
@@ -224,10 +253,14 @@ def insert_label(lin, tree, logistic, M, indices, values, s, e, y):
             tree.nchild[A] = tree.nchild[a]
             tree.nleaves[A] = tree.nleaves[a]
             tree.nchild[a] = 0
+            x = tree.block[A]  # A takes the full node's block (its children keep their weights)
+            tree.block[A] = tree.block[a]
+            tree.block[a] = x
             tree.parent[A] = a
             tree.child[a, 0] = A
             tree.nchild[a] = 1
-            leaf = _new_node(tree, _new_node(tree, a, 0), y)
+            tree.reg[A] = x * W
+            leaf = _new_node(tree, W, _new_node(tree, W, a, 0), y)
     x = tree.parent[leaf]
     while x >= 0:
         tree.nleaves[x] += 1
@@ -260,11 +293,11 @@ def tree_depth(tree):
 @jit(nogil=True)
 def _beam_work(B, M, depth):
     """``beam_search``'s work arrays: frontier (node, log p) x2 of size B * M, candidates (node,
-    log p, score) of size B * M * depth."""
+    log p, score) of size B * M * depth, a node's child scores (M)."""
     return (np.empty(B * M, dtype=np.int64), np.empty(B * M, dtype=np.float64),
             np.empty(B * M, dtype=np.int64), np.empty(B * M, dtype=np.float64),
             np.empty(B * M * depth, dtype=np.int64), np.empty(B * M * depth, dtype=np.float64),
-            np.empty(B * M * depth, dtype=np.float64))
+            np.empty(B * M * depth, dtype=np.float64), np.empty(M, dtype=np.float64))
 
 
 @jit(nogil=True)
@@ -287,14 +320,15 @@ def plt_process(lin, tree, params, indptr, indices, values, labels, weights, tra
     gamma = params[PAR_GAMMA]
     negatives = params[PAR_NEGATIVES] != 0.0
     depth = tree_depth(tree)
-    bn, bl, nn, nl, cn, cl, cs = _beam_work(B, M, depth)
+    bn, bl, nn, nl, cn, cl, cs, fb = _beam_work(B, M, depth)
+    W = np.int64(lin.hp[K.HP_W])
     path = np.empty(tree.parent.shape[0] + 1, dtype=np.int64)
     for i in range(start, n):
         s = indptr[i]
         e = indptr[i + 1]
         nc = 0
         if need or not train[i] or negatives:
-            nc = beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs)
+            nc = beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, fb)
             t = best_candidate(tree, cn, cs, nc)
             preds[i] = tree.label[cn[t]] if t >= 0 else 0
         if train[i]:
@@ -303,19 +337,20 @@ def plt_process(lin, tree, params, indptr, indices, values, labels, weights, tra
             d = 0
             if leaf < 0:
                 used = tree.counts[CT_NODES]
-                if used + ROOM > tree.parent.shape[0] or used + ROOM > lin.S.shape[0]:
+                if used + ROOM > tree.parent.shape[0] or (tree.counts[CT_BLOCKS] + 2) * W > lin.S.shape[0]:
                     return i
-                leaf = insert_label(lin, tree, logistic, M, indices, values, s, e, y)
+                leaf = insert_label(lin, tree, logistic, M, indices, values, s, e, y, fb)
                 d = node_depth(tree, leaf)
             iw = weights[i]
-            train_path(lin, tree, indices, values, s, e, leaf, iw, path)
+            train_path(lin, tree, indices, values, s, e, leaf, iw, path, fb)
             if negatives:
                 par = tree.parent[leaf]
                 for t in range(nc):
                     c = cn[t]
                     if tree.parent[c] != par:
-                        f = K.clip_score(lin, K.score(lin, indices, values, s, e, c))
-                        K.learn(lin, indices, values, s, e, c, -1.0, iw, f)
+                        r = tree.reg[c]
+                        f = K.clip_score(lin, K.score(lin, indices, values, s, e, r))
+                        K.learn(lin, indices, values, s, e, r, -1.0, iw, f)
             K.end_example(lin, iw)
             if d > depth:  # the insertion deepened the tree: room for more candidates (after the
                 # negatives above, which read this example's candidates)
@@ -339,11 +374,11 @@ def plt_top(lin, tree, params, indptr, indices, values, labels, n_top, labs, pro
     logistic = params[PAR_LOGISTIC] != 0.0
     gamma = params[PAR_GAMMA]
     depth = tree_depth(tree)
-    bn, bl, nn, nl, cn, cl, cs = _beam_work(B, M, depth)
+    bn, bl, nn, nl, cn, cl, cs, fb = _beam_work(B, M, depth)
     for i in range(n):
         s = indptr[i]
         e = indptr[i + 1]
-        nc = beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs)
+        nc = beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, fb)
         for t in range(n_top):
             labs[i, t] = 0
             probs[i, t] = 0.0
@@ -362,7 +397,7 @@ def plt_top(lin, tree, params, indptr, indices, values, labels, n_top, labs, pro
             lp = 0.0
             a = tree.leaf_of[y]
             while tree.parent[a] >= 0:
-                lp += node_logp(lin, logistic, K.score(lin, indices, values, s, e, a))
+                lp += node_logp(lin, logistic, K.score(lin, indices, values, s, e, tree.reg[a]))
                 a = tree.parent[a]
             p_true[i] = math.exp(lp)
 

@@ -38,10 +38,15 @@ Choices (measured in one pass at ``-b 24``; figures and what lost in ``docs/ACCU
   most 1,280 regressors against OAA's 100,000.
 * **Node loss: squared** (the default loss of this reduction; probability ``(clip(f)+1)/2``):
   logistic loss under the same adaptive update was 3-5 points worse in one pass on Sector.
-* Regressor of node ``a`` is ``a`` in CPT slot mode, so the tree grows without moving weights.
+* **Regressors in blocks** (block slot mode, ``kernels.linear``): the children of a node are
+  ``W`` adjacent regressors (``W`` = M rounded up to a power of two), so a feature's weights for
+  all children of a node sit in adjacent rows and a node is scored in one pass over the example.
+  The tree grows without moving weights (each internal node owns a block; a push-down hands the
+  block to the node that takes the children).
 
-Model state: ``child`` (n_nodes, M), ``nchild, parent, label`` (int64), ``nleaves`` and
-``leaf_of`` are rebuilt and the structure validated on load.
+Model state: ``child`` (n_nodes, M), ``nchild, parent, label, block`` (int64); ``nleaves``,
+``reg`` and ``leaf_of`` are rebuilt and the structure validated on load. Models of layout 1
+(regressor = node id in CPT slot mode, before blocks) are refused with a message naming it.
 """
 
 from __future__ import annotations
@@ -51,7 +56,8 @@ import math
 import numpy as np
 
 from ..kernels import plt_kernels as P
-from ..kernels.linear import MODE_CPT
+from ..errors import ConfigError
+from ..kernels.linear import HP_W, MODE_BLOCK
 from ..batch import ExampleBatch
 from .base import Reduction, run_resuming
 
@@ -63,11 +69,22 @@ SKETCH_BYTES = 1 << 28
 KMEANS_ITERS = 12
 
 
+#: layout version of the PLT state (1: one regressor per node id in CPT slot mode; 2: blocks)
+PLT_FORMAT = 2
+
+
+def block_width(M: int) -> int:
+    """W: the arity rounded up to a power of two."""
+    return 1 << max(0, int(M - 1).bit_length())
+
+
 def _empty_tree(cap: int, M: int, k: int) -> P.PltTree:
     t = P.PltTree(np.full((cap, M), -1, dtype=np.int64), np.zeros(cap, np.int64), np.full(cap, -1, np.int64),
                   np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.full(k + 1, -1, np.int64),
-                  np.zeros(P.N_CT, np.int64))
-    t.counts[P.CT_NODES] = 1  # the root
+                  np.full(cap, -1, np.int64), np.full(cap, -1, np.int64), np.zeros(P.N_CT, np.int64))
+    t.counts[P.CT_NODES] = 1  # the root, owner of block 0
+    t.block[0] = 0
+    t.counts[P.CT_BLOCKS] = 1
     return t
 
 
@@ -75,7 +92,7 @@ def _grow(tree: P.PltTree, cap: int) -> P.PltTree:
     M = tree.child.shape[1]
     new = _empty_tree(cap, M, tree.leaf_of.shape[0] - 1)
     n = int(tree.counts[P.CT_NODES])
-    for name in ("child", "nchild", "parent", "label", "nleaves"):
+    for name in ("child", "nchild", "parent", "label", "nleaves", "block", "reg"):
         getattr(new, name)[:n] = getattr(tree, name)[:n]
     new.leaf_of[:] = tree.leaf_of
     new.counts[:] = tree.counts
@@ -142,13 +159,18 @@ class ProbabilisticLabelTree(Reduction):
     """PLT reduction (see the module docstring)."""
 
     name = "plt"
-    slot_mode = MODE_CPT
+    slot_mode = MODE_BLOCK
     default_loss = "squared"
     fixed_models = False
 
     def __init__(self, rcfg, learner):
         super().__init__(rcfg, learner)
         self.M = int(rcfg.arity)
+        self.W = block_width(self.M)
+        if self.W > 1 << learner.bits:
+            raise ConfigError(f"plt: --arity {self.M} needs at least {self.W.bit_length() - 1} hash bits (-b)")
+        learner.arrays.hp[HP_W] = self.W
+        learner.ensure_models(self.W)
         self.tree = _empty_tree(16, self.M, self.k)
         self.params = np.zeros(P.N_PAR, dtype=np.float64)
         self.params[P.PAR_ARITY] = self.M
@@ -166,7 +188,7 @@ class ProbabilisticLabelTree(Reduction):
 
     @staticmethod
     def n_models_for(rcfg) -> int:
-        return 16  # initial capacity; grows with the tree
+        return block_width(int(rcfg.arity))  # the root's block; grows with the tree
 
     @property
     def n_nodes(self) -> int:
@@ -187,13 +209,16 @@ class ProbabilisticLabelTree(Reduction):
                      n, self._make_room)
         return preds
 
+    @property
+    def n_blocks(self) -> int:
+        return int(self.tree.counts[P.CT_BLOCKS])
+
     def _make_room(self) -> None:
         """Double the nodes and regressors an insertion lacks."""
         need = self.n_nodes + P.ROOM
         if need > self.tree.parent.shape[0]:
             self.tree = _grow(self.tree, 2 * need)
-        if need > self.learner.n_models:
-            self.learner.ensure_models(2 * need)
+        self.learner.ensure_models(self.W * (self.n_blocks + 2))
 
     def _hold(self, batch, train) -> np.ndarray:
         """Buffer a chunk for the tree; predictions by label frequency. The arrays are copied: a
@@ -271,9 +296,10 @@ class ProbabilisticLabelTree(Reduction):
         parent, label = kmeans_tree(seen, X, self.M, int(self.config.seed))
         self._set_structure(parent, label)
 
-    def _set_structure(self, parent: np.ndarray, label: np.ndarray, child: np.ndarray | None = None) -> None:
-        """Fill the tree from parent/label arrays and the children lists (default: each node's
-        children in id order)."""
+    def _set_structure(self, parent: np.ndarray, label: np.ndarray, child: np.ndarray | None = None,
+                       block: np.ndarray | None = None) -> None:
+        """Fill the tree from parent/label arrays, the children lists (default: each node's
+        children in id order) and the blocks (default: the internal nodes' in id order)."""
         n = parent.shape[0]
         cap = 16
         while cap < n + P.ROOM:
@@ -289,6 +315,15 @@ class ProbabilisticLabelTree(Reduction):
         else:
             tree.child[:n] = child
             tree.nchild[:n] = (child >= 0).sum(axis=1)
+        if block is None:
+            block = np.full(n, -1, dtype=np.int64)
+            internal = np.flatnonzero(label == 0)
+            block[internal] = np.arange(internal.size)
+        tree.block[:n] = block
+        nb = int(block.max()) + 1
+        for a in range(n):
+            kids = tree.child[a, :tree.nchild[a]]
+            tree.reg[kids] = block[a] * self.W + np.arange(kids.size)
         leaves = np.flatnonzero(label > 0)
         tree.leaf_of[label[leaves]] = leaves
         for v in leaves:  # (a push-down gives a node a larger id than its children)
@@ -298,9 +333,9 @@ class ProbabilisticLabelTree(Reduction):
                 a = parent[a]
         tree.counts[P.CT_NODES] = n
         tree.counts[P.CT_LABELS] = leaves.size
+        tree.counts[P.CT_BLOCKS] = nb
         self.tree = tree
-        if n > self.learner.n_models:
-            self.learner.ensure_models(n)
+        self.learner.ensure_models(self.W * nb)
 
     def end_pass(self) -> None:
         self.flush()
@@ -322,29 +357,38 @@ class ProbabilisticLabelTree(Reduction):
         n = self.n_nodes
         t = self.tree
         return {"child": t.child[:n].copy(), "nchild": t.nchild[:n].copy(), "parent": t.parent[:n].copy(),
-                "label": t.label[:n].copy()}
+                "label": t.label[:n].copy(), "block": t.block[:n].copy()}
 
     def meta(self) -> dict:
-        return {"n_nodes": self.n_nodes, "n_labels": self.n_labels, "k": self.k}
+        return {"n_nodes": self.n_nodes, "n_labels": self.n_labels, "k": self.k, "plt_format": PLT_FORMAT}
 
     def load_state(self, arrays: dict, meta: dict) -> None:
+        layout = int(meta.get("plt_format", 1))
+        if layout != PLT_FORMAT:
+            raise ValueError(f"PLT model of layout {layout} (made before the block layout); this version "
+                             f"reads layout {PLT_FORMAT}: train it again")
         if int(meta.get("k", -1)) != self.k:
             raise ValueError("PLT k disagrees with the header")
-        for name in ("child", "nchild", "parent", "label"):
+        for name in ("child", "nchild", "parent", "label", "block"):
             if name not in arrays:
                 raise ValueError(f"missing PLT array {name!r}")
         child, nchild = np.asarray(arrays["child"]), np.asarray(arrays["nchild"])
         parent, label = np.asarray(arrays["parent"]), np.asarray(arrays["label"])
+        block = np.asarray(arrays["block"])
         n = parent.shape[0]
-        for a in (nchild, parent, label, child):
+        for a in (nchild, parent, label, child, block):
             if a.dtype != np.int64 or a.shape[0] != n:
                 raise ValueError("PLT arrays have the wrong shape or type")
         if child.shape != (n, self.M) or n < 1:
             raise ValueError("PLT child array does not match the arity")
         _validate(child, nchild, parent, label, self.k)
-        if n > self.learner.n_models:
+        internal = label == 0
+        if np.any(block[~internal] != -1) or np.any(block[internal] < 0) or \
+                np.unique(block[internal]).size != int(internal.sum()):
+            raise ValueError("PLT blocks invalid")
+        if self.W * (int(block.max()) + 1) > self.learner.n_models:
             raise ValueError("PLT uses more regressors than the model stores")
-        self._set_structure(parent, label, child)
+        self._set_structure(parent, label, child, block)
         self.built = True
         self.buffer = []
 
@@ -366,7 +410,7 @@ class ProbabilisticLabelTree(Reduction):
         leaf = t.label[:n] > 0
         return {
             "reduction": self.name, "k": self.config.k, "labels": self.n_labels, "nodes": n,
-            "regressors": n, "arity": self.M, "beam": int(self.params[P.PAR_BEAM]),
+            "regressors": n - 1, "blocks": self.n_blocks, "arity": self.M, "beam": int(self.params[P.PAR_BEAM]),
             "depth": int(d.max()) if n else 0,
             "balanced_depth": math.ceil(math.log(self.n_labels, self.M)) if self.n_labels > 1 else 0,
             "mean_leaf_depth": round(float(d[leaf].mean()), 4) if leaf.any() else 0.0,

@@ -46,7 +46,7 @@ class RefLinear:
         self.S = {}
         self.T = {}
         self.clock = 0.0
-        if self.mode not in ("stride", "cpt"):
+        if self.mode not in ("stride", "cpt", "block"):
             raise ValueError(mode)
         self.lo, self.hi = (-50.0, 50.0) if loss == "logistic" else (-1.0, 1.0)
 
@@ -54,6 +54,11 @@ class RefLinear:
     def slot(self, h, m):
         if self.mode == "stride":
             return (h * self.W + m) % (self.mask + 1)
+        if self.mode == "block":  # regressor m = child m % W of the node owning block m // W
+            x = (m // self.W + 1) * 0x9E3779B1
+            K = ((x >> 8) & 0xFFFFF) | 1
+            C = (x * 0x85EBCA77) & 0xFFFFFF
+            return ((h * K + C) * self.W + m % self.W) % (self.mask + 1)
         return (h + m * 0x9E3779B1) % (self.mask + 1)
 
     def _G(self, s):

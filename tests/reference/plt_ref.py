@@ -2,8 +2,11 @@
 
 Written from the module docstring with dicts and lists, independently of ``kernels/plt_kernels.py``:
 the tree is ``children: dict node -> list``, ``parent: dict``, ``label: dict``; beam search keeps
-sorted Python lists; the base learner is ``RefLinear`` in CPT slot mode. Structures from a
-buffer come from ``reductions.plt.kmeans_tree`` (numpy, not a kernel) on centroids computed here.
+sorted Python lists; the base learner is ``RefLinear`` in block slot mode: an internal node owns
+a block (in creation order; a k-means tree's in id order; a push-down hands the full node's block
+to the node that takes its children) and child number j of node a is regressor
+``block[a] * W + j``, W the arity rounded up to a power of two. Structures from a buffer come
+from ``reductions.plt.kmeans_tree`` (numpy, not a kernel) on centroids computed here.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ TIE = 1e-6
 
 class RefPLT:
     def __init__(self, bits=18, loss="squared", eta=None, arity=4, beam=3, gamma=0.5, negatives=True):
-        self.lin = RefLinear(bits=bits, n_models=1, loss=loss, eta=eta, mode="cpt")
+        self.W = 1
+        while self.W < arity:
+            self.W *= 2
+        self.lin = RefLinear(bits=bits, n_models=self.W, loss=loss, eta=eta, mode="block")
         self.M = arity
         self.B = beam
         self.gamma = gamma
@@ -26,6 +32,7 @@ class RefPLT:
         self.children = {0: []}
         self.parent = {0: -1}
         self.label = {0: 0}
+        self.block = {0: 0}
         self.leaf_of = {}
 
     # structure ---------------------------------------------------------------------------------
@@ -36,15 +43,23 @@ class RefPLT:
         for v in range(1, len(parent)):
             self.children[int(parent[v])].append(v)
         self.leaf_of = {int(label[v]): v for v in range(len(parent)) if label[v] > 0}
+        internal = [v for v in range(len(parent)) if label[v] == 0]
+        self.block = {v: b for b, v in enumerate(internal)}
 
     def _new(self, par, lab):
         v = len(self.parent)
         self.children[v] = []
         self.parent[v] = par
         self.label[v] = lab
+        if lab == 0:
+            self.block[v] = len(self.block)
         if par >= 0:
             self.children[par].append(v)
         return v
+
+    def reg(self, v):
+        a = self.parent[v]
+        return self.block[a] * self.W + self.children[a].index(v)
 
     def is_leaf(self, v):
         return self.label[v] > 0
@@ -56,7 +71,7 @@ class RefPLT:
 
     # node probabilities ----------------------------------------------------------------------
     def logp(self, idx, val, v):
-        f = self.lin.clip(self.lin.score(idx, val, v))
+        f = self.lin.clip(self.lin.score(idx, val, self.reg(v)))
         if self.lin.loss == "logistic":
             return -math.log1p(math.exp(-f)) if f >= 0 else f - math.log1p(math.exp(f))
         return math.log(max((f + 1.0) / 2.0, 1e-12))
@@ -72,7 +87,7 @@ class RefPLT:
             nxt = []
             for lp_a, a in frontier:
                 for c in self.children[a]:
-                    f = self.lin.score(idx, val, c)
+                    f = self.lin.score(idx, val, self.reg(c))
                     lp = self.logp(idx, val, c)
                     if not self.children[c]:
                         out.append((c, lp_a + lp, lp + self.gamma * lp_a + TIE * f))
@@ -106,6 +121,7 @@ class RefPLT:
             leaf = self._new(self._new(self.parent[a], 0), y)
         else:
             A = self._new(-1, 0)
+            self.block[A], self.block[a] = self.block[a], self.block[A]
             self.children[A] = self.children[a]
             for c in self.children[A]:
                 self.parent[c] = A
@@ -126,11 +142,13 @@ class RefPLT:
         lin = self.lin
         for a, on in zip(path[:-1], path[1:]):
             for c in self.children[a]:
-                lin.learn(idx, val, c, 1.0 if c == on else -1.0, iw, lin.clip(lin.score(idx, val, c)))
+                r = self.reg(c)
+                lin.learn(idx, val, r, 1.0 if c == on else -1.0, iw, lin.clip(lin.score(idx, val, r)))
         if self.negatives:
             for c, _, _ in cands:
                 if self.parent[c] != self.parent[leaf]:
-                    lin.learn(idx, val, c, -1.0, iw, lin.clip(lin.score(idx, val, c)))
+                    r = self.reg(c)
+                    lin.learn(idx, val, r, -1.0, iw, lin.clip(lin.score(idx, val, r)))
         lin.end_example(iw)
 
     def process(self, examples, train=True):
