@@ -157,8 +157,9 @@ def common_run_options(f):
 @click.option("--beam", type=int, default=10, show_default=True, help="plt: beam width of the prediction search.")
 @click.option("--tree-buffer", "tree_buffer", type=int, default=100_000, show_default=True,
               help="plt: examples buffered to build the label tree by k-means (0 = grow it online).")
-@click.option("--path-weight", "path_weight", type=float, default=0.25, show_default=True,
-              help="plt: weight of the parent path's log probability in a candidate's score (1 = pure PLT).")
+@click.option("--path-weight", "path_weight", type=float, default=-1.0, show_default=True,
+              help="plt: weight of the parent path's log probability in a candidate's score (1 = pure PLT; "
+                   "-1 = chosen by progressive validation among 0, 0.25, 0.5, 0.75, 1).")
 @click.option("--no-leaf-negatives", "no_leaf_negatives", is_flag=True,
               help="plt: train leaves against their siblings only, not against every beam candidate.")
 @click.option("--dim", type=int, default=100, show_default=True, help="mtree: width of the learned embeddings.")

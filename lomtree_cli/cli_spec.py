@@ -52,7 +52,7 @@ SPECS = {
             ('arity', ('--arity',), ('int',), 32, False),
             ('beam', ('--beam',), ('int',), 10, False),
             ('tree_buffer', ('--tree-buffer',), ('int',), 100000, False),
-            ('path_weight', ('--path-weight',), ('float',), 0.25, False),
+            ('path_weight', ('--path-weight',), ('float',), -1.0, False),
             ('no_leaf_negatives', ('--no-leaf-negatives',), ('flag',), False, False),
             ('dim', ('--dim',), ('int',), 100, False),
             ('depth', ('--depth',), ('int',), 0, False),

@@ -134,7 +134,8 @@ class ReductionConfig(Record, frozen=True):
     arity : PLT: most children of a node (M)
     beam : PLT: beam width of the prediction search (B)
     tree_buffer : PLT: examples buffered to build the label tree (0 = grow it online)
-    path_weight : PLT: gamma, weight of the parent path in a candidate's ranking score
+    path_weight : PLT: gamma, weight of the parent path in a candidate's ranking score (-1: chosen
+        by progressive validation)
     leaf_negatives : PLT: train every beam candidate leaf toward -1 (one-against-some)
     dim : mtree: width D of the learned embeddings
     depth : mtree: tree depth L (0 = the least L with arity**L >= k)
@@ -155,7 +156,7 @@ class ReductionConfig(Record, frozen=True):
     arity: int = 32
     beam: int = 10
     tree_buffer: int = 100_000
-    path_weight: float = 0.25
+    path_weight: float = -1.0
     leaf_negatives: bool = True
     dim: int = 100
     depth: int = 0
@@ -190,8 +191,8 @@ class ReductionConfig(Record, frozen=True):
             raise ConfigError(f"--arity must be in 2..1024, got {self.arity}")
         if not 1 <= int(self.beam) <= 4096:
             raise ConfigError(f"--beam must be in 1..4096, got {self.beam}")
-        if not (math.isfinite(self.path_weight) and 0.0 <= self.path_weight <= 1.0):
-            raise ConfigError(f"--path-weight must be in [0, 1], got {self.path_weight}")
+        if not (self.path_weight == -1.0 or (math.isfinite(self.path_weight) and 0.0 <= self.path_weight <= 1.0)):
+            raise ConfigError(f"--path-weight must be in [0, 1] or -1 (chosen), got {self.path_weight}")
         if not 0 <= int(self.tree_buffer) <= 1 << 30:
             raise ConfigError(f"--tree-buffer must be in 0..2^30, got {self.tree_buffer}")
         if not 1 <= int(self.dim) <= 4096:

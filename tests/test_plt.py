@@ -59,7 +59,8 @@ def ref_tree(ref):
 
 
 # -- kernels against the reference --------------------------------------------------------------
-@pytest.mark.parametrize("arity,beam,gamma,negatives", [(2, 1, 1.0, False), (3, 2, 0.5, True), (4, 3, 0.0, True)])
+@pytest.mark.parametrize("arity,beam,gamma,negatives", [(2, 1, 1.0, False), (3, 2, 0.5, True), (4, 3, 0.0, True),
+                                                        (5, 3, None, True)])
 def test_online_tree_matches_reference(arity, beam, gamma, negatives):
     """No buffer: every label is inserted online (push-down splits included at arity 2-3);
     progressive predictions and the final tree equal the reference's, chunk by chunk or whole."""
@@ -67,9 +68,12 @@ def test_online_tree_matches_reference(arity, beam, gamma, negatives):
     ref = RefPLT(bits=12, arity=arity, beam=beam, gamma=gamma, negatives=negatives)
     want = ref.process(ex)
     for chunk in (None, 7):
-        red = make_plt(11, arity=arity, beam=beam, tree_buffer=0, path_weight=gamma, leaf_negatives=negatives)
+        red = make_plt(11, arity=arity, beam=beam, tree_buffer=0, path_weight=-1.0 if gamma is None else gamma,
+                       leaf_negatives=negatives)
         assert run(red, ex, chunk) == want
         assert tree_of(red) == ref_tree(ref)
+        assert red.gstats.tolist() == ref.gstats  # (all zero unless the path weight is chosen)
+        assert red.meta()["path_weight"] == ref.gamma
     assert red.n_labels == 11
 
 

@@ -25,8 +25,15 @@ internal nodes (every rule below keeps it so).
 ``params`` : float64, shape (N_PAR,) -- ``PAR_ARITY`` M, ``PAR_BEAM`` B, ``PAR_LOGISTIC`` (1 =
 sigmoid link, else ``(clip(f)+1)/2``), ``PAR_NEED_PRED`` (0: the caller discards the
 predictions), ``PAR_GAMMA`` (weight of the parent path in a candidate's ranking score, see
-``beam_search``), ``PAR_NEGATIVES`` (1: a trained example also trains every candidate leaf of its
-beam toward -1, one-against-some).
+``best_candidate``), ``PAR_NEGATIVES`` (1: a trained example also trains every candidate leaf of
+its beam toward -1, one-against-some), ``PAR_AUTO`` (1: gamma is chosen by progressive
+validation among ``GAMMAS``).
+
+``gstats`` : float64, shape (len(GAMMAS),) -- with ``PAR_AUTO``, the importance weight of the
+trained examples each gamma of ``GAMMAS`` ranked right before their update (progressive
+validation of the ranking alone: the beam, and so training, does not depend on gamma). After each
+trained example ``PAR_GAMMA`` becomes the gamma with the largest count (ties: the earlier one in
+``GAMMAS``, whose first entry is the default 0.25).
 
 A kernel that would need more room (nodes or regressors) for an insertion stops *before* the
 example that needs it and returns its index; the caller grows the arrays and calls again from
@@ -55,7 +62,11 @@ PAR_LOGISTIC = 2
 PAR_NEED_PRED = 3
 PAR_GAMMA = 4
 PAR_NEGATIVES = 5
-N_PAR = 6
+PAR_AUTO = 6
+N_PAR = 7
+
+#: the path weights PAR_AUTO chooses from, the default first (it wins ties, e.g. before any count)
+GAMMAS = np.array([0.25, 0.0, 0.5, 0.75, 1.0])
 
 #: weight of a leaf's raw score in its ranking score: it only orders leaves whose clipped
 #: probabilities tie (e.g. several at 1 with squared loss)
@@ -93,18 +104,19 @@ def node_logp(lin, logistic, f):
 
 
 @kernel()
-def beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, fb):
+def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb):
     """Candidate labels of example ``s:e`` by beam search over the internal nodes.
 
     The frontier starts at the root and keeps the ``B`` internal nodes of highest log path
     probability ``sum log P(node | parent)`` (ties: smaller id); every leaf child of a frontier
-    node becomes a candidate with its log path probability ``cl`` and its ranking score
-    ``cs = log P(leaf | parent) + gamma * log P(parent path)`` (gamma = 1: the PLT's path
-    probability; 0: the leaf's own regressor alone, which is trained against every candidate).
-    Out: ``cn[:nc]`` (leaf nodes), ``cl``, ``cs``; returns nc (0 for an empty tree), candidates
-    in discovery order. ``bn, bl, nn, nl``: frontier work arrays, size >= B * M; ``cn, cl, cs``
-    size >= B * M * depth; ``fb`` (M,) the scores of one node's children. Cost: at most ``B * M``
-    scores per level, ``B`` passes over the example's features (one per expanded node).
+    node becomes a candidate with its log path probability ``cl``, its own score
+    ``cs = log P(leaf | parent) + TIE * f`` (the raw score f breaks ties of clipped
+    probabilities) and its parent's log path probability ``cb`` (ranked by ``best_candidate``).
+    Out: ``cn[:nc]`` (leaf nodes), ``cl``, ``cs``, ``cb``; returns nc (0 for an empty tree),
+    candidates in discovery order. ``bn, bl, nn, nl``: frontier work arrays, size >= B * M;
+    ``cn, cl, cs, cb`` size >= B * M * depth; ``fb`` (M,) the scores of one node's children.
+    Cost: at most ``B * M`` scores per level, ``B`` passes over the example's features (one per
+    expanded node).
     """
     nc = 0
     if tree.nchild[0] == 0:
@@ -127,8 +139,8 @@ def beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn
                     if nc < cap:
                         cn[nc] = c
                         cl[nc] = bl[b] + lp
-                        # the raw score breaks the ties of clipped probabilities
-                        cs[nc] = lp + gamma * bl[b] + TIE * f
+                        cs[nc] = lp + TIE * f
+                        cb[nc] = bl[b]
                         nc += 1
                 else:
                     nn[nx] = c
@@ -152,12 +164,18 @@ def beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn
 
 
 @kernel()
-def best_candidate(tree, cn, cs, nc):
-    """Index into the candidates of the highest ranking score (ties: the smaller label); -1 if none."""
+def best_candidate(tree, cn, cs, cb, gamma, nc):
+    """Index into the candidates of the highest ranking score ``cs + gamma * cb``, i.e.
+    ``log P(leaf | parent) + gamma * log P(parent path)`` (gamma = 1: the PLT's path probability;
+    0: the leaf's own regressor alone, which is trained against every candidate); ties: the
+    smaller label; -1 if none."""
     best = -1
+    bs = 0.0
     for t in range(nc):
-        if best < 0 or cs[t] > cs[best] or (cs[t] == cs[best] and tree.label[cn[t]] < tree.label[cn[best]]):
+        sc = cs[t] + gamma * cb[t]
+        if best < 0 or sc > bs or (sc == bs and tree.label[cn[t]] < tree.label[cn[best]]):
             best = t
+            bs = sc
     return best
 
 
@@ -293,21 +311,24 @@ def tree_depth(tree):
 @jit(nogil=True)
 def _beam_work(B, M, depth):
     """``beam_search``'s work arrays: frontier (node, log p) x2 of size B * M, candidates (node,
-    log p, score) of size B * M * depth, a node's child scores (M)."""
+    log p, own score, parent log p) of size B * M * depth, a node's child scores (M)."""
     return (np.empty(B * M, dtype=np.int64), np.empty(B * M, dtype=np.float64),
             np.empty(B * M, dtype=np.int64), np.empty(B * M, dtype=np.float64),
             np.empty(B * M * depth, dtype=np.int64), np.empty(B * M * depth, dtype=np.float64),
-            np.empty(B * M * depth, dtype=np.float64), np.empty(M, dtype=np.float64))
+            np.empty(B * M * depth, dtype=np.float64), np.empty(B * M * depth, dtype=np.float64),
+            np.empty(M, dtype=np.float64))
 
 
 @jit(nogil=True)
-def plt_process(lin, tree, params, indptr, indices, values, labels, weights, train, start, preds):
+def plt_process(lin, tree, params, gstats, indptr, indices, values, labels, weights, train, start, preds):
     """Progressive predict-then-learn over examples ``start:`` of a chunk.
 
     Per example: beam search (``beam_search``) and the best candidate's label as the prediction
-    (0: empty tree); then, if it trains: insert its label if new (``insert_label``), train the
-    path (``train_path``) and, with ``PAR_NEGATIVES``, every other candidate leaf of the beam
-    toward -1 (those not already trained as siblings of the label's leaf).
+    (0: empty tree); then, if it trains: with ``PAR_AUTO`` count which gammas ranked its label
+    first (``gstats``) and move ``PAR_GAMMA`` to the best; insert its label if new
+    (``insert_label``), train the path (``train_path``) and, with ``PAR_NEGATIVES``, every other
+    candidate leaf of the beam toward -1 (those not already trained as siblings of the label's
+    leaf).
 
     preds : int64, shape (n,) out: the prediction before each update
     Returns n, or the index of the first example whose label insertion needs more room.
@@ -319,20 +340,31 @@ def plt_process(lin, tree, params, indptr, indices, values, labels, weights, tra
     need = params[PAR_NEED_PRED] != 0.0
     gamma = params[PAR_GAMMA]
     negatives = params[PAR_NEGATIVES] != 0.0
+    auto = params[PAR_AUTO] != 0.0
     depth = tree_depth(tree)
-    bn, bl, nn, nl, cn, cl, cs, fb = _beam_work(B, M, depth)
+    bn, bl, nn, nl, cn, cl, cs, cb, fb = _beam_work(B, M, depth)
     W = np.int64(lin.hp[K.HP_W])
     path = np.empty(tree.parent.shape[0] + 1, dtype=np.int64)
     for i in range(start, n):
         s = indptr[i]
         e = indptr[i + 1]
         nc = 0
-        if need or not train[i] or negatives:
-            nc = beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, fb)
-            t = best_candidate(tree, cn, cs, nc)
+        if need or not train[i] or negatives or auto:
+            nc = beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb)
+            t = best_candidate(tree, cn, cs, cb, gamma, nc)
             preds[i] = tree.label[cn[t]] if t >= 0 else 0
         if train[i]:
             y = labels[i]
+            if auto and nc > 0:
+                g_best = 0
+                for g in range(GAMMAS.shape[0]):
+                    t = best_candidate(tree, cn, cs, cb, GAMMAS[g], nc)
+                    if tree.label[cn[t]] == y:
+                        gstats[g] += weights[i]
+                    if gstats[g] > gstats[g_best]:
+                        g_best = g
+                gamma = GAMMAS[g_best]
+                params[PAR_GAMMA] = gamma
             leaf = tree.leaf_of[y]
             d = 0
             if leaf < 0:
@@ -358,6 +390,7 @@ def plt_process(lin, tree, params, indptr, indices, values, labels, weights, tra
                 cn = np.empty(B * M * depth, dtype=np.int64)
                 cl = np.empty(B * M * depth, dtype=np.float64)
                 cs = np.empty(B * M * depth, dtype=np.float64)
+                cb = np.empty(B * M * depth, dtype=np.float64)
     return n
 
 
@@ -374,15 +407,15 @@ def plt_top(lin, tree, params, indptr, indices, values, labels, n_top, labs, pro
     logistic = params[PAR_LOGISTIC] != 0.0
     gamma = params[PAR_GAMMA]
     depth = tree_depth(tree)
-    bn, bl, nn, nl, cn, cl, cs, fb = _beam_work(B, M, depth)
+    bn, bl, nn, nl, cn, cl, cs, cb, fb = _beam_work(B, M, depth)
     for i in range(n):
         s = indptr[i]
         e = indptr[i + 1]
-        nc = beam_search(lin, tree, logistic, gamma, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, fb)
+        nc = beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb)
         for t in range(n_top):
             labs[i, t] = 0
             probs[i, t] = 0.0
-            b = best_candidate(tree, cn, cs, nc)
+            b = best_candidate(tree, cn, cs, cb, gamma, nc)
             if b < 0:
                 continue
             labs[i, t] = tree.label[cn[b]]
@@ -390,6 +423,7 @@ def plt_top(lin, tree, params, indptr, indices, values, labels, n_top, labs, pro
             cn[b] = cn[nc - 1]
             cl[b] = cl[nc - 1]
             cs[b] = cs[nc - 1]
+            cb[b] = cb[nc - 1]
             nc -= 1
         y = labels[i]
         p_true[i] = 0.0

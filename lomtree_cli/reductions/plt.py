@@ -30,8 +30,13 @@ Choices (measured in one pass at ``-b 24``; figures and what lost in ``docs/ACCU
   labels it is actually confused with (the Recall tree's idea: Daume III, Karampatziakis,
   Langford, Mineiro, *Logarithmic Time One-Against-Some*, ICML 2017).
 * **Ranking: ``log P(leaf | parent) + gamma * log P(parent path)``**, gamma = ``--path-weight``
-  (default 0.25; 1 is the PLT's path probability). ``--probabilities`` and ``--top-k`` report the
-  path probability ``P(y|x)`` of the ranked candidates.
+  (1 is the PLT's path probability). By default (``--path-weight -1``) gamma is chosen by
+  progressive validation: the beam, and so training, does not depend on gamma, so every trained
+  example scores each gamma of ``plt_kernels.GAMMAS`` (0.25, 0, 0.5, 0.75, 1) on the ranking it
+  gets right before its update, and the best so far ranks the next predictions (and is saved).
+  The best fixed gamma differs by task (synth 0, next word 1, KJV book 0.5; ``docs/ACCURACY.md``).
+  ``--probabilities`` and ``--top-k`` report the path probability ``P(y|x)`` of the ranked
+  candidates.
 * **Arity M** (``--arity``, default 32) and **beam width B** (``--beam``, default 10): prediction
   scores at most ``B * M`` regressors per level, training ``M`` per level plus at most ``B * M``
   candidate leaves, so an example costs ``O(B * M * log_M k)``: at k = 100,000 (depth 4) at
@@ -177,7 +182,10 @@ class ProbabilisticLabelTree(Reduction):
         self.params[P.PAR_BEAM] = int(rcfg.beam)
         self.params[P.PAR_LOGISTIC] = 1.0 if learner.config.loss == "logistic" else 0.0
         self.params[P.PAR_NEED_PRED] = 1.0
-        self.params[P.PAR_GAMMA] = float(rcfg.path_weight)
+        auto = float(rcfg.path_weight) < 0.0
+        self.params[P.PAR_AUTO] = 1.0 if auto else 0.0
+        self.params[P.PAR_GAMMA] = P.GAMMAS[0] if auto else float(rcfg.path_weight)
+        self.gstats = np.zeros(P.GAMMAS.shape[0], dtype=np.float64)
         self.params[P.PAR_NEGATIVES] = 1.0 if rcfg.leaf_negatives else 0.0
         self.buffer_limit = int(rcfg.tree_buffer)
         self.built = self.buffer_limit == 0
@@ -203,7 +211,7 @@ class ProbabilisticLabelTree(Reduction):
         n = len(batch)
         preds = np.zeros(n, dtype=np.int64)
         train = np.ascontiguousarray(train, dtype=np.bool_)
-        run_resuming(lambda i: P.plt_process(self.learner.arrays, self.tree, self.params, batch.indptr,
+        run_resuming(lambda i: P.plt_process(self.learner.arrays, self.tree, self.params, self.gstats, batch.indptr,
                                              batch.indices, batch.values, batch.labels, batch.weights, train,
                                              i, preds),
                      n, self._make_room)
@@ -357,10 +365,11 @@ class ProbabilisticLabelTree(Reduction):
         n = self.n_nodes
         t = self.tree
         return {"child": t.child[:n].copy(), "nchild": t.nchild[:n].copy(), "parent": t.parent[:n].copy(),
-                "label": t.label[:n].copy(), "block": t.block[:n].copy()}
+                "label": t.label[:n].copy(), "block": t.block[:n].copy(), "gamma_stats": self.gstats.copy()}
 
     def meta(self) -> dict:
-        return {"n_nodes": self.n_nodes, "n_labels": self.n_labels, "k": self.k, "plt_format": PLT_FORMAT}
+        return {"n_nodes": self.n_nodes, "n_labels": self.n_labels, "k": self.k, "plt_format": PLT_FORMAT,
+                "path_weight": float(self.params[P.PAR_GAMMA])}
 
     def load_state(self, arrays: dict, meta: dict) -> None:
         layout = int(meta.get("plt_format", 1))
@@ -369,7 +378,7 @@ class ProbabilisticLabelTree(Reduction):
                              f"reads layout {PLT_FORMAT}: train it again")
         if int(meta.get("k", -1)) != self.k:
             raise ValueError("PLT k disagrees with the header")
-        for name in ("child", "nchild", "parent", "label", "block"):
+        for name in ("child", "nchild", "parent", "label", "block", "gamma_stats"):
             if name not in arrays:
                 raise ValueError(f"missing PLT array {name!r}")
         child, nchild = np.asarray(arrays["child"]), np.asarray(arrays["nchild"])
@@ -388,7 +397,14 @@ class ProbabilisticLabelTree(Reduction):
             raise ValueError("PLT blocks invalid")
         if self.W * (int(block.max()) + 1) > self.learner.n_models:
             raise ValueError("PLT uses more regressors than the model stores")
+        gstats = np.asarray(arrays["gamma_stats"])
+        if gstats.dtype != np.float64 or gstats.shape != P.GAMMAS.shape or not np.all(np.isfinite(gstats)) \
+                or np.any(gstats < 0):
+            raise ValueError("PLT gamma_stats invalid")
         self._set_structure(parent, label, child, block)
+        self.gstats = gstats.copy()
+        if self.params[P.PAR_AUTO]:
+            self.params[P.PAR_GAMMA] = P.GAMMAS[int(np.argmax(self.gstats))]
         self.built = True
         self.buffer = []
 
@@ -411,6 +427,8 @@ class ProbabilisticLabelTree(Reduction):
         return {
             "reduction": self.name, "k": self.config.k, "labels": self.n_labels, "nodes": n,
             "regressors": n - 1, "blocks": self.n_blocks, "arity": self.M, "beam": int(self.params[P.PAR_BEAM]),
+            "path_weight": float(self.params[P.PAR_GAMMA]),
+            "path_weight_chosen": bool(self.params[P.PAR_AUTO]),
             "depth": int(d.max()) if n else 0,
             "balanced_depth": math.ceil(math.log(self.n_labels, self.M)) if self.n_labels > 1 else 0,
             "mean_leaf_depth": round(float(d[leaf].mean()), 4) if leaf.any() else 0.0,

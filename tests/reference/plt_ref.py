@@ -20,6 +20,8 @@ TIE = 1e-6
 
 
 class RefPLT:
+    GAMMAS = (0.25, 0.0, 0.5, 0.75, 1.0)  # gamma=None: chosen by progressive validation, first wins ties
+
     def __init__(self, bits=18, loss="squared", eta=None, arity=4, beam=3, gamma=0.5, negatives=True):
         self.W = 1
         while self.W < arity:
@@ -27,7 +29,9 @@ class RefPLT:
         self.lin = RefLinear(bits=bits, n_models=self.W, loss=loss, eta=eta, mode="block")
         self.M = arity
         self.B = beam
-        self.gamma = gamma
+        self.auto = gamma is None
+        self.gamma = self.GAMMAS[0] if gamma is None else gamma
+        self.gstats = [0.0] * len(self.GAMMAS)
         self.negatives = negatives
         self.children = {0: []}
         self.parent = {0: -1}
@@ -90,15 +94,17 @@ class RefPLT:
                     f = self.lin.score(idx, val, self.reg(c))
                     lp = self.logp(idx, val, c)
                     if not self.children[c]:
-                        out.append((c, lp_a + lp, lp + self.gamma * lp_a + TIE * f))
+                        out.append((c, lp_a + lp, lp + TIE * f, lp_a))
                     else:
                         nxt.append((lp_a + lp, c))
             nxt.sort(key=lambda t: (-t[0], t[1]))
             frontier = nxt[:B]
         return out
 
-    def ranked(self, idx, val, beam=None):
-        c = self.candidates(idx, val, beam)
+    def ranked(self, idx, val, beam=None, gamma=None):
+        """(leaf, log path probability, ranking score) by score ``own + gamma * parent``."""
+        g = self.gamma if gamma is None else gamma
+        c = [(n, lp, own + g * par) for n, lp, own, par in self.candidates(idx, val, beam)]
         return sorted(c, key=lambda t: (-t[2], self.label[t[0]]))
 
     def predict(self, idx, val):
@@ -145,7 +151,7 @@ class RefPLT:
                 r = self.reg(c)
                 lin.learn(idx, val, r, 1.0 if c == on else -1.0, iw, lin.clip(lin.score(idx, val, r)))
         if self.negatives:
-            for c, _, _ in cands:
+            for c, *_ in cands:
                 if self.parent[c] != self.parent[leaf]:
                     r = self.reg(c)
                     lin.learn(idx, val, r, -1.0, iw, lin.clip(lin.score(idx, val, r)))
@@ -156,9 +162,15 @@ class RefPLT:
         preds = []
         for y, iw, idx, val in examples:
             cands = self.candidates(idx, val)
-            r = sorted(cands, key=lambda t: (-t[2], self.label[t[0]]))
+            rank = lambda g: sorted(cands, key=lambda t: (-(t[2] + g * t[3]), self.label[t[0]]))  # noqa: E731
+            r = rank(self.gamma)
             preds.append(self.label[r[0][0]] if r else 0)
             if train and y > 0 and iw > 0:
+                if self.auto and cands:
+                    for g, gamma in enumerate(self.GAMMAS):
+                        if self.label[rank(gamma)[0][0]] == y:
+                            self.gstats[g] += iw
+                    self.gamma = self.GAMMAS[max(range(len(self.GAMMAS)), key=lambda g: (self.gstats[g], -g))]
                 self.learn(idx, val, y, iw, cands)
         return preds
 
