@@ -155,7 +155,7 @@ def common_run_options(f):
               help="cpt baseline: insert new labels on a random side.")
 @click.option("--arity", type=int, default=32, show_default=True, help="plt: most children of a node.")
 @click.option("--beam", type=int, default=10, show_default=True, help="plt: beam width of the prediction search.")
-@click.option("--tree-buffer", "tree_buffer", type=int, default=100_000, show_default=True,
+@click.option("--tree-buffer", "tree_buffer", type=int, default=1_000_000, show_default=True,
               help="plt: examples buffered to build the label tree by k-means (0 = grow it online).")
 @click.option("--path-weight", "path_weight", type=float, default=-1.0, show_default=True,
               help="plt: weight of the parent path's log probability in a candidate's score (1 = pure PLT; "

@@ -51,7 +51,7 @@ SPECS = {
             ('cpt_random_insert', ('--cpt-random-insert', '--cpt_random_insert'), ('flag',), False, False),
             ('arity', ('--arity',), ('int',), 32, False),
             ('beam', ('--beam',), ('int',), 10, False),
-            ('tree_buffer', ('--tree-buffer',), ('int',), 100000, False),
+            ('tree_buffer', ('--tree-buffer',), ('int',), 1000000, False),
             ('path_weight', ('--path-weight',), ('float',), -1.0, False),
             ('no_leaf_negatives', ('--no-leaf-negatives',), ('flag',), False, False),
             ('dim', ('--dim',), ('int',), 100, False),

@@ -10,8 +10,8 @@ siblings logistic nodes, napkinXC's ``HSM``/``PLT``).
 Choices (measured in one pass at ``-b 24``; figures and what lost in ``docs/ACCURACY.md``):
 
 * **Label tree: balanced hierarchical k-means on label centroids from a prefix of the stream.**
-  The first ``--tree-buffer`` examples (default 100,000, and at most ``BUFFER_FEATURES`` feature
-  entries) are held in memory; their labels' centroids (mean of the L2-normalised examples,
+  The first ``--tree-buffer`` examples (default 1,000,000, and at most ``BUFFER_FEATURES``
+  feature entries, about 400 MB) are held in memory; their labels' centroids (mean of the L2-normalised examples,
   count-sketched to at most 1,024 dimensions, centred, L2-normalised) are split recursively into
   at most M balanced groups by spherical k-means with a greedy capacity-constrained assignment,
   so the tree has the minimal depth ``ceil(log_M n_labels)``. Then the buffered examples are
