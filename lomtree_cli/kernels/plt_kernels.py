@@ -146,20 +146,25 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
                     nn[nx] = c
                     nl[nx] = bl[b] + lp
                     nx += 1
-        nb = B if B < nx else nx
-        for t in range(nb):
-            best = t
-            for u in range(t + 1, nx):
-                if nl[u] > nl[best] or (nl[u] == nl[best] and nn[u] < nn[best]):
-                    best = u
-            x = nn[best]
-            nn[best] = nn[t]
-            nn[t] = x
-            y = nl[best]
-            nl[best] = nl[t]
-            nl[t] = y
-            bn[t] = nn[t]
-            bl[t] = nl[t]
+        # the next frontier: the B best of the nx children, best first, by insertion into a
+        # sorted list (O(nx) compares with its worst entry, few insertions)
+        nb = 0
+        for u in range(nx):
+            x = nn[u]
+            y = nl[u]
+            if nb == B:
+                t = nb - 1
+                if not (y > bl[t] or (y == bl[t] and x < bn[t])):
+                    continue
+            else:
+                t = nb
+                nb += 1
+            while t > 0 and (y > bl[t - 1] or (y == bl[t - 1] and x < bn[t - 1])):
+                bn[t] = bn[t - 1]
+                bl[t] = bl[t - 1]
+                t -= 1
+            bn[t] = x
+            bl[t] = y
     return nc
 
 
