@@ -167,6 +167,17 @@ def score_block(lin, idx, val, start, end, m0, n, out):
             out[j] += np.float64(tab[np.uint64(base + j), 0]) * v
 
 
+
+@kernel(inline="always")
+def prefetch_block(lin, idx, start, end, m0):
+    """Prefetch the first row of each feature's slots in block ``m0 / W`` (block mode): issued for
+    a whole beam level before it is scored, so that its cache misses overlap."""
+    tab = lin.table
+    mult, off, mask = slot_params(lin, m0)
+    for t in range(start, end):
+        prefetch_row(tab, np.uint64((np.int64(idx[t]) * mult + off) & mask))
+
+
 @kernel(inline="always")
 def prefetch_slots(lin, idx, start, end, m):
     """Prefetch the table rows of regressor ``m`` for ``idx[start:end]`` (``kernels.prefetch_row``:

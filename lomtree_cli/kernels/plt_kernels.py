@@ -165,6 +165,8 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
                 t -= 1
             bn[t] = x
             bl[t] = y
+        for t in range(nb):
+            K.prefetch_block(lin, indices, s, e, tree.block[bn[t]] * W)
     return nc
 
 
