@@ -1,9 +1,8 @@
 """The ``lomtree`` command line (spelling: ../shared/docs/CLI.md).
 
-Thin: ``train`` and ``predict`` hand their parameters to ``commands.run_train`` / ``run_predict``
-(which ``launch.main`` also calls directly when ``argv.parse`` could read the command line without
-click); ``inspect`` and ``serve`` call ``model_io.inspect_model`` / ``server.serve``.
-numba and numpy are imported inside command bodies, so ``lomtree --help`` is instant. Every
+Thin: ``train`` and ``predict`` hand their parameters to ``commands.run_train`` / ``run_predict``;
+``inspect`` calls ``model_io.inspect_model``. numba and numpy are imported inside command bodies,
+so ``lomtree --help`` is instant. The group runs every command through ``runtime.guarded``: each
 ``LomtreeError`` becomes one line on stderr and its exit code (1 bad data, 2 bad usage or bad
 model file); a closed stdout ends ``predict`` quietly; SIGINT/SIGTERM stop at an example boundary
 with a complete model and exit 130/143.
@@ -13,20 +12,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import sys
 
 import click
 
 from . import __version__, commands
 from .errors import ConfigError
+from .runtime import guarded, process_start_time
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-def _run(fn):
-    """Run a command body: one-line errors, quiet closed pipes, signal exit codes."""
-    return commands.guarded(fn)
 
 
 def _given(ctx: click.Context) -> set:
@@ -66,17 +59,14 @@ class _Command(click.Command):
 
 
 class _Group(click.Group):
-    """A SIGINT before a command body runs (while numpy/numba import) exits 130 quietly, not with
-    click's "Aborted!" and exit code 1. Its commands refuse repeated options (``_Command``)."""
+    """Commands run inside ``runtime.guarded`` (one-line errors and exit statuses; a SIGINT
+    while numpy loads exits 130 quietly, not with click's "Aborted!" and exit code 1). Its
+    commands refuse repeated options (``_Command``)."""
 
     command_class = _Command
 
     def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+        return guarded(lambda: super(_Group, self).invoke(ctx))
 
 
 @click.group(cls=_Group, context_settings=CONTEXT)
@@ -189,11 +179,9 @@ def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fm
       lomtree train -r oaa -k 26 --passes 10 letter.vw -c -f m.lt --report run.json
       zcat big.vw.gz | lomtree train -r filter -k 5001 -b 24 -f m.lt
     """
-    from .driver import process_start_time
-
     start = process_start_time()
     params = dict(ctx.params, progress_interval=_progress_interval(progress_interval))
-    commands.run_train(params, _given(ctx), start, warn=lambda m: click.echo(m, err=True))
+    commands.run_train(params, _given(ctx), start)
 
 
 @main.command(context_settings=CONTEXT)
@@ -208,10 +196,18 @@ def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fm
               help="Threads that parse chunks and predict parts of each batch at once (0 = one per "
                    "CPU, at most 4; prediction in parallel for OAA, LOMtree, Filter tree, Rtree). "
                    "Predictions do not depend on it.")
+@click.option("--daemon", is_flag=True,
+              help="Serve predictions over a socket: example lines in, one answer line out per line.")
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=None,
+              help="--daemon: TCP port [26542; 0 = any free port, printed on stderr].")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="--daemon: address to listen on (loopback unless you say otherwise).")
+@click.option("--socket", "socket_path", type=str, default=None,
+              help="--daemon: listen on this Unix socket (mode 0600) instead of TCP.")
 @common_run_options
 @click.pass_context
-def predict(ctx, inputs, model, predictions, probabilities, top_k, flush, skip_invalid, quiet, progress_bar,
-            progress_interval, report, chunk_bytes, threads, max_line_bytes):
+def predict(ctx, inputs, model, predictions, probabilities, top_k, flush, threads, daemon, port, host, socket_path,
+            skip_invalid, quiet, progress_bar, progress_interval, report, chunk_bytes, max_line_bytes):
     """Predict INPUT lines ('-' or none = stdin) with MODEL; nothing in the model changes.
 
     \b
@@ -219,11 +215,11 @@ def predict(ctx, inputs, model, predictions, probabilities, top_k, flush, skip_i
       lomtree predict -i m.lt test.vw -p preds.txt
       cat test.vw | lomtree predict -i m.lt -p - | head -3
       lomtree predict -i cpt.lt test.vw --top-k 5
+      lomtree predict -i m.lt --daemon --port 26542 &   # then: nc 127.0.0.1 26542 < test.vw
     """
-    from .driver import process_start_time
-
     start = process_start_time()
-    commands.run_predict(dict(ctx.params, progress_interval=_progress_interval(progress_interval)), start)
+    commands.run_predict(dict(ctx.params, progress_interval=_progress_interval(progress_interval)), _given(ctx),
+                         start)
 
 
 @main.command(context_settings=CONTEXT)
@@ -234,55 +230,22 @@ def predict(ctx, inputs, model, predictions, probabilities, top_k, flush, skip_i
 def inspect(model, as_json, gini_c):
     """Describe MODEL: reduction, k, bits, sizes; for trees depth, nodes, leaves, swaps, purity/balance,
     and the Shannon, Gini and modified Gini entropies of the leaves (whole tree and per level)."""
+    from .model_io import inspect_model
 
-    def body():
-        from .model_io import inspect_model
-
-        if not (math.isfinite(gini_c) and gini_c >= 1.0):
-            raise ConfigError(f"--gini-c must be >= 1, got {gini_c}")
-        info = inspect_model(model, gini_c)
-        if as_json:
-            click.echo(json.dumps(info, indent=2, sort_keys=False, default=_jsonable))
+    if not (math.isfinite(gini_c) and gini_c >= 1.0):
+        raise ConfigError(f"--gini-c must be >= 1, got {gini_c}")
+    info = inspect_model(model, gini_c)
+    if as_json:
+        click.echo(json.dumps(info, indent=2, sort_keys=False, default=_jsonable))
+        return
+    for key, value in info.items():
+        if isinstance(value, (list, dict)):
+            click.echo(f"{key}:")
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for k2, v2 in items:
+                click.echo(f"  {k2}: {json.dumps(v2, default=_jsonable)}")
         else:
-            for key, value in info.items():
-                if isinstance(value, (list, dict)):
-                    click.echo(f"{key}:")
-                    items = value.items() if isinstance(value, dict) else enumerate(value)
-                    for k2, v2 in items:
-                        click.echo(f"  {k2}: {json.dumps(v2, default=_jsonable)}")
-                else:
-                    click.echo(f"{key}: {value}")
-
-    _run(body)
-
-
-@main.command(context_settings=CONTEXT)
-@click.option("--socket", "socket_path", type=click.Path(dir_okay=False),
-              help="Unix socket to listen on [$LOMTREE_SERVER, else /tmp/lomtree-<uid>/server.sock].")
-@click.option("--idle-timeout", type=float, default=0.0, show_default=True,
-              help="Exit after this many seconds without a command (0: never).")
-def serve(socket_path, idle_timeout):
-    """Keep a warm lomtree process (numba kernels loaded) that runs commands for clients.
-
-    \b
-    With LOMTREE_SERVER set to its socket, every lomtree command is handed to the server and
-    starts in a few milliseconds instead of about half a second; output, errors and exit codes
-    are the same. Without a reachable server, commands run in their own process as usual.
-      lomtree serve --socket /tmp/lt.sock --idle-timeout 3600 &
-      export LOMTREE_SERVER=/tmp/lt.sock
-      lomtree predict -i m.lt small.vw -p -
-    """
-
-    def body():
-        from .launch import SERVER_ENV
-        from .server import default_socket_path, serve as run_server
-
-        path = socket_path or os.environ.get(SERVER_ENV) or default_socket_path()
-        if idle_timeout < 0:
-            raise ConfigError("--idle-timeout must be >= 0")
-        return run_server(path, idle_timeout, announce=lambda m: click.echo(m, err=True))
-
-    sys.exit(_run(body) or 0)
+            click.echo(f"{key}: {value}")
 
 
 def _jsonable(o):

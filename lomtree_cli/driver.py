@@ -29,24 +29,10 @@ import numpy as np
 
 from .batch import ExampleBatch
 from .config import InputConfig, LearnerConfig, ReductionConfig
-from .errors import ConfigError, InputError
+from .errors import ConfigError, InputError, Interrupted
 from .kernels.linear import HP_ETA
 from .metrics import Progress
 from .records import Record, factory, replace
-
-
-#: set by a ``lomtree serve`` child to its client's start time (see ``server.py``)
-START_TIME_OVERRIDE: float | None = None
-
-
-def process_start_time() -> float:
-    """Wall-clock time at which this command started: this process's start, or, in a server's
-    child, the client process's (falls back to now off Linux)."""
-    if START_TIME_OVERRIDE is not None:
-        return START_TIME_OVERRIDE
-    from .launch import process_start_time as own_start
-
-    return own_start()
 
 
 class RunOptions(Record):
@@ -73,16 +59,7 @@ class RunOptions(Record):
     handle_signals: bool = False
     threads: int = 1  # predict: threads that parse chunks and share each batch (train: 1)
     max_line_bytes: int | None = None  # predict: --max-line-bytes (None: the default)
-
-
-class Interrupted(Exception):
-    """Raised after a clean stop on SIGINT/SIGTERM; ``exit_code`` is 130 or 143."""
-
-    def __init__(self, signum: int, summary: dict):
-        self.signum = signum
-        self.summary = summary
-        self.exit_code = 128 + signum
-        super().__init__(f"interrupted by signal {signum}")
+    on_started: object = None  # called before the first example (the CLI: ``runtime.end_startup``)
 
 
 class _StopFlag:
@@ -132,14 +109,19 @@ class PredictionWriter:
                 raise ConfigError(f"cannot write predictions to {path}: {e.strerror}") from None
             self.own = True
 
-    def write(self, preds: np.ndarray, tags, extra: list | None = None):
-        if self.f is None or preds.shape[0] == 0:
-            return
+    def lines(self, preds: np.ndarray, tags, extra: list | None = None) -> list[str]:
+        """The answer lines of a batch: ``label`` (``extra`` appended) and `` tag`` if any."""
         lines = self.label_strings(preds)
         if extra is not None:
             lines = [a + b for a, b in zip(lines, extra)]
         if tags is not None:
             lines = [ln if t is None else f"{ln} {t}" for ln, t in zip(lines, tags)]
+        return lines
+
+    def write(self, preds: np.ndarray, tags, extra: list | None = None):
+        if self.f is None or preds.shape[0] == 0:
+            return
+        lines = self.lines(preds, tags, extra)
         try:
             self.f.write("\n".join(lines) + "\n")
             if self.flush:
@@ -396,9 +378,8 @@ class Runner:
 
     # -- the loop ----------------------------------------------------------------------------
     def run_pass(self, batches, pass_index: int, holdout: bool, writer: PredictionWriter, stop: _StopFlag):
-        from .launch import end_startup
-
-        end_startup()
+        if self.opts.on_started is not None:
+            self.opts.on_started()
         period = self.opts.holdout_period
         counter = 0
         for batch in batches:
@@ -440,7 +421,7 @@ class Runner:
                 self.warned_nan = True
             extra = None
             if writer.f is not None and (self.opts.probabilities or self.opts.top_k):
-                extra = self._probability_fields(batch)
+                extra = probability_fields(self.reduction, batch, self.opts.top_k, self.opts.probabilities)
                 writer.write(extra[0], batch.tags, extra[1])
             else:
                 writer.write(preds, batch.tags)
@@ -452,20 +433,23 @@ class Runner:
                 return True  # predictions were the only output and nobody reads them
         return True
 
-    def _probability_fields(self, batch):
-        ntop = max(1, self.opts.top_k)
-        labs, probs, p_true = self.reduction.predict_top(batch, ntop)
-        extra = []
-        has_label = batch.labels > 0
-        for i in range(len(batch)):
-            parts = [f":{probs[i, 0]:.6f}"]
-            for j in range(1, ntop if self.opts.top_k else 1):
-                if j < labs.shape[1] and labs[i, j] > 0:
-                    parts.append(f" {labs[i, j]}:{probs[i, j]:.6f}")
-            if self.opts.probabilities and has_label[i]:
-                parts.append(f" p({batch.labels[i]})={p_true[i]:.6f}")
-            extra.append("".join(parts))
-        return labs[:, 0], extra
+
+def probability_fields(reduction, batch, top_k: int, probabilities: bool):
+    """``--top-k``/``--probabilities`` output of a batch: (best labels, per example the text that
+    follows the label: ``:p``, the next labels ``label:p``, ``p(true label)=p``)."""
+    ntop = max(1, top_k)
+    labs, probs, p_true = reduction.predict_top(batch, ntop)
+    extra = []
+    has_label = batch.labels > 0
+    for i in range(len(batch)):
+        parts = [f":{probs[i, 0]:.6f}"]
+        for j in range(1, ntop if top_k else 1):
+            if j < labs.shape[1] and labs[i, j] > 0:
+                parts.append(f" {labs[i, j]}:{probs[i, j]:.6f}")
+        if probabilities and has_label[i]:
+            parts.append(f" p({batch.labels[i]})={p_true[i]:.6f}")
+        extra.append("".join(parts))
+    return labs[:, 0], extra
 
 
 def _open_cache(opts: RunOptions, input_cfg: InputConfig, paths, final_model: str | None = None):
@@ -616,43 +600,6 @@ def resolve_threads(n: int) -> int:
 #: 384 -> 363 ms). Bounded memory: about 1-3 MB of arrays per batch of 1 MB of input.
 PREDICT_AHEAD = 16
 
-#: the parser a ``predict`` started before its command line was parsed (``start_predict_early``):
-#: [(key, input options from the model's header, batches)], taken by ``predict``
-_EARLY: list = []
-
-
-def _early_key(model_path: str, paths, skip_invalid: bool, opts: RunOptions) -> tuple:
-    from .config import MAX_LINE_BYTES
-
-    return (model_path, tuple(paths), bool(skip_invalid), opts.chunk_bytes, opts.flush, opts.threads,
-            MAX_LINE_BYTES if opts.max_line_bytes is None else int(opts.max_line_bytes))
-
-
-def start_predict_early(model_path: str, paths: list, skip_invalid: bool, chunk_bytes: int, threads: int,
-                        max_line_bytes: int | None = None) -> bool:
-    """Start parsing a ``predict``'s input files before the command line is fully parsed.
-
-    The entry point (``launch.main``) calls this for a ``predict`` on regular files whose
-    command line ``argv.parse`` read; the parser then runs on the second core while the rest of
-    the command and the model load (it would otherwise start only when the model has loaded).
-    ``predict`` adopts these batches only if the model path, the inputs and every option that
-    shapes the batches are what it was given; otherwise they are dropped (files can be read
-    again; stdin is never read early). True if a parser was started."""
-    from . import model_io
-
-    if os.environ.get("LOMTREE_THREADS", "1") == "0":
-        return False
-    peek = model_io.peek_input_config(model_path)
-    if peek is None:
-        return False
-    opts = RunOptions(inputs=list(paths), chunk_bytes=chunk_bytes, threads=resolve_threads(threads),
-                      max_line_bytes=max_line_bytes)
-    batches = _predict_parser(list(paths), peek, skip_invalid, opts)
-    discard_early()
-    _EARLY.append((_early_key(model_path, paths, skip_invalid, opts), peek, batches))
-    return True
-
-
 def _predict_parser(paths: list, input_cfg: InputConfig, skip_invalid: bool, opts: RunOptions, should_stop=None):
     """``predict``'s batches of ``paths``, parsed in a thread that starts now and may run
     ``PREDICT_AHEAD`` batches ahead."""
@@ -668,22 +615,6 @@ def _predict_input(input_cfg: InputConfig, skip_invalid: bool, opts: RunOptions)
     return replace(input_cfg, skip_invalid=bool(skip_invalid), low_labels_unlabeled=True, **extra)
 
 
-def discard_early() -> None:
-    """Stop and drop an early parser nobody took."""
-    while _EARLY:
-        _EARLY.pop()[2].close()
-
-
-def _take_early(key: tuple):
-    """(peeked input options, batches) of the early parser if it was started for ``key``, else
-    None (an early parser for anything else is stopped)."""
-    if _EARLY and _EARLY[0][0] == key:
-        _, peek, batches = _EARLY.pop()
-        return peek, batches
-    discard_early()
-    return None
-
-
 def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> dict:
     """Test only: predict every example of ``opts.inputs`` with the model; nothing changes."""
     from . import model_io
@@ -696,14 +627,9 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
     # kernels and file reads): the input options come from the model's header, read first.
     # ``batches`` is closed on every way out (a no-op once the pass has consumed it).
     batches = runner = writer = None
-    early = _take_early(_early_key(model_path, paths, skip_invalid, opts))
-    if early is not None:
-        peek, batches = early
-        batches.should_stop = lambda: stop.signum != 0
-    else:
-        peek = model_io.peek_input_config(model_path)
-        if peek is not None:
-            batches = _predict_parser(paths, peek, skip_invalid, opts, should_stop=lambda: stop.signum != 0)
+    peek = model_io.peek_input_config(model_path)
+    if peek is not None:
+        batches = _predict_parser(paths, peek, skip_invalid, opts, should_stop=lambda: stop.signum != 0)
     try:
         loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
         if batches is not None and loaded.input_config != peek:

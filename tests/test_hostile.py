@@ -2,7 +2,7 @@
 
 Every test is fast: memory bounds are checked with a small ``--max-line-bytes`` (a few KB) and a
 reader that counts what it is asked to hold, never with gigabytes; CLI runs are short
-subprocesses (``lomtree_cli.launch``, both the hand parser and click's route where they differ).
+subprocesses (``lomtree_cli.launch``).
 docs/ROBUSTNESS.md lists the guarantees these tests hold the code to.
 """
 
@@ -34,12 +34,11 @@ from tests.robustness_helpers import ALL_REDUCTIONS, available
 LOMTREE = [sys.executable, "-m", "lomtree_cli.launch"]
 HYP = settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow,
                                                                       HealthCheck.function_scoped_fixture])
-ROUTES = [{}, {"LOMTREE_CLICK": "1"}]  # the hand parser (argv.parse) and click
+ROUTES = [{}]  # one route since the hand parser (argv.py) went: click
 
 
 def run(args, stdin=None, env_extra=None, shell_redirect="", cwd=None, timeout=120):
     env = dict(os.environ, **(env_extra or {}))
-    env.pop("LOMTREE_SERVER", None)
     if shell_redirect:
         import shlex
 
@@ -314,10 +313,10 @@ def test_collisions_exit_2_and_leave_files_alone(data, env, tmp_path):
 
 
 def test_socket_path_never_deletes_a_file(data):
-    from lomtree_cli.server import _listen
+    from lomtree_cli.daemon import _listen_unix
 
     with pytest.raises(ConfigError, match="not a socket"):
-        _listen(str(data / "m.lt"))
+        _listen_unix(str(data / "m.lt"))
     assert (data / "m.lt").is_file()
 
 
