@@ -17,6 +17,7 @@ import click
 
 from . import __version__, commands
 from .errors import ConfigError
+from .reductions.registry import REGISTRY, default, reduction_options as registry_options
 from .runtime import guarded, process_start_time
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -87,6 +88,40 @@ def main():
     """
 
 
+def _defaults_text(key: str, base, names=REGISTRY) -> str:
+    """``[base; r1, r2: other]``: the default of ``key`` for the reductions ``names``, naming those
+    whose entry sets another."""
+    values = {r: default(r, key, base) for r in names}
+    if len(set(values.values())) == 1:
+        return f"[{next(iter(values.values()))}]"
+    other: dict = {}
+    for r, v in values.items():
+        if v != base:
+            other.setdefault(v, []).append(r)
+    return "[" + "; ".join([f"{base}"] + [f"{', '.join(rs)}: {v}" for v, rs in other.items()]) + "]"
+
+
+def reduction_options(f):
+    """The reductions' own options, from their registry entries: help names the reductions that
+    take each one and its defaults. Not given, an option is None (``commands`` fills in the
+    reduction's default)."""
+    from dataclasses import fields
+
+    from .config import ReductionConfig
+
+    base = {x.name: x.default for x in fields(ReductionConfig)}
+    for name, (o, users) in reversed(list(registry_options().items())):
+        text = f"{', '.join(users)}: {o.help}".rstrip(": ")
+        if o.type is bool:
+            f = click.option(*o.flags, name, is_flag=True, flag_value=o.flag_value, default=None, help=text)(f)
+            continue
+        if base[name] is not None:
+            text += " " + _defaults_text(name, base[name], users)
+        kind = click.Choice(o.type) if isinstance(o.type, tuple) else o.type
+        f = click.option(*o.flags, name, type=kind, default=None, help=text)(f)
+    return f
+
+
 def common_run_options(f):
     f = click.option("--report", type=click.Path(dir_okay=False), help="Write the run summary as JSON.")(f)
     f = click.option("-P", "--progress-interval", "progress_interval", default="2.0", show_default=True,
@@ -105,16 +140,17 @@ def common_run_options(f):
 
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, type=str)
-@click.option("-r", "--reduction", type=click.Choice(["oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt", "mtree"]),
-              default="lomtree", show_default=True, help="The reduction.")
-@click.option("-k", "--classes", "k", type=int, help="Number of classes (labels 1..K); optional for cpt.")
+@click.option("-r", "--reduction", type=click.Choice(list(REGISTRY)), default="lomtree", show_default=True,
+              help="The reduction.")
+@click.option("-k", "--classes", "k", type=int,
+              help=f"Number of classes (labels 1..K); optional for {', '.join(r for r in REGISTRY if not REGISTRY[r].needs_k)}.")
 @click.option("-f", "--final-model", "final_model", type=click.Path(dir_okay=False), help="Write the model here.")
 @click.option("-i", "--initial-model", "initial_model", type=str, help="Start from this model.")
 @click.option("-p", "--predictions", type=str, help="Progressive predictions, one per line ('-' = stdout).")
 @click.option("--format", "fmt", type=click.Choice(["vw", "libsvm"]), default="vw", show_default=True)
 @click.option("-b", "--bits", type=int, default=18, show_default=True, help="Hash bits.")
 @click.option("-l", "--learning-rate", "learning_rate", type=float, help="Learning rate [0.5; --sgd: 10].")
-@click.option("--power-t", "--power_t", "power_t", type=float, default=None, help="[0.5; lomtree, cpt: 0.75]")
+@click.option("--power-t", "--power_t", "power_t", type=float, default=None, help=_defaults_text("power_t", 0.5))
 @click.option("--initial-t", "--initial_t", "initial_t", type=float, help="[0; --sgd: 1]")
 @click.option("--loss-function", "--loss_function", "loss",
               type=click.Choice(["squared", "logistic", "hinge", "quantile"]),
@@ -130,33 +166,7 @@ def common_run_options(f):
 @click.option("--holdout-period", "--holdout_period", "holdout_period", type=int, default=10, show_default=True)
 @click.option("--holdout-off", "--holdout_off", "holdout_off", is_flag=True)
 @click.option("--early-terminate", "--early_terminate", "early_terminate", type=int, default=3, show_default=True)
-@click.option("--max-internal-nodes", "--lom_max_internal", "max_internal_nodes", type=int,
-              help="lomtree: maximum internal nodes T [k-1].")
-@click.option("--swap-resistance", "--swap_resistance", "swap_resistance", type=int, default=4, show_default=True)
-@click.option("--leaf-labels", "leaf_labels", type=int, default=None,
-              help="lomtree: candidate labels kept per leaf, rescored one-against-some (0 = the leaf's "
-                   "majority label) [32].")
-@click.option("--candidates-up", "candidates_up", type=int, default=None,
-              help="lomtree: take the candidate labels from the node this many levels above the leaf [2].")
-@click.option("--cpt-alpha", "--cpt_alpha", "cpt_alpha", type=float, default=0.5, show_default=True)
-@click.option("--cpt-predict", "--cpt_predict", "cpt_predict", type=click.Choice(["exact", "greedy"]),
-              default="exact", show_default=True)
-@click.option("--cpt-random-insert", "--cpt_random_insert", "cpt_random_insert", is_flag=True,
-              help="cpt baseline: insert new labels on a random side.")
-@click.option("--arity", type=int, default=32, show_default=True, help="plt: most children of a node.")
-@click.option("--beam", type=int, default=10, show_default=True, help="plt: beam width of the prediction search.")
-@click.option("--tree-buffer", "tree_buffer", type=int, default=100_000, show_default=True,
-              help="plt: examples buffered to build the label tree by k-means (0 = grow it online).")
-@click.option("--path-weight", "path_weight", type=float, default=0.25, show_default=True,
-              help="plt: weight of the parent path's log probability in a candidate's score (1 = pure PLT).")
-@click.option("--no-leaf-negatives", "no_leaf_negatives", is_flag=True,
-              help="plt: train leaves against their siblings only, not against every beam candidate.")
-@click.option("--dim", type=int, default=100, show_default=True, help="mtree: width of the learned embeddings.")
-@click.option("--depth", type=int, default=0, show_default=True,
-              help="mtree: tree depth (0 = the least with arity^depth >= k).")
-@click.option("--reassign-after", "reassign_after", type=int, default=1000, show_default=True,
-              help="mtree: trained examples before the first label re-assignment, then at each doubling "
-                   "(0 = keep the initial random tree).")
+@reduction_options
 @click.option("--seed", "--random_seed", "seed", type=int, default=0, show_default=True)
 @click.option("--hash-seed", "--hash_seed", "hash_seed", type=int, default=0, show_default=True)
 @click.option("--noconstant", is_flag=True, help="No constant (bias) feature.")
@@ -164,13 +174,7 @@ def common_run_options(f):
               help="Added to every label (1 for 0-based data, VW's --indexing 0).")
 @common_run_options
 @click.pass_context
-def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fmt, bits, learning_rate, power_t,
-          initial_t, loss, quantile_tau, sgd, decay_learning_rate, passes, cache, holdout_period, holdout_off,
-          early_terminate, max_internal_nodes, swap_resistance, leaf_labels, candidates_up, cpt_alpha, cpt_predict,
-          cpt_random_insert, arity, beam, tree_buffer, path_weight, no_leaf_negatives, dim, depth,
-          reassign_after, seed,
-          hash_seed, noconstant, label_offset, skip_invalid, quiet, progress_bar, progress_interval, report,
-          chunk_bytes, max_line_bytes):
+def train(ctx, **params):
     """Train on INPUT files ('-' or none = stdin) with progressive validation.
 
     \b
@@ -180,7 +184,7 @@ def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fm
       zcat big.vw.gz | lomtree train -r filter -k 5001 -b 24 -f m.lt
     """
     start = process_start_time()
-    params = dict(ctx.params, progress_interval=_progress_interval(progress_interval))
+    params = dict(params, progress_interval=_progress_interval(params["progress_interval"]))
     commands.run_train(params, _given(ctx), start)
 
 

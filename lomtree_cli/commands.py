@@ -12,10 +12,9 @@ from .errors import ConfigError
 from .runtime import end_startup
 
 #: train options a model fixes or records: when given on the command line next to ``-i MODEL``
-#: they are checked against the model (``driver.train``'s ``explicit``)
+#: they are checked against the model (``driver.train``'s ``explicit``), as is every reduction option
 EXPLICIT_TRAIN = ("bits", "hash_seed", "noconstant", "label_offset", "loss", "sgd", "quantile_tau", "power_t",
-                  "max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up",
-                  "cpt_alpha", "learning_rate", "decay_learning_rate")
+                  "learning_rate", "decay_learning_rate")
 
 
 PROGRESS_INTERVAL_RULE = "must be an integer >= 1 (additive) or a float > 1 (multiplicative)"
@@ -87,11 +86,7 @@ def _option_name(name: str) -> str:
 def run_train(p: dict, given: set, start: float) -> None:
     """``lomtree train`` with its parameters ``p`` (as for ``run_predict``); ``given``:
     the names set on the command line (not defaults)."""
-    from .driver import RunOptions
-
-    from .driver import train
-    from .reductions import get_reduction_class
-
+    from .driver import RunOptions, train
     from .paths import check_outputs
 
     if p["passes"] < 1:
@@ -102,46 +97,52 @@ def run_train(p: dict, given: set, start: float) -> None:
     check_outputs([("-f", p["final_model"]), ("-p", p["predictions"]), ("--report", p["report"]),
                    ("-c", cache_path)],
                   [("input", x) for x in p["inputs"]] + [("-i", p["initial_model"])])
-    explicit = {n: p[n] for n in EXPLICIT_TRAIN if n in given}
-    if p["initial_model"] is not None:
-        if "reduction" in given:
-            explicit["reduction"] = p["reduction"]
-        if p["k"] is not None:
-            explicit["k"] = p["k"]
-        if "fmt" in given:
-            explicit["format"] = p["fmt"]
     icfg = InputConfig(format=p["fmt"], bits=p["bits"], hash_seed=p["hash_seed"], noconstant=p["noconstant"],
                        label_offset=p["label_offset"], skip_invalid=p["skip_invalid"],
                        max_line_bytes=p["max_line_bytes"])
+    rcfg = lcfg = None
     if p["initial_model"] is None:
-        reduction = p["reduction"]
-        cls = get_reduction_class(reduction)
-        rcfg = ReductionConfig(name=reduction, k=p["k"], max_internal_nodes=p["max_internal_nodes"],
-                               swap_resistance=p["swap_resistance"], cpt_alpha=p["cpt_alpha"],
-                               leaf_labels=(getattr(cls, "default_leaf_labels", 0) if p["leaf_labels"] is None
-                                            else p["leaf_labels"]),
-                               candidates_up=(getattr(cls, "default_candidates_up", 0)
-                                              if p["candidates_up"] is None else p["candidates_up"]),
-                               cpt_predict=p["cpt_predict"], cpt_random_insert=p["cpt_random_insert"],
-                               arity=p["arity"], beam=p["beam"], tree_buffer=p["tree_buffer"], path_weight=p["path_weight"], leaf_negatives=not p["no_leaf_negatives"],
-                               dim=p["dim"], depth=p["depth"], reassign_after=p["reassign_after"],
-                               seed=p["seed"])
-        the_loss = p["loss"]
-        if the_loss is None:
-            the_loss = cls.default_loss
-        power_t = getattr(cls, "default_power_t", 0.5) if p["power_t"] is None else p["power_t"]
-        lcfg = LearnerConfig(learning_rate=p["learning_rate"], power_t=power_t, initial_t=p["initial_t"],
-                             loss=the_loss, quantile_tau=p["quantile_tau"], sgd=p["sgd"],
-                             decay_learning_rate=p["decay_learning_rate"])
-    else:
-        rcfg = None
-        lcfg = None
-    cache = p["cache"]
-    opts = RunOptions(inputs=list(p["inputs"]), predictions=p["predictions"], passes=p["passes"], cache=cache,
-                      use_cache=cache is not None, holdout_period=p["holdout_period"],
+        rcfg, lcfg = _new_model_configs(p)
+    opts = RunOptions(inputs=list(p["inputs"]), predictions=p["predictions"], passes=p["passes"], cache=p["cache"],
+                      use_cache=p["cache"] is not None, holdout_period=p["holdout_period"],
                       holdout_off=p["holdout_off"], early_terminate=p["early_terminate"], quiet=p["quiet"],
                       progress_interval=p["progress_interval"],
                       progress_bar=p["progress_bar"], report=p["report"], chunk_bytes=p["chunk_bytes"],
                       start_time=start, handle_signals=True, on_started=end_startup)
     train(icfg, lcfg, rcfg, opts, initial_model=p["initial_model"], final_model=p["final_model"],
-          explicit=explicit)
+          explicit=_explicit(p, given))
+
+
+def _new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
+    """The reduction and learner configs of a new model: the options given, else the reduction's
+    registry defaults, else the configs' own."""
+    from dataclasses import fields
+
+    from .reductions.registry import default, reduction_options
+
+    name = p["reduction"]
+    base = {f.name: f.default for f in fields(ReductionConfig)}
+    own = {f: (p[f] if p[f] is not None else default(name, f, base[f])) for f in reduction_options()}
+    rcfg = ReductionConfig(name=name, k=p["k"], seed=p["seed"], **own)
+    lcfg = LearnerConfig(learning_rate=p["learning_rate"], initial_t=p["initial_t"],
+                         power_t=p["power_t"] if p["power_t"] is not None else default(name, "power_t", 0.5),
+                         loss=p["loss"] if p["loss"] is not None else default(name, "loss", "squared"),
+                         quantile_tau=p["quantile_tau"], sgd=p["sgd"], decay_learning_rate=p["decay_learning_rate"])
+    return rcfg, lcfg
+
+
+def _explicit(p: dict, given: set) -> dict:
+    """The options given next to ``-i MODEL`` that the model fixes (checked against it) or that
+    change it (learning rate)."""
+    from .reductions.registry import reduction_options
+
+    if p["initial_model"] is None:
+        return {}
+    explicit = {n: p[n] for n in EXPLICIT_TRAIN + tuple(reduction_options()) if n in given}
+    if "reduction" in given:
+        explicit["reduction"] = p["reduction"]
+    if p["k"] is not None:
+        explicit["k"] = p["k"]
+    if "fmt" in given:
+        explicit["format"] = p["fmt"]
+    return explicit

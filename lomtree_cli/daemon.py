@@ -32,11 +32,11 @@ import signal
 import socket
 import stat
 import threading
+from dataclasses import replace
 
 import numpy as np
 
 from .errors import ConfigError
-from .records import replace
 from .runtime import say
 
 #: VW's default daemon port

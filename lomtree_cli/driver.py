@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -32,13 +33,13 @@ from .config import InputConfig, LearnerConfig, ReductionConfig
 from .errors import ConfigError, InputError, Interrupted
 from .kernels.linear import HP_ETA
 from .metrics import Progress
-from .records import Record, factory, replace
 
 
-class RunOptions(Record):
+@dataclass
+class RunOptions:
     """Driver options shared by train and predict."""
 
-    inputs: list = factory(list)
+    inputs: list = field(default_factory=list)
     predictions: str | None = None
     passes: int = 1
     cache: str | None = None
@@ -469,85 +470,145 @@ def _open_cache(opts: RunOptions, input_cfg: InputConfig, paths, final_model: st
 def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: ReductionConfig, opts: RunOptions,
           initial_model: str | None = None, final_model: str | None = None,
           explicit: dict | None = None) -> dict:
-    """Train (progressive validation) over ``opts.inputs``; returns the summary dict."""
+    """Train (progressive validation) over ``opts.inputs``; returns the summary dict.
+
+    A new model is made from the three configs; with ``initial_model`` that model is continued
+    (``learner_cfg`` and ``red_cfg`` unused; ``explicit``: the options given on the command line,
+    checked against the model or applied to it)."""
     from . import model_io
-    from .learner import LinearLearner
-    from .reductions import get_reduction_class
 
     start = opts.start_time or time.time()
     err = opts.err if opts.err is not None else sys.stderr
-    passes_before = 0
-    if initial_model is not None:
-        loaded = model_io.load_model(initial_model)
-        _check_model_conflicts(loaded, explicit or {}, input_cfg)
-        input_cfg = replace(loaded.input_config, skip_invalid=input_cfg.skip_invalid,
-                            max_line_bytes=input_cfg.max_line_bytes)
-        learner, reduction = loaded.learner, loaded.reduction
-        if explicit and explicit.get("learning_rate") is not None:
-            learner.arrays.hp[HP_ETA] = float(explicit["learning_rate"])
-        if explicit and explicit.get("decay_learning_rate") is not None:
-            learner.config = replace(learner.config, decay_learning_rate=float(explicit["decay_learning_rate"]))
-        passes_before = loaded.passes_done
+    _check_train_options(opts)
+    if initial_model is None:
+        passes_before = 0
+        learner, reduction = _new_model(input_cfg, learner_cfg, red_cfg)
     else:
-        cls = get_reduction_class(red_cfg.name)
-        learner = LinearLearner(learner_cfg, input_cfg.bits, cls.n_models_for(red_cfg), cls.slot_mode)
-        reduction = cls(red_cfg, learner)
-    if opts.passes < 1:
-        raise ConfigError("--passes must be >= 1")
+        input_cfg, learner, reduction, passes_before = _continued_model(initial_model, input_cfg, explicit or {})
     paths = list(opts.inputs) or ["-"]
-    holdout = opts.passes > 1 and not opts.holdout_off
-    if holdout and opts.holdout_period < 1:
-        raise ConfigError("--holdout-period must be >= 1")
-    if holdout and opts.early_terminate < 1:
-        raise ConfigError("--early-terminate must be >= 1")
+
+    def save(passes_done: int) -> bool:
+        if final_model is None:
+            return False
+        model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + passes_done)
+        return True
+
     runner = Runner(input_cfg, learner, reduction, opts, learn=True)
     runner.need_predictions = opts.predictions is not None or not (opts.quiet or opts.progress_bar)
     reduction.set_need_predictions(runner.need_predictions)
     if not opts.quiet:
         _preamble(err, input_cfg, learner, reduction, paths)
-    writer = PredictionWriter(opts.predictions, opts.flush)
+    holdout = _Holdout(opts.passes > 1 and not opts.holdout_off, opts.early_terminate)
     stop = _StopFlag()
+    passes_used = _run_passes(runner, paths, opts, stop, holdout, save, final_model)
+    # with holdout the file already holds the best pass (also after an interrupt: a half pass is not
+    # validated, so the best complete pass is kept); otherwise write the model as it is now
+    if not holdout.saved:
+        _save_whole(save, passes_used, opts, stop)
+    summary = _summary(runner, reduction, input_cfg, passes_used, start,
+                       holdout.best if holdout.active and math.isfinite(holdout.best) else None)
+    if holdout.active:
+        summary["best_pass"] = holdout.best_pass
+        summary["holdout_losses"] = holdout.losses
+    _finish(err, opts, runner, summary)
+    if stop.signum:
+        raise Interrupted(stop.signum, summary)
+    return summary
+
+
+def _check_train_options(opts: RunOptions) -> None:
+    if opts.passes < 1:
+        raise ConfigError("--passes must be >= 1")
+    if opts.passes > 1 and not opts.holdout_off:
+        if opts.holdout_period < 1:
+            raise ConfigError("--holdout-period must be >= 1")
+        if opts.early_terminate < 1:
+            raise ConfigError("--early-terminate must be >= 1")
+
+
+def _new_model(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: ReductionConfig):
+    """(learner, reduction) of a new model."""
+    from .learner import LinearLearner
+    from .reductions import get_reduction_class
+
+    cls = get_reduction_class(red_cfg.name)
+    learner = LinearLearner(learner_cfg, input_cfg.bits, cls.n_models_for(red_cfg), cls.slot_mode)
+    return learner, cls(red_cfg, learner)
+
+
+def _continued_model(path: str, input_cfg: InputConfig, explicit: dict):
+    """(input config, learner, reduction, passes done) of the model at ``path``, continued: the
+    options in ``explicit`` are checked against it (ConfigError), or applied (learning rate and its
+    decay); the run's own input options (``--skip-invalid``, ``--max-line-bytes``) are kept."""
+    from . import model_io
+
+    loaded = model_io.load_model(path)
+    _check_model_conflicts(loaded, explicit, input_cfg)
+    input_cfg = replace(loaded.input_config, skip_invalid=input_cfg.skip_invalid,
+                        max_line_bytes=input_cfg.max_line_bytes)
+    learner = loaded.learner
+    if explicit.get("learning_rate") is not None:
+        learner.arrays.hp[HP_ETA] = float(explicit["learning_rate"])
+    if explicit.get("decay_learning_rate") is not None:
+        learner.config = replace(learner.config, decay_learning_rate=float(explicit["decay_learning_rate"]))
+    return input_cfg, learner, loaded.reduction, loaded.passes_done
+
+
+class _Holdout:
+    """Holdout bookkeeping of a run (``active``: more than one pass, holdout not off): each pass's
+    holdout loss, the best pass (its model saved when it wins) and early termination."""
+
+    def __init__(self, active: bool, early_terminate: int):
+        self.active = active
+        self.early_terminate = early_terminate
+        self.best = math.inf
+        self.best_pass = 0
+        self.losses = []  # holdout loss of each completed pass (None: nothing held out)
+        self.no_win = 0
+        self.saved = False  # the model file holds the best pass
+
+    def end_pass(self, p: int, loss: float, save) -> bool:
+        """Record pass ``p``'s (0-based) holdout loss; ``save(passes)`` the model when it is the
+        best so far. True when the run should stop early."""
+        self.losses.append(loss if math.isfinite(loss) else None)
+        if loss < self.best:
+            self.best, self.best_pass, self.no_win = loss, p + 1, 0
+            self.saved = save(p + 1) or self.saved
+        elif not (math.isinf(loss) and math.isinf(self.best)):
+            self.no_win += 1
+        return self.no_win >= self.early_terminate
+
+
+def _run_passes(runner: Runner, paths, opts: RunOptions, stop: _StopFlag, holdout: _Holdout, save,
+                final_model: str | None) -> int:
+    """Up to ``opts.passes`` passes over the inputs (the example cache after the first); returns
+    the passes run (the last one possibly interrupted by a signal)."""
+    err = runner.err
+    writer = PredictionWriter(opts.predictions, opts.flush)
     if opts.handle_signals:
         stop.install()
-    cache = _open_cache(opts, input_cfg, paths, final_model)
-    best = math.inf
-    best_pass = 0
-    pass_losses = []  # holdout loss of each completed pass (None: nothing held out)
-    no_win = 0
-    passes_used = 0
-    snapshot_written = False
-    completed = True
+    cache = _open_cache(opts, runner.input_cfg, paths, final_model)
     if opts.progress_bar:
         from tqdm import tqdm
 
         runner.bar = tqdm(unit="ex", unit_scale=True, file=err, dynamic_ncols=True)
+    passes_used = 0
     try:
         runner.progress.start()
         for p in range(opts.passes):
-            if p > 0 and holdout:
-                runner.progress.holdout_reporting = True
-            batches = prefetch(_batches_for_pass(paths, input_cfg, opts, p, cache), should_stop=lambda: stop.signum != 0)
-            completed = runner.run_pass(batches, p, holdout, writer, stop)
+            runner.progress.holdout_reporting = p > 0 and holdout.active
+            batches = prefetch(_batches_for_pass(paths, runner.input_cfg, opts, p, cache),
+                               should_stop=lambda: stop.signum != 0)
             passes_used = p + 1
-            if not completed:
+            if not runner.run_pass(batches, p, holdout.active, writer, stop):
                 break
-            reduction.end_pass()
-            learner.decay(learner.config.decay_learning_rate)
-            if holdout:
-                hl = runner.progress.end_pass()
-                pass_losses.append(hl if math.isfinite(hl) else None)
-                if hl < best:
-                    best, best_pass, no_win = hl, p + 1, 0
-                    if final_model is not None:
-                        model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + p + 1)
-                        snapshot_written = True
-                elif not (math.isinf(hl) and math.isinf(best)):
-                    no_win += 1
-                if no_win >= opts.early_terminate and p + 1 < opts.passes:
-                    if not opts.quiet:
-                        err.write(f"early stopping after pass {p + 1}: no holdout improvement in "
-                                  f"{no_win} passes; keeping pass {best_pass}\n")
-                    break
+            runner.reduction.end_pass()
+            runner.learner.decay(runner.learner.config.decay_learning_rate)
+            if holdout.active and holdout.end_pass(p, runner.progress.end_pass(), save) and p + 1 < opts.passes:
+                if not opts.quiet:
+                    err.write(f"early stopping after pass {p + 1}: no holdout improvement in "
+                              f"{holdout.no_win} passes; keeping pass {holdout.best_pass}\n")
+                break
     finally:
         if runner.bar is not None:
             runner.bar.close()
@@ -555,24 +616,17 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
         stop.restore()
         if cache is not None:
             cache.close()
-    # with holdout the file already holds the best pass (also after an interrupt: a half pass is not
-    # validated, so the best complete pass is kept); otherwise write the model as it is now
-    if final_model is not None and not (holdout and snapshot_written):
-        if opts.handle_signals:
-            stop.install()  # a signal during the save only sets the flag: the save completes
-        try:
-            model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + passes_used)
-        finally:
-            stop.restore()
-    summary = _summary(runner, reduction, input_cfg, passes_used, start,
-                       best if holdout and math.isfinite(best) else None)
-    if holdout:
-        summary["best_pass"] = best_pass
-        summary["holdout_losses"] = pass_losses
-    _finish(err, opts, runner, summary)
-    if stop.signum:
-        raise Interrupted(stop.signum, summary)
-    return summary
+    return passes_used
+
+
+def _save_whole(save, passes_used: int, opts: RunOptions, stop: _StopFlag) -> None:
+    """Save the model as it is now; a signal during the save only sets the flag: the save completes."""
+    if opts.handle_signals:
+        stop.install()
+    try:
+        save(passes_used)
+    finally:
+        stop.restore()
 
 
 #: ``predict --threads`` is at most this many times the CPUs
@@ -662,29 +716,33 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
     return summary
 
 
-_FIXED = {  # option name -> (where in the loaded model, attribute)
+#: options fixed by the model (besides every reduction option): name -> (part of the model, attribute)
+_FIXED = {
     "reduction": ("reduction", "name"), "k": ("reduction", "k"), "bits": ("input", "bits"),
     "hash_seed": ("input", "hash_seed"), "noconstant": ("input", "noconstant"),
     "format": ("input", "format"), "label_offset": ("input", "label_offset"),
     "loss": ("learner", "loss"), "sgd": ("learner", "sgd"), "quantile_tau": ("learner", "quantile_tau"),
     "power_t": ("learner", "power_t"),
-    "max_internal_nodes": ("reduction", "max_internal_nodes"),
-    "swap_resistance": ("reduction", "swap_resistance"), "cpt_alpha": ("reduction", "cpt_alpha"),
-    "leaf_labels": ("reduction", "leaf_labels"), "candidates_up": ("reduction", "candidates_up"),
 }
 
 
 def _check_model_conflicts(loaded, explicit: dict, input_cfg: InputConfig):
+    """ConfigError when an option given next to ``-i`` differs from the model's value."""
+    from .reductions.registry import reduction_options
+
     where = {"reduction": loaded.reduction.config, "input": loaded.input_config,
              "learner": loaded.learner.config}
+    options = reduction_options()
     for name, value in explicit.items():
-        if name not in _FIXED or value is None:
+        if value is None or (name not in _FIXED and name not in options):
             continue
-        part, attr = _FIXED[name]
+        part, attr = _FIXED.get(name, ("reduction", name))
         have = getattr(where[part], attr)
         if have != value:
-            raise ConfigError(f"--{name.replace('_', '-')} {value} conflicts with the initial model "
-                              f"({attr} = {have}); it is fixed by the model")
+            given = options[name][0].flags[0] if name in options else f"--{name.replace('_', '-')}"
+            if not isinstance(value, bool) or name not in options:
+                given += f" {value}"
+            raise ConfigError(f"{given} conflicts with the initial model ({attr} = {have}); it is fixed by the model")
 
 
 def _preamble(err, input_cfg, learner, reduction, paths):

@@ -143,7 +143,6 @@ class ProbabilisticLabelTree(Reduction):
 
     name = "plt"
     slot_mode = MODE_CPT
-    default_loss = "squared"
     fixed_models = False
 
     def __init__(self, rcfg, learner):
