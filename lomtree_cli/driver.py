@@ -33,6 +33,7 @@ from .config import InputConfig, LearnerConfig, ReductionConfig
 from .errors import ConfigError, InputError, Interrupted
 from .kernels.linear import HP_ETA
 from .metrics import Progress
+from .runtime import quiet_stdout
 
 
 @dataclass
@@ -131,7 +132,7 @@ class PredictionWriter:
             # the reader went away (e.g. `| head`): stop writing, keep the run (training) going
             self.broken = True
             self.f = None
-            _silence_stdout()
+            quiet_stdout()
         except OSError as e:  # a full disk, /dev/full, ...: name the file
             self._failed(e)
 
@@ -167,18 +168,9 @@ class PredictionWriter:
                     self.f.flush()
             except BrokenPipeError:
                 self.broken = True
-                _silence_stdout()
+                quiet_stdout()
             except OSError as e:
                 self._failed(e)
-
-
-def _silence_stdout():
-    """Point fd 1 at /dev/null so the interpreter's final flush does not fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
 
 
 def _batches_for_pass(paths, input_cfg, opts, pass_index, cache):

@@ -1,8 +1,8 @@
 """The process around a command: messages, exit statuses, start time, start-up garbage collection.
 
-A leaf module (standard library and ``errors`` only), imported by ``launch``, ``cli`` and
-``commands``; ``driver`` never imports it (``commands`` passes ``end_startup`` to the run as
-``RunOptions.on_started``). ``guarded`` is the one place where a command's exceptions, Ctrl-C
+A leaf module (standard library and ``errors`` only), imported by ``launch``, ``cli``,
+``commands``, ``daemon`` and ``driver``; ``commands`` passes ``end_startup`` to a run as the hook
+``RunOptions.on_started``. ``guarded`` is the one place where a command's exceptions, Ctrl-C
 included, become a message and an exit status.
 """
 
