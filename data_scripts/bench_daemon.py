@@ -3,8 +3,10 @@
 The daemon is started once on the model (its start-up is not counted); then for each client count
 N the file's lines are split into N consecutive shares and N clients send their share at once,
 each reading its answers while it writes (a pipelining client), ``repeats`` times; the rate is
-lines / wall time of the slowest client, median over the repeats. ``lomtree predict`` on the same
-file (``-p /dev/null``, start-up included, median of ``repeats`` runs) is the yardstick.
+lines / wall time of the slowest client, median over the repeats. ``daemon_lockstep_ex_s``: one
+client that waits for each answer before it sends the next line (a round trip per prediction).
+``lomtree predict`` on the same file (``-p /dev/null``, start-up included, median of ``repeats``
+runs) is the yardstick.
 
 Usage::
 
@@ -84,6 +86,22 @@ def one_round(address, shares: list[bytes]) -> float:
     return dt
 
 
+def lockstep_rate(address, lines: list[bytes], seconds: float = 3.0) -> float:
+    """Lines per second of one client that sends a line and waits for its answer before the next
+    (an interactive client: a round trip per prediction)."""
+    s = socket.create_connection(address)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    f = s.makefile("rb")
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        s.sendall(lines[n % len(lines)])
+        f.readline()
+        n += 1
+    dt = time.perf_counter() - t0
+    s.close()
+    return n / dt
+
+
 def split_lines(data: bytes, n: int) -> list[bytes]:
     lines = data.splitlines(keepends=True)
     cut = [len(lines) * i // n for i in range(n + 1)]
@@ -104,6 +122,7 @@ def daemon_rates(model: str, path: str, clients=(1, 8), repeats: int = 5) -> dic
             shares = split_lines(data, c)
             times = [one_round(address, shares) for _ in range(repeats)]
             out[f"daemon_{c}_ex_s"] = n / statistics.median(times)
+        out["daemon_lockstep_ex_s"] = lockstep_rate(address, data.splitlines(keepends=True)[:1000])
         return out
     finally:
         stop_daemon(proc)

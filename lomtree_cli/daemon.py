@@ -138,6 +138,12 @@ def _serve_connection(conn: socket.socket, predictor: Predictor, max_line: int) 
             line_no += 1
     except OSError:  # the client went away
         pass
+    except Exception as e:  # noqa: BLE001 - a bug must not end the daemon: this connection ends, said so
+        say(f"lomtree daemon: connection closed after an internal error ({type(e).__name__}: {e})")
+        try:
+            conn.sendall(f"error: line {line_no}: internal error ({type(e).__name__}); connection closed\n".encode())
+        except OSError:
+            pass
     finally:
         conn.close()
     return line_no - 1

@@ -87,7 +87,11 @@ def test_answers_match_predict_and_errors_keep_the_connection(model):
 
 
 def _garbage(rng: random.Random) -> bytes:
-    kind = rng.randrange(5)
+    kind = rng.randrange(7)
+    if kind == 5:
+        return b"%d | a b" % rng.choice([13, 99, 2**31 - 1])  # labels above k: still predicted
+    if kind == 6:
+        return b"1 'tag\r | \xc3\x28 a"  # a CR in the tag, invalid UTF-8
     if kind == 0:
         return bytes(rng.randrange(1, 256) for _ in range(rng.randrange(1, 80))).replace(b"\n", b" ")
     if kind == 1:
