@@ -97,3 +97,32 @@ def test_finish_flushes_stdio_runs_atexit_and_keeps_the_status():
             "sys.stdout.write('x' * 100); sys.stderr.write('partial '); _finish(3)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=ENV)
     assert (p.returncode, p.stdout, p.stderr) == (3, "x" * 100, "partial bye")
+
+
+def test_no_import_cycles_among_the_command_modules():
+    """launch -> cli -> commands -> driver/daemon, all of them -> runtime (a leaf): no module of
+    this set imports, even lazily inside a function, one that imports it back."""
+    import ast
+    from pathlib import Path
+
+    pkg = Path(launch.__file__).parent
+    group = ("launch", "cli", "commands", "driver", "daemon", "runtime")
+    edges = {}
+    for name in group:
+        tree = ast.parse((pkg / f"{name}.py").read_text())
+        mods = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                mods |= {node.module} if node.module else {a.name for a in node.names}
+        edges[name] = {m for m in mods if m in group}
+    assert edges["runtime"] == set()
+
+    def reach(a, seen):
+        for b in edges[a]:
+            if b not in seen:
+                seen.add(b)
+                reach(b, seen)
+        return seen
+
+    for name in group:
+        assert name not in reach(name, set()), f"{name} imports itself through {sorted(edges[name])}"
