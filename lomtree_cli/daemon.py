@@ -14,7 +14,8 @@ Concurrency: one thread per connection, up to ``MAX_CONNECTIONS`` at once (more 
 listen queue). Parsing and prediction kernels release the GIL, so connections are answered in
 parallel; a reduction whose prediction is not read-only (``Reduction.parallel_predict`` False)
 and every ``--probabilities``/``--top-k`` call take a lock. Memory per connection is bounded by
-``--max-line-bytes``: a longer line is answered with an error and dropped.
+``--max-line-bytes`` (plus one 256 KiB read): a longer line is answered with an error and dropped
+without being held whole.
 
 Security: nothing but example lines is read from a client, and nothing but answers is sent; TCP
 listens on 127.0.0.1 unless ``--host`` says otherwise; a Unix socket is created with mode 0600
