@@ -188,8 +188,10 @@ def _listen_tcp(host: str, port: int) -> socket.socket:
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
         return socket.create_server((host, port), family=family, backlog=128)
+    except socket.gaierror as e:
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror}") from None
     except OSError as e:
-        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        raise ConfigError(f"cannot listen on {host}:{port}: {os.strerror(e.errno) if e.errno else e}") from None
 
 
 def serve(model_path: str, port: int | None = None, socket_path: str | None = None, host: str = "127.0.0.1",

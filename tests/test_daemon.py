@@ -198,6 +198,11 @@ def test_daemon_refuses_a_file_and_conflicting_options(model, tmp_path):
     assert keep.read_text() == "data"
     p = subprocess.run(LOMTREE + ["predict", "-i", str(m), "--port", "5"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "need --daemon" in p.stderr
+    with socket.create_server(("127.0.0.1", 0)) as busy:  # a port in use
+        port = busy.getsockname()[1]
+        p = subprocess.run(LOMTREE + ["predict", "-i", str(m), "--daemon", "--port", str(port)], capture_output=True,
+                           text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
 
 
 def test_probabilities_through_the_daemon(tmp_path):
