@@ -210,8 +210,7 @@ def train(ctx, **params):
               help="--daemon: listen on this Unix socket (mode 0600) instead of TCP.")
 @common_run_options
 @click.pass_context
-def predict(ctx, inputs, model, predictions, probabilities, top_k, flush, threads, daemon, port, host, socket_path,
-            skip_invalid, quiet, progress_bar, progress_interval, report, chunk_bytes, max_line_bytes):
+def predict(ctx, **params):
     """Predict INPUT lines ('-' or none = stdin) with MODEL; nothing in the model changes.
 
     \b
@@ -222,8 +221,8 @@ def predict(ctx, inputs, model, predictions, probabilities, top_k, flush, thread
       lomtree predict -i m.lt --daemon --port 26542 &   # then: nc 127.0.0.1 26542 < test.vw
     """
     start = process_start_time()
-    commands.run_predict(dict(ctx.params, progress_interval=_progress_interval(progress_interval)), _given(ctx),
-                         start)
+    params = dict(params, progress_interval=_progress_interval(params["progress_interval"]))
+    commands.run_predict(params, _given(ctx), start)
 
 
 @main.command(context_settings=CONTEXT)
