@@ -64,12 +64,11 @@ class Predictor:
         self.top_k = top_k
         self.fields = probabilities or top_k > 0
         self.lock = threading.Lock() if (self.fields or not self.reduction.parallel_predict) else None
-        self.writer = PredictionWriter(None)
         if self.fields:
             from .batch import ExampleBatch
 
             self.reduction.predict_top(ExampleBatch.empty(), max(1, top_k))  # ConfigError if unsupported
-        self.answer(b"| warm\n", 1)  # load the kernels before the first client
+        self.answer(b"| warm\n", 1, PredictionWriter(None))  # load the kernels before the first client
 
     def _predict(self, batch):
         if self.fields:
@@ -78,9 +77,10 @@ class Predictor:
             return probability_fields(self.reduction, batch, self.top_k, self.probabilities)
         return self.reduction.process(batch, np.zeros(len(batch), dtype=bool))[0], None
 
-    def answer(self, data: bytes, first_line: int) -> bytes:
+    def answer(self, data: bytes, first_line: int, writer) -> bytes:
         """The answers to ``data`` (complete lines, the first being the connection's line
-        ``first_line``): one line each, ending in a newline."""
+        ``first_line``): one line each, ending in a newline. ``writer``: the connection's own
+        ``PredictionWriter(None)`` (its label strings are a cache that grows)."""
         from .parsing import parse_bytes
 
         batch = parse_bytes(data, self.cfg, source="<connection>")
@@ -92,7 +92,7 @@ class Predictor:
             else:
                 with self.lock:
                     preds, extra = self._predict(batch)
-            lines = self.writer.lines(preds, batch.tags, extra)
+            lines = writer.lines(preds, batch.tags, extra)
         n_lines = data.count(b"\n") + (not data.endswith(b"\n"))
         if len(lines) == n_lines:  # every line an example: answers in order
             return ("\n".join(lines) + "\n").encode()
@@ -107,6 +107,9 @@ class Predictor:
 
 def _serve_connection(conn: socket.socket, predictor: Predictor, max_line: int) -> int:
     """Answer one client until it closes its side; returns the number of lines answered."""
+    from .driver import PredictionWriter
+
+    writer = PredictionWriter(None)
     line_no = 1
     pending = bytearray()
     dropping = False  # inside a line longer than max_line (already answered with an error)
@@ -126,7 +129,7 @@ def _serve_connection(conn: socket.socket, predictor: Predictor, max_line: int) 
             if end >= 0:
                 chunk = bytes(pending[:end + 1])
                 del pending[:end + 1]
-                conn.sendall(predictor.answer(chunk, line_no))
+                conn.sendall(predictor.answer(chunk, line_no, writer))
                 line_no += chunk.count(b"\n")
             if len(pending) > max_line:
                 conn.sendall(f"error: line {line_no}: line longer than {max_line} bytes "
@@ -135,7 +138,7 @@ def _serve_connection(conn: socket.socket, predictor: Predictor, max_line: int) 
                 pending.clear()
                 dropping = True
         if pending and not dropping:  # a last line without its newline
-            conn.sendall(predictor.answer(bytes(pending), line_no))
+            conn.sendall(predictor.answer(bytes(pending), line_no, writer))
             line_no += 1
     except OSError:  # the client went away
         pass
