@@ -89,8 +89,6 @@ def run_train(p: dict, given: set, start: float) -> None:
     from .driver import RunOptions, train
     from .paths import check_outputs
 
-    if p["passes"] < 1:
-        raise ConfigError("--passes must be >= 1")
     cache_path = p["cache"]
     if cache_path == "" and p["final_model"]:
         cache_path = p["final_model"] + ".cache"
