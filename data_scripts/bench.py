@@ -311,9 +311,7 @@ def run_timed(cmd: list[str], timeout: float | None = None, retries: int = 3, en
 
     lomtree commands run with ``NUMBA_DEBUG_CACHE=1``; one that compiled a kernel (see
     ``compiled_during``) is run again, up to ``retries`` times; ``Timed.recompiled`` counts the
-    discarded runs.  (lomtree writes predictions to ``-p /dev/null``, never to stdout, here.)
-    ``LOMTREE_SERVER`` is removed from the environment (commands start cold) unless ``env_extra``
-    sets it (``bench_throughput``'s server runs)."""
+    discarded runs.  (lomtree writes predictions to ``-p /dev/null``, never to stdout, here.)"""
     is_vw = cmd[:3] == vw_exe()
     discarded = 0
     while True:
@@ -330,7 +328,7 @@ def _run_timed_once(cmd: list[str], timeout: float | None = None, watch_numba: b
     RUNS_DIR.mkdir(parents=True, exist_ok=True)
     err_path = RUNS_DIR / f".stderr.{os.getpid()}"
     out_path = RUNS_DIR / f".stdout.{os.getpid()}"
-    env = {k: v for k, v in os.environ.items() if k != "LOMTREE_SERVER"}
+    env = dict(os.environ)
     if watch_numba:
         env["NUMBA_DEBUG_CACHE"] = "1"
     env.update(env_extra or {})

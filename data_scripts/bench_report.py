@@ -188,16 +188,15 @@ def throughput_table(rows: list[dict]) -> str:
                     vw, rate(r["ours_whole_ex_s"]), rate(r["vw_whole_ex_s"]), fmt_num(r.get("ratio_whole")),
                     fmt_num(r.get("ratio_paired")),
                     rate(r["ours_steady_ex_s"]), rate(r["vw_steady_ex_s"]), fmt_num(r.get("ratio_steady")),
-                    rate(r.get("server_whole_ex_s")), fmt_num(r.get("ratio_server_whole")),
+                    rate(r.get("daemon_1_ex_s")), rate(r.get("daemon_8_ex_s")),
                     "" if r.get("ratio_whole_vw_nop") is None else
                     _two(r["ratio_whole_vw_nop"], r.get("ratio_paired_vw_nop")),
-                    fmt_num(r.get("ours_fixed_seconds")), fmt_num(r.get("server_fixed_seconds")),
+                    fmt_num(r.get("ours_fixed_seconds")),
                     fmt_num(r.get("vw_fixed_seconds"))])
     return md_table(["command", "file (examples)", "vs", "ours ex/s (whole)", "VW ex/s (whole)", "ratio whole",
-                     "ratio paired", "ours ex/s (steady)", "VW ex/s (steady)", "ratio steady", "server ex/s (whole)",
-                     "ratio server", "ratio vs VW without -p", "ours 10-line s", "server 10-line s",
-                     "VW 10-line s"],
-                    out, "lllrrrrrrrrrrrrr")
+                     "ratio paired", "ours ex/s (steady)", "VW ex/s (steady)", "ratio steady", "daemon ex/s (1 client)",
+                     "daemon ex/s (8 clients)", "ratio vs VW without -p", "ours 10-line s", "VW 10-line s"],
+                    out, "lllrrrrrrrrrrrr")
 
 
 def sweep_table(results: list[dict]) -> str:

@@ -17,11 +17,10 @@ loss only, the cheapest way VW evaluates a model), reported as ``ratio_whole_vw_
 3,207 test lines; here repeated 5 times) the whole-command ratio is bounded by start-up: with the
 ahead-of-time kernels (``make aot``) a lomtree command spends about 0.2 s (Python, numpy, click,
 the model file) before it reads a line, 0.5-0.8 s when the kernels come from numba's cache; VW
-starts in about 0.1-0.15 s. So lomtree's commands also run a third time in each round, **through a
-warm server**
-(``lomtree serve``, started here once with its warm-up; ``LOMTREE_SERVER`` set for those runs
-only): the same commands, files and outputs, with the start-up paid once by the server
-(``server`` columns; ``ours`` is always a cold process). ``--no-server`` leaves it out.
+starts in about 0.1-0.15 s. So each predict row also has the rate **through the prediction
+daemon** (``lomtree predict --daemon`` on the case's model, started once; the test file sent by 1
+and by 8 concurrent clients: ``daemon_1_ex_s``, ``daemon_8_ex_s``; ``data_scripts.bench_daemon``).
+``--no-daemon`` leaves it out.
 
 Usage::
 
@@ -34,15 +33,11 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from . import bench as B
@@ -73,40 +68,7 @@ def _rates(n: int, whole: float | None, fixed: float | None) -> tuple[float | No
     return r_whole, r_steady
 
 
-@contextlib.contextmanager
-def lomtree_server(timeout: float = 600.0):
-    """A ``lomtree serve`` on a socket in the runs folder for the duration (its path; None if it
-    did not come up, then the server columns stay empty)."""
-    B.RUNS_DIR.mkdir(parents=True, exist_ok=True)
-    path = str(B.RUNS_DIR / f"tp_server.{os.getpid()}.sock")
-    env = {k: v for k, v in os.environ.items() if k != "LOMTREE_SERVER"}
-    proc = subprocess.Popen(B.lomtree_exe() + ["serve", "--socket", path, "--idle-timeout", "1800"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=env)
-    t0, up = time.monotonic(), False
-    while time.monotonic() - t0 < timeout and proc.poll() is None and not up:
-        with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)) as probe:
-            try:
-                probe.connect(path)
-                up = True
-            except OSError:
-                time.sleep(0.2)
-    try:
-        if up:  # connections made during the warm-up wait for it: one tiny command waits it out
-            B.run_timed(B.lomtree_exe() + ["inspect", "--help"], env_extra={"LOMTREE_SERVER": path})
-        else:
-            B.log(f"  lomtree serve did not start: {B._tail(proc.stderr.read() if proc.poll() is not None else '')}")
-        yield path if up else None
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
-def run_case(name: str, repeats: int, use_vw: bool, config_dir=B.CONFIG_DIR, server: str | None = None) -> list[dict]:
+def run_case(name: str, repeats: int, use_vw: bool, config_dir=B.CONFIG_DIR, daemon: bool = False) -> list[dict]:
     red, cfg_name, train_name, test_name, rep = CASES[name]
     exp = B.load_experiment(Path(config_dir) / f"{cfg_name}.toml")
     opts = dict(exp.variants["1pass"])
@@ -142,17 +104,13 @@ def run_case(name: str, repeats: int, use_vw: bool, config_dir=B.CONFIG_DIR, ser
             # VW's test as often run to evaluate: the loss only, no predictions written
             ("vw_nop", "predict"): B.vw_test_cmd(vm, str(test), None),
         })
-    if server:
-        cmds.update({("server", what): cmds[("ours", what)] for what in ("train", "train_head", "predict",
-                                                                           "predict_head")})
     times: dict[tuple, list[B.Timed]] = {key: [] for key in cmds}
     order = ["train", "train_head", "predict", "predict_head"]
     for r in range(repeats):
         for what in order:
-            for who in ("ours", "server", "vw", "vw_nop"):
+            for who in ("ours", "vw", "vw_nop"):
                 if (who, what) in cmds:
-                    env = {"LOMTREE_SERVER": server} if who == "server" else None
-                    t = B.run_timed(cmds[(who, what)], env_extra=env)
+                    t = B.run_timed(cmds[(who, what)])
                     if t.rc != 0:
                         B.log(f"    {who} {what} failed: {B._tail(t.stderr)}")
                     times[(who, what)].append(t)
@@ -162,7 +120,7 @@ def run_case(name: str, repeats: int, use_vw: bool, config_dir=B.CONFIG_DIR, ser
         row = {"case": name, "reduction": red, "vw_reduction": vw_red, "part": part,
                "file": files[part].name,
                "examples": n, "repeats": repeats, "bits": opts.get("bits")}
-        for who in ("ours", "server", "vw", "vw_nop"):
+        for who in ("ours", "vw", "vw_nop"):
             whole = _median(times.get((who, part), []))
             fixed = _median(times.get((who, part + "_head"), []))
             rw, rs = _rates(n, whole, fixed)
@@ -174,14 +132,20 @@ def run_case(name: str, repeats: int, use_vw: bool, config_dir=B.CONFIG_DIR, ser
         row["ratio_whole"] = B._ratio(row["ours_whole_ex_s"], row["vw_whole_ex_s"])
         row["ratio_paired"] = paired_ratio(times.get(("ours", part), []), times.get(("vw", part), []))
         row["ratio_steady"] = B._ratio(row["ours_steady_ex_s"], row["vw_steady_ex_s"])
-        row["ratio_server_whole"] = B._ratio(row["server_whole_ex_s"], row["vw_whole_ex_s"])
+        if daemon and part == "predict" and os.path.exists(m):
+            from .bench_daemon import daemon_rates
+
+            try:
+                row.update(daemon_rates(m, str(test), (1, 8), repeats))
+            except (RuntimeError, OSError) as e:
+                B.log(f"    daemon failed: {e}")
         if times.get(("vw_nop", part)):
             row["ratio_whole_vw_nop"] = B._ratio(row["ours_whole_ex_s"], row["vw_nop_whole_ex_s"])
             row["ratio_paired_vw_nop"] = paired_ratio(times.get(("ours", part), []), times[("vw_nop", part)])
         rows.append(row)
         B.log(f"  {name:16s} {part:7s} ours {row['ours_seconds']} vw {row['vw_seconds']} "
               f"ratio whole {row['ratio_whole']} paired {row['ratio_paired']} steady {row['ratio_steady']} "
-              f"server {row['ratio_server_whole']}")
+              f"daemon 1/8 clients {row.get('daemon_1_ex_s')} / {row.get('daemon_8_ex_s')} ex/s")
     B._cleanup(m, hm, vm, vhm, rep_json)
     return rows
 
@@ -208,10 +172,8 @@ def case_repeats(name: str, cfg: dict) -> int:
 
 def run_throughput(cfg: dict, use_vw: bool) -> list[dict]:
     rows = []
-    with contextlib.ExitStack() as stack:
-        server = stack.enter_context(lomtree_server()) if cfg.get("server", True) else None
-        for name in cfg.get("cases", list(CASES)):
-            rows += run_case(name, case_repeats(name, cfg), use_vw, server=server)
+    for name in cfg.get("cases", list(CASES)):
+        rows += run_case(name, case_repeats(name, cfg), use_vw, daemon=cfg.get("daemon", True))
     return rows
 
 
@@ -222,10 +184,10 @@ def main(argv=None) -> int:
                     help="rounds for the repeated small files (Sector, Letter); default: --repeats")
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     ap.add_argument("--no-vw", action="store_true")
-    ap.add_argument("--no-server", action="store_true", help="no runs through a warm lomtree serve")
+    ap.add_argument("--no-daemon", action="store_true", help="no predictions through lomtree predict --daemon")
     ap.add_argument("--out", default=str(B.BENCH_DIR / "throughput.json"))
     args = ap.parse_args(argv)
-    cfg = {"cases": args.cases, "repeats": args.repeats, "server": not args.no_server}
+    cfg = {"cases": args.cases, "repeats": args.repeats, "daemon": not args.no_daemon}
     if args.short_repeats is not None:
         cfg["short_repeats"] = args.short_repeats
     rows = run_throughput(cfg,

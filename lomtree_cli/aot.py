@@ -10,8 +10,8 @@ host CPU. ``lomtree_cli.kernels`` loads it when it matches the sources (the dire
 command imports numba. Without it (no C compiler, another CPU, edited sources, ``LOMTREE_AOT=0``)
 everything runs through numba's JIT as before: the module is an accelerator, never required.
 
-Which kernels, with which signatures: the builder runs the server's warm-up (a tiny train,
-predict and inspect of every reduction and input format, ``server.warm``) twice under the JIT;
+Which kernels, with which signatures: the builder runs a warm-up (a tiny train, predict and
+inspect of every reduction and input format, ``warm``) twice under the JIT;
 during the second run every numba dispatcher in lomtree's module globals is wrapped to record the
 calls that come from Python and the numba types of their arguments. Each (kernel, signature) seen
 is exported once. A call with other argument types at run time goes to the JIT (see
@@ -64,6 +64,61 @@ def _type_key(t):
     raise ValueError(f"no AOT argument key for numba type {t}")
 
 
+def _warm_commands(d: str) -> list[list[str]]:
+    """The warm-up: every reduction of ``REGISTRY`` trained on both input formats (one pass, and
+    two through the example cache), predicted and inspected; the reductions that predict
+    probabilities also with ``--probabilities`` and ``--top-k``. Writes its inputs into ``d``."""
+    from .reductions.base import REGISTRY, Reduction, get_reduction_class
+
+    vw, svm = os.path.join(d, "w.vw"), os.path.join(d, "w.svm")
+    lines = [f"{1 + i % 5} |a f{i % 7}:0.5 g{i % 3} |b {i % 11}:1.5" for i in range(40)]
+    with open(vw, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(svm, "w") as f:
+        f.write("".join(f"{1 + i % 5} {1 + i % 7}:0.5 {9 + i % 3}:1\n" for i in range(40)))
+    cmds = []
+    for r in REGISTRY:
+        m = os.path.join(d, f"{r}.lt")
+        preds = os.path.join(d, f"{r}.preds")
+        cmds += [["train", "-r", r, "-k", "5", "-b", "18", vw, "-f", m, "-p", preds, "--quiet"],
+                 ["train", "-r", r, "-k", "5", "-b", "18", "--format", "libsvm", svm, "--passes", "2",
+                  "-c", os.path.join(d, f"{r}.cache"), "-f", m + "2", "--quiet"],
+                 ["predict", "-i", m, vw, "-p", preds, "--quiet"],
+                 ["inspect", m]]
+    for r in REGISTRY:
+        if get_reduction_class(r).predict_top is not Reduction.predict_top:
+            out = os.path.join(d, "p")
+            cmds.append(["predict", "-i", os.path.join(d, f"{r}.lt"), vw, "-p", out, "--probabilities", "--quiet"])
+            cmds.append(["predict", "-i", os.path.join(d, f"{r}.lt"), vw, "-p", out, "--top-k", "3", "--quiet"])
+    return cmds
+
+
+def warm() -> None:
+    """Load every kernel a command uses: the commands of ``_warm_commands``, output discarded."""
+    from .cli import main as cli_main
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        with tempfile.TemporaryDirectory(prefix="lomtree-warm-") as d:
+            for cmd in _warm_commands(d):
+                try:
+                    cli_main(args=cmd, prog_name="lomtree", standalone_mode=True)
+                except SystemExit:
+                    pass
+                sys.stdout.flush()
+                sys.stderr.flush()
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, devnull):
+            os.close(fd)
+
+
 def _package_modules():
     mods = []
     for pkg in ("lomtree_cli.kernels", "lomtree_cli.reductions"):
@@ -77,8 +132,6 @@ def discover():
     """[(dispatcher, argument types)] for every kernel call made from Python in the warm-up."""
     import numba
     from numba.core.registry import CPUDispatcher
-
-    from .server import warm
 
     _package_modules()
     warm()  # compile (or load) everything first: the recorders below must not be compiled into callers

@@ -6,12 +6,13 @@ driver and the reductions.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
-from .records import Record, factory
 
-
-class ExampleBatch(Record):
+@dataclass(eq=False)
+class ExampleBatch:
     """A CSR chunk of examples.
 
     Attributes
@@ -44,7 +45,7 @@ class ExampleBatch(Record):
     line_numbers: np.ndarray
     source: str = "<stdin>"
     tags: list | None = None
-    skipped: list = factory(list)
+    skipped: list = field(default_factory=list)
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])

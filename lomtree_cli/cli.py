@@ -1,9 +1,8 @@
 """The ``lomtree`` command line (spelling: ../shared/docs/CLI.md).
 
-Thin: ``train`` and ``predict`` hand their parameters to ``commands.run_train`` / ``run_predict``
-(which ``launch.main`` also calls directly when ``argv.parse`` could read the command line without
-click); ``inspect`` and ``serve`` call ``model_io.inspect_model`` / ``server.serve``.
-numba and numpy are imported inside command bodies, so ``lomtree --help`` is instant. Every
+Thin: ``train`` and ``predict`` hand their parameters to ``commands.run_train`` / ``run_predict``;
+``inspect`` calls ``model_io.inspect_model``. numba and numpy are imported inside command bodies,
+so ``lomtree --help`` is instant. The group runs every command through ``runtime.guarded``: each
 ``LomtreeError`` becomes one line on stderr and its exit code (1 bad data, 2 bad usage or bad
 model file); a closed stdout ends ``predict`` quietly; SIGINT/SIGTERM stop at an example boundary
 with a complete model and exit 130/143.
@@ -13,20 +12,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import sys
 
 import click
 
 from . import __version__, commands
 from .errors import ConfigError
+from .reductions.registry import REGISTRY, default, reduction_options as registry_options
+from .runtime import guarded, process_start_time
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-def _run(fn):
-    """Run a command body: one-line errors, quiet closed pipes, signal exit codes."""
-    return commands.guarded(fn)
 
 
 def _given(ctx: click.Context) -> set:
@@ -66,17 +60,14 @@ class _Command(click.Command):
 
 
 class _Group(click.Group):
-    """A SIGINT before a command body runs (while numpy/numba import) exits 130 quietly, not with
-    click's "Aborted!" and exit code 1. Its commands refuse repeated options (``_Command``)."""
+    """Commands run inside ``runtime.guarded`` (one-line errors and exit statuses; a SIGINT
+    while numpy loads exits 130 quietly, not with click's "Aborted!" and exit code 1). Its
+    commands refuse repeated options (``_Command``)."""
 
     command_class = _Command
 
     def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+        return guarded(lambda: super(_Group, self).invoke(ctx))
 
 
 @click.group(cls=_Group, context_settings=CONTEXT)
@@ -97,6 +88,40 @@ def main():
     """
 
 
+def _defaults_text(key: str, base, names=REGISTRY) -> str:
+    """``[base; r1, r2: other]``: the default of ``key`` for the reductions ``names``, naming those
+    whose entry sets another."""
+    values = {r: default(r, key, base) for r in names}
+    if len(set(values.values())) == 1:
+        return f"[{next(iter(values.values()))}]"
+    other: dict = {}
+    for r, v in values.items():
+        if v != base:
+            other.setdefault(v, []).append(r)
+    return "[" + "; ".join([f"{base}"] + [f"{', '.join(rs)}: {v}" for v, rs in other.items()]) + "]"
+
+
+def reduction_options(f):
+    """The reductions' own options, from their registry entries: help names the reductions that
+    take each one and its defaults. Not given, an option is None (``commands`` fills in the
+    reduction's default)."""
+    from dataclasses import fields
+
+    from .config import ReductionConfig
+
+    base = {x.name: x.default for x in fields(ReductionConfig)}
+    for name, (o, users) in reversed(list(registry_options().items())):
+        text = f"{', '.join(users)}: {o.help}".rstrip(": ")
+        if o.type is bool:
+            f = click.option(*o.flags, name, is_flag=True, flag_value=o.flag_value, default=None, help=text)(f)
+            continue
+        if base[name] is not None:
+            text += " " + _defaults_text(name, base[name], users)
+        kind = click.Choice(o.type) if isinstance(o.type, tuple) else o.type
+        f = click.option(*o.flags, name, type=kind, default=None, help=text)(f)
+    return f
+
+
 def common_run_options(f):
     f = click.option("--report", type=click.Path(dir_okay=False), help="Write the run summary as JSON.")(f)
     f = click.option("-P", "--progress-interval", "progress_interval", default="2.0", show_default=True,
@@ -115,16 +140,17 @@ def common_run_options(f):
 
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, type=str)
-@click.option("-r", "--reduction", type=click.Choice(["oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt", "mtree"]),
-              default="lomtree", show_default=True, help="The reduction.")
-@click.option("-k", "--classes", "k", type=int, help="Number of classes (labels 1..K); optional for cpt.")
+@click.option("-r", "--reduction", type=click.Choice(list(REGISTRY)), default="lomtree", show_default=True,
+              help="The reduction.")
+@click.option("-k", "--classes", "k", type=int,
+              help=f"Number of classes (labels 1..K); optional for {', '.join(r for r in REGISTRY if not REGISTRY[r].needs_k)}.")
 @click.option("-f", "--final-model", "final_model", type=click.Path(dir_okay=False), help="Write the model here.")
 @click.option("-i", "--initial-model", "initial_model", type=str, help="Start from this model.")
 @click.option("-p", "--predictions", type=str, help="Progressive predictions, one per line ('-' = stdout).")
 @click.option("--format", "fmt", type=click.Choice(["vw", "libsvm"]), default="vw", show_default=True)
 @click.option("-b", "--bits", type=int, default=18, show_default=True, help="Hash bits.")
 @click.option("-l", "--learning-rate", "learning_rate", type=float, help="Learning rate [0.5; --sgd: 10].")
-@click.option("--power-t", "--power_t", "power_t", type=float, default=None, help="[0.5; lomtree, cpt: 0.75]")
+@click.option("--power-t", "--power_t", "power_t", type=float, default=None, help=_defaults_text("power_t", 0.5))
 @click.option("--initial-t", "--initial_t", "initial_t", type=float, help="[0; --sgd: 1]")
 @click.option("--loss-function", "--loss_function", "loss",
               type=click.Choice(["squared", "logistic", "hinge", "quantile"]),
@@ -140,34 +166,7 @@ def common_run_options(f):
 @click.option("--holdout-period", "--holdout_period", "holdout_period", type=int, default=10, show_default=True)
 @click.option("--holdout-off", "--holdout_off", "holdout_off", is_flag=True)
 @click.option("--early-terminate", "--early_terminate", "early_terminate", type=int, default=3, show_default=True)
-@click.option("--max-internal-nodes", "--lom_max_internal", "max_internal_nodes", type=int,
-              help="lomtree: maximum internal nodes T [k-1].")
-@click.option("--swap-resistance", "--swap_resistance", "swap_resistance", type=int, default=4, show_default=True)
-@click.option("--leaf-labels", "leaf_labels", type=int, default=None,
-              help="lomtree: candidate labels kept per leaf, rescored one-against-some (0 = the leaf's "
-                   "majority label) [32].")
-@click.option("--candidates-up", "candidates_up", type=int, default=None,
-              help="lomtree: take the candidate labels from the node this many levels above the leaf [2].")
-@click.option("--cpt-alpha", "--cpt_alpha", "cpt_alpha", type=float, default=0.5, show_default=True)
-@click.option("--cpt-predict", "--cpt_predict", "cpt_predict", type=click.Choice(["exact", "greedy"]),
-              default="exact", show_default=True)
-@click.option("--cpt-random-insert", "--cpt_random_insert", "cpt_random_insert", is_flag=True,
-              help="cpt baseline: insert new labels on a random side.")
-@click.option("--arity", type=int, default=32, show_default=True, help="plt: most children of a node.")
-@click.option("--beam", type=int, default=10, show_default=True, help="plt: beam width of the prediction search.")
-@click.option("--tree-buffer", "tree_buffer", type=int, default=1_000_000, show_default=True,
-              help="plt: examples buffered to build the label tree by k-means (0 = grow it online).")
-@click.option("--path-weight", "path_weight", type=float, default=-1.0, show_default=True,
-              help="plt: weight of the parent path's log probability in a candidate's score (1 = pure PLT; "
-                   "-1 = chosen by progressive validation among 0, 0.25, 0.5, 0.75, 1).")
-@click.option("--no-leaf-negatives", "no_leaf_negatives", is_flag=True,
-              help="plt: train leaves against their siblings only, not against every beam candidate.")
-@click.option("--dim", type=int, default=100, show_default=True, help="mtree: width of the learned embeddings.")
-@click.option("--depth", type=int, default=0, show_default=True,
-              help="mtree: tree depth (0 = the least with arity^depth >= k).")
-@click.option("--reassign-after", "reassign_after", type=int, default=1000, show_default=True,
-              help="mtree: trained examples before the first label re-assignment, then at each doubling "
-                   "(0 = keep the initial random tree).")
+@reduction_options
 @click.option("--seed", "--random_seed", "seed", type=int, default=0, show_default=True)
 @click.option("--hash-seed", "--hash_seed", "hash_seed", type=int, default=0, show_default=True)
 @click.option("--noconstant", is_flag=True, help="No constant (bias) feature.")
@@ -175,13 +174,7 @@ def common_run_options(f):
               help="Added to every label (1 for 0-based data, VW's --indexing 0).")
 @common_run_options
 @click.pass_context
-def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fmt, bits, learning_rate, power_t,
-          initial_t, loss, quantile_tau, sgd, decay_learning_rate, passes, cache, holdout_period, holdout_off,
-          early_terminate, max_internal_nodes, swap_resistance, leaf_labels, candidates_up, cpt_alpha, cpt_predict,
-          cpt_random_insert, arity, beam, tree_buffer, path_weight, no_leaf_negatives, dim, depth,
-          reassign_after, seed,
-          hash_seed, noconstant, label_offset, skip_invalid, quiet, progress_bar, progress_interval, report,
-          chunk_bytes, max_line_bytes):
+def train(ctx, **params):
     """Train on INPUT files ('-' or none = stdin) with progressive validation.
 
     \b
@@ -190,11 +183,9 @@ def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fm
       lomtree train -r oaa -k 26 --passes 10 letter.vw -c -f m.lt --report run.json
       zcat big.vw.gz | lomtree train -r filter -k 5001 -b 24 -f m.lt
     """
-    from .driver import process_start_time
-
     start = process_start_time()
-    params = dict(ctx.params, progress_interval=_progress_interval(progress_interval))
-    commands.run_train(params, _given(ctx), start, warn=lambda m: click.echo(m, err=True))
+    params = dict(params, progress_interval=_progress_interval(params["progress_interval"]))
+    commands.run_train(params, _given(ctx), start)
 
 
 @main.command(context_settings=CONTEXT)
@@ -209,10 +200,17 @@ def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fm
               help="Threads that parse chunks and predict parts of each batch at once (0 = one per "
                    "CPU, at most 4; prediction in parallel for OAA, LOMtree, Filter tree, Rtree). "
                    "Predictions do not depend on it.")
+@click.option("--daemon", is_flag=True,
+              help="Serve predictions over a socket: example lines in, one answer line out per line.")
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=None,
+              help="--daemon: TCP port [26542; 0 = any free port, printed on stderr].")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="--daemon: address to listen on (loopback unless you say otherwise).")
+@click.option("--socket", "socket_path", type=str, default=None,
+              help="--daemon: listen on this Unix socket (mode 0600) instead of TCP.")
 @common_run_options
 @click.pass_context
-def predict(ctx, inputs, model, predictions, probabilities, top_k, flush, skip_invalid, quiet, progress_bar,
-            progress_interval, report, chunk_bytes, threads, max_line_bytes):
+def predict(ctx, **params):
     """Predict INPUT lines ('-' or none = stdin) with MODEL; nothing in the model changes.
 
     \b
@@ -220,11 +218,11 @@ def predict(ctx, inputs, model, predictions, probabilities, top_k, flush, skip_i
       lomtree predict -i m.lt test.vw -p preds.txt
       cat test.vw | lomtree predict -i m.lt -p - | head -3
       lomtree predict -i cpt.lt test.vw --top-k 5
+      lomtree predict -i m.lt --daemon --port 26542 &   # then: nc 127.0.0.1 26542 < test.vw
     """
-    from .driver import process_start_time
-
     start = process_start_time()
-    commands.run_predict(dict(ctx.params, progress_interval=_progress_interval(progress_interval)), start)
+    params = dict(params, progress_interval=_progress_interval(params["progress_interval"]))
+    commands.run_predict(params, _given(ctx), start)
 
 
 @main.command(context_settings=CONTEXT)
@@ -235,55 +233,22 @@ def predict(ctx, inputs, model, predictions, probabilities, top_k, flush, skip_i
 def inspect(model, as_json, gini_c):
     """Describe MODEL: reduction, k, bits, sizes; for trees depth, nodes, leaves, swaps, purity/balance,
     and the Shannon, Gini and modified Gini entropies of the leaves (whole tree and per level)."""
+    from .model_io import inspect_model
 
-    def body():
-        from .model_io import inspect_model
-
-        if not (math.isfinite(gini_c) and gini_c >= 1.0):
-            raise ConfigError(f"--gini-c must be >= 1, got {gini_c}")
-        info = inspect_model(model, gini_c)
-        if as_json:
-            click.echo(json.dumps(info, indent=2, sort_keys=False, default=_jsonable))
+    if not (math.isfinite(gini_c) and gini_c >= 1.0):
+        raise ConfigError(f"--gini-c must be >= 1, got {gini_c}")
+    info = inspect_model(model, gini_c)
+    if as_json:
+        click.echo(json.dumps(info, indent=2, sort_keys=False, default=_jsonable))
+        return
+    for key, value in info.items():
+        if isinstance(value, (list, dict)):
+            click.echo(f"{key}:")
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for k2, v2 in items:
+                click.echo(f"  {k2}: {json.dumps(v2, default=_jsonable)}")
         else:
-            for key, value in info.items():
-                if isinstance(value, (list, dict)):
-                    click.echo(f"{key}:")
-                    items = value.items() if isinstance(value, dict) else enumerate(value)
-                    for k2, v2 in items:
-                        click.echo(f"  {k2}: {json.dumps(v2, default=_jsonable)}")
-                else:
-                    click.echo(f"{key}: {value}")
-
-    _run(body)
-
-
-@main.command(context_settings=CONTEXT)
-@click.option("--socket", "socket_path", type=click.Path(dir_okay=False),
-              help="Unix socket to listen on [$LOMTREE_SERVER, else /tmp/lomtree-<uid>/server.sock].")
-@click.option("--idle-timeout", type=float, default=0.0, show_default=True,
-              help="Exit after this many seconds without a command (0: never).")
-def serve(socket_path, idle_timeout):
-    """Keep a warm lomtree process (numba kernels loaded) that runs commands for clients.
-
-    \b
-    With LOMTREE_SERVER set to its socket, every lomtree command is handed to the server and
-    starts in a few milliseconds instead of about half a second; output, errors and exit codes
-    are the same. Without a reachable server, commands run in their own process as usual.
-      lomtree serve --socket /tmp/lt.sock --idle-timeout 3600 &
-      export LOMTREE_SERVER=/tmp/lt.sock
-      lomtree predict -i m.lt small.vw -p -
-    """
-
-    def body():
-        from .launch import SERVER_ENV
-        from .server import default_socket_path, serve as run_server
-
-        path = socket_path or os.environ.get(SERVER_ENV) or default_socket_path()
-        if idle_timeout < 0:
-            raise ConfigError("--idle-timeout must be >= 0")
-        return run_server(path, idle_timeout, announce=lambda m: click.echo(m, err=True))
-
-    sys.exit(_run(body) or 0)
+            click.echo(f"{key}: {value}")
 
 
 def _jsonable(o):

@@ -1,68 +1,20 @@
-"""What ``lomtree train`` and ``lomtree predict`` do with their parsed options, without click.
+"""What ``lomtree train`` and ``lomtree predict`` do with their parsed options.
 
 ``cli.py`` (click) parses a command line into a dict of parameters and calls ``run_train`` /
-``run_predict``; so does ``launch.main`` when ``argv.parse`` read the command line itself (the
-common case: about 25-35 ms of every command is importing click and building its commands). Both
-paths run the same code from here on, with the same messages and exit codes:
-
-* every ``LomtreeError`` becomes one line ``error: ...`` on stderr and its exit code (1 bad data,
-  2 bad usage or bad model file); ``OSError`` and ``MemoryError`` exit 1 the same way;
-* a closed stdout ends the command quietly (exit 0);
-* SIGINT/SIGTERM stop at an example boundary with a complete model (exit 130/143).
-
-Nothing here imports click, numpy or numba at module level.
+``run_predict``, inside ``runtime.guarded`` (errors become one line and an exit status). Nothing
+here imports click, numpy or numba at module level.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
 from .config import InputConfig, LearnerConfig, ReductionConfig
-from .errors import ConfigError, LomtreeError
-from .launch import say
+from .errors import ConfigError
+from .runtime import end_startup
 
 #: train options a model fixes or records: when given on the command line next to ``-i MODEL``
-#: they are checked against the model (``driver.train``'s ``explicit``)
+#: they are checked against the model (``driver.train``'s ``explicit``), as is every reduction option
 EXPLICIT_TRAIN = ("bits", "hash_seed", "noconstant", "label_offset", "loss", "sgd", "quantile_tau", "power_t",
-                  "max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up",
-                  "cpt_alpha", "learning_rate", "decay_learning_rate")
-
-
-def fail(msg: str, code: int):
-    say(f"error: {msg}")
-    sys.exit(code)
-
-
-def quiet_stdout() -> None:
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except OSError:
-        pass
-
-
-def guarded(fn):
-    """Run a command body: one-line errors, quiet closed pipes, signal exit codes."""
-    from .driver import Interrupted
-
-    try:
-        return fn()
-    except Interrupted as e:
-        say(f"interrupted by signal {e.signum}; stopped at an example boundary")
-        sys.exit(e.exit_code)
-    except LomtreeError as e:
-        fail(str(e), e.exit_code)
-    except BrokenPipeError:
-        quiet_stdout()
-        sys.exit(0)
-    except KeyboardInterrupt:
-        say("interrupted")
-        sys.exit(130)
-    except MemoryError:
-        fail("out of memory (try fewer --bits or a smaller -k)", 1)
-    except OSError as e:
-        fail(f"{getattr(e, 'filename', '') or ''}: {e.strerror or e}", 1)
+                  "learning_rate", "decay_learning_rate")
 
 
 PROGRESS_INTERVAL_RULE = "must be an integer >= 1 (additive) or a float > 1 (multiplicative)"
@@ -82,93 +34,113 @@ def progress_interval(value: str) -> float | int:
     return v
 
 
-def run_predict(p: dict, start: float) -> None:
+def run_predict(p: dict, given: set, start: float) -> None:
     """``lomtree predict`` with its parameters ``p`` (the names of cli.predict's arguments, ``-P``
-    already read by ``progress_interval``); ``start``: when the process started
-    (``driver.process_start_time``)."""
-    from .driver import RunOptions, resolve_threads
+    already read by ``progress_interval``); ``given``: the names set on the command line;
+    ``start``: when the process started (``runtime.process_start_time``)."""
+    from .driver import RunOptions, predict, resolve_threads
+    from .paths import check_outputs
 
-    def body():
-        from .driver import predict
-        from .paths import check_outputs
-
-        check_outputs([("-p", p["predictions"]), ("--report", p["report"])],
-                      [("input", x) for x in p["inputs"]] + [("-i", p["model"])])
-        flush = p["flush"]
-        chunk_bytes = p["chunk_bytes"]
-        opts = RunOptions(inputs=list(p["inputs"]), predictions=p["predictions"], quiet=p["quiet"],
-                          progress_interval=p["progress_interval"],
-                          progress_bar=p["progress_bar"], report=p["report"], flush=flush,
-                          probabilities=p["probabilities"], top_k=p["top_k"] or 0,
-                          chunk_bytes=(4096 if flush and chunk_bytes == 1 << 20 else chunk_bytes),
-                          start_time=start, handle_signals=True, threads=resolve_threads(p["threads"]),
-                          max_line_bytes=p["max_line_bytes"])
-        predict(p["model"], opts, skip_invalid=p["skip_invalid"])
-
-    guarded(body)
+    if p["daemon"]:
+        return _run_daemon(p, given)
+    if given & {"port", "socket_path", "host"}:
+        raise ConfigError("--port, --socket and --host need --daemon")
+    check_outputs([("-p", p["predictions"]), ("--report", p["report"])],
+                  [("input", x) for x in p["inputs"]] + [("-i", p["model"])])
+    flush = p["flush"]
+    chunk_bytes = p["chunk_bytes"]
+    opts = RunOptions(inputs=list(p["inputs"]), predictions=p["predictions"], quiet=p["quiet"],
+                      progress_interval=p["progress_interval"],
+                      progress_bar=p["progress_bar"], report=p["report"], flush=flush,
+                      probabilities=p["probabilities"], top_k=p["top_k"] or 0,
+                      chunk_bytes=(4096 if flush and chunk_bytes == 1 << 20 else chunk_bytes),
+                      start_time=start, handle_signals=True, threads=resolve_threads(p["threads"]),
+                      max_line_bytes=p["max_line_bytes"], on_started=end_startup)
+    predict(p["model"], opts, skip_invalid=p["skip_invalid"])
 
 
-def run_train(p: dict, given: set, start: float, warn) -> None:
+#: predict options that have no meaning for a daemon (it answers on its connections)
+_NOT_FOR_DAEMON = ("inputs", "predictions", "report", "flush", "progress_bar", "progress_interval", "threads",
+                   "chunk_bytes")
+
+
+def _run_daemon(p: dict, given: set) -> None:
+    from .daemon import serve
+
+    clash = [n for n in _NOT_FOR_DAEMON if n in given]
+    if clash:
+        raise ConfigError(f"--daemon answers on its connections: {', '.join(_option_name(n) for n in clash)} "
+                          f"cannot be used with it")
+    if p["port"] is not None and p["socket_path"] is not None:
+        raise ConfigError("--port and --socket cannot be used together")
+    serve(p["model"], port=p["port"], socket_path=p["socket_path"], host=p["host"],
+          probabilities=p["probabilities"], top_k=p["top_k"] or 0, max_line_bytes=p["max_line_bytes"],
+          quiet=p["quiet"], on_started=end_startup)
+
+
+def _option_name(name: str) -> str:
+    return {"inputs": "INPUT", "predictions": "-p", "progress_bar": "--progress",
+            "progress_interval": "-P"}.get(name, "--" + name.replace("_", "-"))
+
+
+def run_train(p: dict, given: set, start: float) -> None:
     """``lomtree train`` with its parameters ``p`` (as for ``run_predict``); ``given``:
-    the names set on the command line (not defaults); ``warn(msg)`` prints a warning line."""
-    from .driver import RunOptions
+    the names set on the command line (not defaults)."""
+    from .driver import RunOptions, train
+    from .paths import check_outputs
 
-    def body():
-        from .driver import train
-        from .reductions import get_reduction_class
+    cache_path = p["cache"]
+    if cache_path == "" and p["final_model"]:
+        cache_path = p["final_model"] + ".cache"
+    check_outputs([("-f", p["final_model"]), ("-p", p["predictions"]), ("--report", p["report"]),
+                   ("-c", cache_path)],
+                  [("input", x) for x in p["inputs"]] + [("-i", p["initial_model"])])
+    icfg = InputConfig(format=p["fmt"], bits=p["bits"], hash_seed=p["hash_seed"], noconstant=p["noconstant"],
+                       label_offset=p["label_offset"], skip_invalid=p["skip_invalid"],
+                       max_line_bytes=p["max_line_bytes"])
+    rcfg = lcfg = None
+    if p["initial_model"] is None:
+        rcfg, lcfg = _new_model_configs(p)
+    opts = RunOptions(inputs=list(p["inputs"]), predictions=p["predictions"], passes=p["passes"], cache=p["cache"],
+                      use_cache=p["cache"] is not None, holdout_period=p["holdout_period"],
+                      holdout_off=p["holdout_off"], early_terminate=p["early_terminate"], quiet=p["quiet"],
+                      progress_interval=p["progress_interval"],
+                      progress_bar=p["progress_bar"], report=p["report"], chunk_bytes=p["chunk_bytes"],
+                      start_time=start, handle_signals=True, on_started=end_startup)
+    train(icfg, lcfg, rcfg, opts, initial_model=p["initial_model"], final_model=p["final_model"],
+          explicit=_explicit(p, given))
 
-        from .paths import check_outputs
 
-        if p["passes"] < 1:
-            raise ConfigError("--passes must be >= 1")
-        cache_path = p["cache"]
-        if cache_path == "" and p["final_model"]:
-            cache_path = p["final_model"] + ".cache"
-        check_outputs([("-f", p["final_model"]), ("-p", p["predictions"]), ("--report", p["report"]),
-                       ("-c", cache_path)],
-                      [("input", x) for x in p["inputs"]] + [("-i", p["initial_model"])])
-        explicit = {n: p[n] for n in EXPLICIT_TRAIN if n in given}
-        if p["initial_model"] is not None:
-            if "reduction" in given:
-                explicit["reduction"] = p["reduction"]
-            if p["k"] is not None:
-                explicit["k"] = p["k"]
-            if "fmt" in given:
-                explicit["format"] = p["fmt"]
-        icfg = InputConfig(format=p["fmt"], bits=p["bits"], hash_seed=p["hash_seed"], noconstant=p["noconstant"],
-                           label_offset=p["label_offset"], skip_invalid=p["skip_invalid"],
-                           max_line_bytes=p["max_line_bytes"])
-        if p["initial_model"] is None:
-            reduction = p["reduction"]
-            cls = get_reduction_class(reduction)
-            rcfg = ReductionConfig(name=reduction, k=p["k"], max_internal_nodes=p["max_internal_nodes"],
-                                   swap_resistance=p["swap_resistance"], cpt_alpha=p["cpt_alpha"],
-                                   leaf_labels=(getattr(cls, "default_leaf_labels", 0) if p["leaf_labels"] is None
-                                                else p["leaf_labels"]),
-                                   candidates_up=(getattr(cls, "default_candidates_up", 0)
-                                                  if p["candidates_up"] is None else p["candidates_up"]),
-                                   cpt_predict=p["cpt_predict"], cpt_random_insert=p["cpt_random_insert"],
-                                   arity=p["arity"], beam=p["beam"], tree_buffer=p["tree_buffer"], path_weight=p["path_weight"], leaf_negatives=not p["no_leaf_negatives"],
-                                   dim=p["dim"], depth=p["depth"], reassign_after=p["reassign_after"],
-                                   seed=p["seed"])
-            the_loss = p["loss"]
-            if the_loss is None:
-                the_loss = cls.default_loss
-            power_t = getattr(cls, "default_power_t", 0.5) if p["power_t"] is None else p["power_t"]
-            lcfg = LearnerConfig(learning_rate=p["learning_rate"], power_t=power_t, initial_t=p["initial_t"],
-                                 loss=the_loss, quantile_tau=p["quantile_tau"], sgd=p["sgd"],
-                                 decay_learning_rate=p["decay_learning_rate"])
-        else:
-            rcfg = None
-            lcfg = None
-        cache = p["cache"]
-        opts = RunOptions(inputs=list(p["inputs"]), predictions=p["predictions"], passes=p["passes"], cache=cache,
-                          use_cache=cache is not None, holdout_period=p["holdout_period"],
-                          holdout_off=p["holdout_off"], early_terminate=p["early_terminate"], quiet=p["quiet"],
-                          progress_interval=p["progress_interval"],
-                          progress_bar=p["progress_bar"], report=p["report"], chunk_bytes=p["chunk_bytes"],
-                          start_time=start, handle_signals=True)
-        train(icfg, lcfg, rcfg, opts, initial_model=p["initial_model"], final_model=p["final_model"],
-              explicit=explicit)
+def _new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
+    """The reduction and learner configs of a new model: the options given, else the reduction's
+    registry defaults, else the configs' own."""
+    from dataclasses import fields
 
-    guarded(body)
+    from .reductions.registry import default, reduction_options
+
+    name = p["reduction"]
+    base = {f.name: f.default for f in fields(ReductionConfig)}
+    own = {f: (p[f] if p[f] is not None else default(name, f, base[f])) for f in reduction_options()}
+    rcfg = ReductionConfig(name=name, k=p["k"], seed=p["seed"], **own)
+    lcfg = LearnerConfig(learning_rate=p["learning_rate"], initial_t=p["initial_t"],
+                         power_t=p["power_t"] if p["power_t"] is not None else default(name, "power_t", 0.5),
+                         loss=p["loss"] if p["loss"] is not None else default(name, "loss", "squared"),
+                         quantile_tau=p["quantile_tau"], sgd=p["sgd"], decay_learning_rate=p["decay_learning_rate"])
+    return rcfg, lcfg
+
+
+def _explicit(p: dict, given: set) -> dict:
+    """The options given next to ``-i MODEL`` that the model fixes (checked against it) or that
+    change it (learning rate)."""
+    from .reductions.registry import reduction_options
+
+    if p["initial_model"] is None:
+        return {}
+    explicit = {n: p[n] for n in EXPLICIT_TRAIN + tuple(reduction_options()) if n in given}
+    if "reduction" in given:
+        explicit["reduction"] = p["reduction"]
+    if p["k"] is not None:
+        explicit["k"] = p["k"]
+    if "fmt" in given:
+        explicit["format"] = p["fmt"]
+    return explicit

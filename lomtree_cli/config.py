@@ -1,4 +1,4 @@
-"""Frozen, self-validating configuration records (``records.Record``: dataclass-like, cheaper to make).
+"""Frozen, self-validating configuration dataclasses.
 
 One for the input/hashing side (``InputConfig``), one for the base linear learner
 (``LearnerConfig``) and one for the reduction (``ReductionConfig``). Each checks its own values in
@@ -9,12 +9,14 @@ silently replaced.
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass, fields
+
 from .errors import ConfigError
-from .records import Record, asdict, fields
+from .reductions.registry import REGISTRY
 
 LOSSES = ("squared", "logistic", "hinge", "quantile")
 FORMATS = ("vw", "libsvm")
-REDUCTIONS = ("oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt", "mtree")
+REDUCTIONS = tuple(REGISTRY)
 #: the constant feature's hash before masking (VW's constant); ALGORITHMS.md §1.3
 CONSTANT_HASH = 11650396
 #: ``--max-line-bytes`` default: a longer line is malformed (found without buffering it whole)
@@ -25,7 +27,8 @@ MAX_LINE_BYTES_LIMIT = 1 << 34
 MAX_NODES_PER_CLASS = 64
 
 
-class InputConfig(Record, frozen=True):
+@dataclass(frozen=True)
+class InputConfig:
     """How text becomes hashed examples (ALGORITHMS.md §1).
 
     format : 'vw' or 'libsvm'
@@ -69,7 +72,8 @@ class InputConfig(Record, frozen=True):
         return CONSTANT_HASH & self.mask
 
 
-class LearnerConfig(Record, frozen=True):
+@dataclass(frozen=True)
+class LearnerConfig:
     """The base linear learner (ALGORITHMS.md §2).
 
     learning_rate : eta (None = 0.5, or 10 with --sgd)
@@ -119,11 +123,12 @@ class LearnerConfig(Record, frozen=True):
         return 1.0 if self.sgd else 0.0
 
 
-class ReductionConfig(Record, frozen=True):
+@dataclass(frozen=True)
+class ReductionConfig:
     """Which reduction, and its parameters (ALGORITHMS.md §3).
 
-    name : oaa | lomtree | filter | rtree | cpt | table
-    k : number of classes (labels 1..k); required except for cpt and table
+    name : a name in ``reductions.registry.REGISTRY``
+    k : number of classes (labels 1..k); required when the reduction's entry says ``needs_k``
     max_internal_nodes : LOMtree T (None = k - 1)
     swap_resistance : LOMtree R_S
     leaf_labels : LOMtree L: candidate labels per leaf, rescored one-against-some (0 = majority label)
@@ -166,7 +171,7 @@ class ReductionConfig(Record, frozen=True):
     def __post_init__(self):
         if self.name not in REDUCTIONS:
             raise ConfigError(f"--reduction must be one of {', '.join(REDUCTIONS)}, got {self.name!r}")
-        if self.name not in ("cpt", "table") and self.k is None:
+        if REGISTRY[self.name].needs_k and self.k is None:
             raise ConfigError(f"--reduction {self.name} needs -k/--classes K")
         if self.k is not None and not 1 <= int(self.k) < 2**31:
             raise ConfigError(f"-k/--classes must be in 1..2^31-1, got {self.k}")
@@ -212,5 +217,5 @@ def to_dict(cfg) -> dict:
 
 def from_dict(cls, d: dict):
     """Build ``cls`` from a dict, ignoring unknown keys (newer files) and validating values."""
-    names = set(fields(cls))
+    names = {f.name for f in fields(cls)}
     return cls(**{k: v for k, v in d.items() if k in names})

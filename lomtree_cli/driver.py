@@ -24,35 +24,23 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .batch import ExampleBatch
 from .config import InputConfig, LearnerConfig, ReductionConfig
-from .errors import ConfigError, InputError
+from .errors import ConfigError, InputError, Interrupted
 from .kernels.linear import HP_ETA
 from .metrics import Progress
-from .records import Record, factory, replace
+from .runtime import quiet_stdout
 
 
-#: set by a ``lomtree serve`` child to its client's start time (see ``server.py``)
-START_TIME_OVERRIDE: float | None = None
-
-
-def process_start_time() -> float:
-    """Wall-clock time at which this command started: this process's start, or, in a server's
-    child, the client process's (falls back to now off Linux)."""
-    if START_TIME_OVERRIDE is not None:
-        return START_TIME_OVERRIDE
-    from .launch import process_start_time as own_start
-
-    return own_start()
-
-
-class RunOptions(Record):
+@dataclass
+class RunOptions:
     """Driver options shared by train and predict."""
 
-    inputs: list = factory(list)
+    inputs: list = field(default_factory=list)
     predictions: str | None = None
     passes: int = 1
     cache: str | None = None
@@ -73,16 +61,7 @@ class RunOptions(Record):
     handle_signals: bool = False
     threads: int = 1  # predict: threads that parse chunks and share each batch (train: 1)
     max_line_bytes: int | None = None  # predict: --max-line-bytes (None: the default)
-
-
-class Interrupted(Exception):
-    """Raised after a clean stop on SIGINT/SIGTERM; ``exit_code`` is 130 or 143."""
-
-    def __init__(self, signum: int, summary: dict):
-        self.signum = signum
-        self.summary = summary
-        self.exit_code = 128 + signum
-        super().__init__(f"interrupted by signal {signum}")
+    on_started: object = None  # called before the first example (the CLI: ``runtime.end_startup``)
 
 
 class _StopFlag:
@@ -132,14 +111,19 @@ class PredictionWriter:
                 raise ConfigError(f"cannot write predictions to {path}: {e.strerror}") from None
             self.own = True
 
-    def write(self, preds: np.ndarray, tags, extra: list | None = None):
-        if self.f is None or preds.shape[0] == 0:
-            return
+    def lines(self, preds: np.ndarray, tags, extra: list | None = None) -> list[str]:
+        """The answer lines of a batch: ``label`` (``extra`` appended) and `` tag`` if any."""
         lines = self.label_strings(preds)
         if extra is not None:
             lines = [a + b for a, b in zip(lines, extra)]
         if tags is not None:
             lines = [ln if t is None else f"{ln} {t}" for ln, t in zip(lines, tags)]
+        return lines
+
+    def write(self, preds: np.ndarray, tags, extra: list | None = None):
+        if self.f is None or preds.shape[0] == 0:
+            return
+        lines = self.lines(preds, tags, extra)
         try:
             self.f.write("\n".join(lines) + "\n")
             if self.flush:
@@ -148,7 +132,7 @@ class PredictionWriter:
             # the reader went away (e.g. `| head`): stop writing, keep the run (training) going
             self.broken = True
             self.f = None
-            _silence_stdout()
+            quiet_stdout()
         except OSError as e:  # a full disk, /dev/full, ...: name the file
             self._failed(e)
 
@@ -184,18 +168,9 @@ class PredictionWriter:
                     self.f.flush()
             except BrokenPipeError:
                 self.broken = True
-                _silence_stdout()
+                quiet_stdout()
             except OSError as e:
                 self._failed(e)
-
-
-def _silence_stdout():
-    """Point fd 1 at /dev/null so the interpreter's final flush does not fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
 
 
 def _batches_for_pass(paths, input_cfg, opts, pass_index, cache):
@@ -396,9 +371,8 @@ class Runner:
 
     # -- the loop ----------------------------------------------------------------------------
     def run_pass(self, batches, pass_index: int, holdout: bool, writer: PredictionWriter, stop: _StopFlag):
-        from .launch import end_startup
-
-        end_startup()
+        if self.opts.on_started is not None:
+            self.opts.on_started()
         period = self.opts.holdout_period
         counter = 0
         for batch in batches:
@@ -440,7 +414,7 @@ class Runner:
                 self.warned_nan = True
             extra = None
             if writer.f is not None and (self.opts.probabilities or self.opts.top_k):
-                extra = self._probability_fields(batch)
+                extra = probability_fields(self.reduction, batch, self.opts.top_k, self.opts.probabilities)
                 writer.write(extra[0], batch.tags, extra[1])
             else:
                 writer.write(preds, batch.tags)
@@ -452,20 +426,23 @@ class Runner:
                 return True  # predictions were the only output and nobody reads them
         return True
 
-    def _probability_fields(self, batch):
-        ntop = max(1, self.opts.top_k)
-        labs, probs, p_true = self.reduction.predict_top(batch, ntop)
-        extra = []
-        has_label = batch.labels > 0
-        for i in range(len(batch)):
-            parts = [f":{probs[i, 0]:.6f}"]
-            for j in range(1, ntop if self.opts.top_k else 1):
-                if j < labs.shape[1] and labs[i, j] > 0:
-                    parts.append(f" {labs[i, j]}:{probs[i, j]:.6f}")
-            if self.opts.probabilities and has_label[i]:
-                parts.append(f" p({batch.labels[i]})={p_true[i]:.6f}")
-            extra.append("".join(parts))
-        return labs[:, 0], extra
+
+def probability_fields(reduction, batch, top_k: int, probabilities: bool):
+    """``--top-k``/``--probabilities`` output of a batch: (best labels, per example the text that
+    follows the label: ``:p``, the next labels ``label:p``, ``p(true label)=p``)."""
+    ntop = max(1, top_k)
+    labs, probs, p_true = reduction.predict_top(batch, ntop)
+    extra = []
+    has_label = batch.labels > 0
+    for i in range(len(batch)):
+        parts = [f":{probs[i, 0]:.6f}"]
+        for j in range(1, ntop if top_k else 1):
+            if j < labs.shape[1] and labs[i, j] > 0:
+                parts.append(f" {labs[i, j]}:{probs[i, j]:.6f}")
+        if probabilities and has_label[i]:
+            parts.append(f" p({batch.labels[i]})={p_true[i]:.6f}")
+        extra.append("".join(parts))
+    return labs[:, 0], extra
 
 
 def _open_cache(opts: RunOptions, input_cfg: InputConfig, paths, final_model: str | None = None):
@@ -485,85 +462,145 @@ def _open_cache(opts: RunOptions, input_cfg: InputConfig, paths, final_model: st
 def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: ReductionConfig, opts: RunOptions,
           initial_model: str | None = None, final_model: str | None = None,
           explicit: dict | None = None) -> dict:
-    """Train (progressive validation) over ``opts.inputs``; returns the summary dict."""
+    """Train (progressive validation) over ``opts.inputs``; returns the summary dict.
+
+    A new model is made from the three configs; with ``initial_model`` that model is continued
+    (``learner_cfg`` and ``red_cfg`` unused; ``explicit``: the options given on the command line,
+    checked against the model or applied to it)."""
     from . import model_io
-    from .learner import LinearLearner
-    from .reductions import get_reduction_class
 
     start = opts.start_time or time.time()
     err = opts.err if opts.err is not None else sys.stderr
-    passes_before = 0
-    if initial_model is not None:
-        loaded = model_io.load_model(initial_model)
-        _check_model_conflicts(loaded, explicit or {}, input_cfg)
-        input_cfg = replace(loaded.input_config, skip_invalid=input_cfg.skip_invalid,
-                            max_line_bytes=input_cfg.max_line_bytes)
-        learner, reduction = loaded.learner, loaded.reduction
-        if explicit and explicit.get("learning_rate") is not None:
-            learner.arrays.hp[HP_ETA] = float(explicit["learning_rate"])
-        if explicit and explicit.get("decay_learning_rate") is not None:
-            learner.config = replace(learner.config, decay_learning_rate=float(explicit["decay_learning_rate"]))
-        passes_before = loaded.passes_done
+    _check_train_options(opts)
+    if initial_model is None:
+        passes_before = 0
+        learner, reduction = _new_model(input_cfg, learner_cfg, red_cfg)
     else:
-        cls = get_reduction_class(red_cfg.name)
-        learner = LinearLearner(learner_cfg, input_cfg.bits, cls.n_models_for(red_cfg), cls.slot_mode)
-        reduction = cls(red_cfg, learner)
-    if opts.passes < 1:
-        raise ConfigError("--passes must be >= 1")
+        input_cfg, learner, reduction, passes_before = _continued_model(initial_model, input_cfg, explicit or {})
     paths = list(opts.inputs) or ["-"]
-    holdout = opts.passes > 1 and not opts.holdout_off
-    if holdout and opts.holdout_period < 1:
-        raise ConfigError("--holdout-period must be >= 1")
-    if holdout and opts.early_terminate < 1:
-        raise ConfigError("--early-terminate must be >= 1")
+
+    def save(passes_done: int) -> bool:
+        if final_model is None:
+            return False
+        model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + passes_done)
+        return True
+
     runner = Runner(input_cfg, learner, reduction, opts, learn=True)
     runner.need_predictions = opts.predictions is not None or not (opts.quiet or opts.progress_bar)
     reduction.set_need_predictions(runner.need_predictions)
     if not opts.quiet:
         _preamble(err, input_cfg, learner, reduction, paths)
-    writer = PredictionWriter(opts.predictions, opts.flush)
+    holdout = _Holdout(opts.passes > 1 and not opts.holdout_off, opts.early_terminate)
     stop = _StopFlag()
+    passes_used = _run_passes(runner, paths, opts, stop, holdout, save, final_model)
+    # with holdout the file already holds the best pass (also after an interrupt: a half pass is not
+    # validated, so the best complete pass is kept); otherwise write the model as it is now
+    if not holdout.saved:
+        _save_whole(save, passes_used, opts, stop)
+    summary = _summary(runner, reduction, input_cfg, passes_used, start,
+                       holdout.best if holdout.active and math.isfinite(holdout.best) else None)
+    if holdout.active:
+        summary["best_pass"] = holdout.best_pass
+        summary["holdout_losses"] = holdout.losses
+    _finish(err, opts, runner, summary)
+    if stop.signum:
+        raise Interrupted(stop.signum, summary)
+    return summary
+
+
+def _check_train_options(opts: RunOptions) -> None:
+    if opts.passes < 1:
+        raise ConfigError("--passes must be >= 1")
+    if opts.passes > 1 and not opts.holdout_off:
+        if opts.holdout_period < 1:
+            raise ConfigError("--holdout-period must be >= 1")
+        if opts.early_terminate < 1:
+            raise ConfigError("--early-terminate must be >= 1")
+
+
+def _new_model(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: ReductionConfig):
+    """(learner, reduction) of a new model."""
+    from .learner import LinearLearner
+    from .reductions import get_reduction_class
+
+    cls = get_reduction_class(red_cfg.name)
+    learner = LinearLearner(learner_cfg, input_cfg.bits, cls.n_models_for(red_cfg), cls.slot_mode)
+    return learner, cls(red_cfg, learner)
+
+
+def _continued_model(path: str, input_cfg: InputConfig, explicit: dict):
+    """(input config, learner, reduction, passes done) of the model at ``path``, continued: the
+    options in ``explicit`` are checked against it (ConfigError), or applied (learning rate and its
+    decay); the run's own input options (``--skip-invalid``, ``--max-line-bytes``) are kept."""
+    from . import model_io
+
+    loaded = model_io.load_model(path)
+    _check_model_conflicts(loaded, explicit, input_cfg)
+    input_cfg = replace(loaded.input_config, skip_invalid=input_cfg.skip_invalid,
+                        max_line_bytes=input_cfg.max_line_bytes)
+    learner = loaded.learner
+    if explicit.get("learning_rate") is not None:
+        learner.arrays.hp[HP_ETA] = float(explicit["learning_rate"])
+    if explicit.get("decay_learning_rate") is not None:
+        learner.config = replace(learner.config, decay_learning_rate=float(explicit["decay_learning_rate"]))
+    return input_cfg, learner, loaded.reduction, loaded.passes_done
+
+
+class _Holdout:
+    """Holdout bookkeeping of a run (``active``: more than one pass, holdout not off): each pass's
+    holdout loss, the best pass (its model saved when it wins) and early termination."""
+
+    def __init__(self, active: bool, early_terminate: int):
+        self.active = active
+        self.early_terminate = early_terminate
+        self.best = math.inf
+        self.best_pass = 0
+        self.losses = []  # holdout loss of each completed pass (None: nothing held out)
+        self.no_win = 0
+        self.saved = False  # the model file holds the best pass
+
+    def end_pass(self, p: int, loss: float, save) -> bool:
+        """Record pass ``p``'s (0-based) holdout loss; ``save(passes)`` the model when it is the
+        best so far. True when the run should stop early."""
+        self.losses.append(loss if math.isfinite(loss) else None)
+        if loss < self.best:
+            self.best, self.best_pass, self.no_win = loss, p + 1, 0
+            self.saved = save(p + 1) or self.saved
+        elif not (math.isinf(loss) and math.isinf(self.best)):
+            self.no_win += 1
+        return self.no_win >= self.early_terminate
+
+
+def _run_passes(runner: Runner, paths, opts: RunOptions, stop: _StopFlag, holdout: _Holdout, save,
+                final_model: str | None) -> int:
+    """Up to ``opts.passes`` passes over the inputs (the example cache after the first); returns
+    the passes run (the last one possibly interrupted by a signal)."""
+    err = runner.err
+    writer = PredictionWriter(opts.predictions, opts.flush)
     if opts.handle_signals:
         stop.install()
-    cache = _open_cache(opts, input_cfg, paths, final_model)
-    best = math.inf
-    best_pass = 0
-    pass_losses = []  # holdout loss of each completed pass (None: nothing held out)
-    no_win = 0
-    passes_used = 0
-    snapshot_written = False
-    completed = True
+    cache = _open_cache(opts, runner.input_cfg, paths, final_model)
     if opts.progress_bar:
         from tqdm import tqdm
 
         runner.bar = tqdm(unit="ex", unit_scale=True, file=err, dynamic_ncols=True)
+    passes_used = 0
     try:
         runner.progress.start()
         for p in range(opts.passes):
-            if p > 0 and holdout:
-                runner.progress.holdout_reporting = True
-            batches = prefetch(_batches_for_pass(paths, input_cfg, opts, p, cache), should_stop=lambda: stop.signum != 0)
-            completed = runner.run_pass(batches, p, holdout, writer, stop)
+            runner.progress.holdout_reporting = p > 0 and holdout.active
+            batches = prefetch(_batches_for_pass(paths, runner.input_cfg, opts, p, cache),
+                               should_stop=lambda: stop.signum != 0)
             passes_used = p + 1
-            if not completed:
+            if not runner.run_pass(batches, p, holdout.active, writer, stop):
                 break
-            reduction.end_pass()
-            learner.decay(learner.config.decay_learning_rate)
-            if holdout:
-                hl = runner.progress.end_pass()
-                pass_losses.append(hl if math.isfinite(hl) else None)
-                if hl < best:
-                    best, best_pass, no_win = hl, p + 1, 0
-                    if final_model is not None:
-                        model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + p + 1)
-                        snapshot_written = True
-                elif not (math.isinf(hl) and math.isinf(best)):
-                    no_win += 1
-                if no_win >= opts.early_terminate and p + 1 < opts.passes:
-                    if not opts.quiet:
-                        err.write(f"early stopping after pass {p + 1}: no holdout improvement in "
-                                  f"{no_win} passes; keeping pass {best_pass}\n")
-                    break
+            runner.reduction.end_pass()
+            runner.learner.decay(runner.learner.config.decay_learning_rate)
+            if holdout.active and holdout.end_pass(p, runner.progress.end_pass(), save) and p + 1 < opts.passes:
+                if not opts.quiet:
+                    err.write(f"early stopping after pass {p + 1}: no holdout improvement in "
+                              f"{holdout.no_win} passes; keeping pass {holdout.best_pass}\n")
+                break
     finally:
         if runner.bar is not None:
             runner.bar.close()
@@ -571,24 +608,17 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
         stop.restore()
         if cache is not None:
             cache.close()
-    # with holdout the file already holds the best pass (also after an interrupt: a half pass is not
-    # validated, so the best complete pass is kept); otherwise write the model as it is now
-    if final_model is not None and not (holdout and snapshot_written):
-        if opts.handle_signals:
-            stop.install()  # a signal during the save only sets the flag: the save completes
-        try:
-            model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + passes_used)
-        finally:
-            stop.restore()
-    summary = _summary(runner, reduction, input_cfg, passes_used, start,
-                       best if holdout and math.isfinite(best) else None)
-    if holdout:
-        summary["best_pass"] = best_pass
-        summary["holdout_losses"] = pass_losses
-    _finish(err, opts, runner, summary)
-    if stop.signum:
-        raise Interrupted(stop.signum, summary)
-    return summary
+    return passes_used
+
+
+def _save_whole(save, passes_used: int, opts: RunOptions, stop: _StopFlag) -> None:
+    """Save the model as it is now; a signal during the save only sets the flag: the save completes."""
+    if opts.handle_signals:
+        stop.install()
+    try:
+        save(passes_used)
+    finally:
+        stop.restore()
 
 
 #: ``predict --threads`` is at most this many times the CPUs
@@ -616,43 +646,6 @@ def resolve_threads(n: int) -> int:
 #: 384 -> 363 ms). Bounded memory: about 1-3 MB of arrays per batch of 1 MB of input.
 PREDICT_AHEAD = 16
 
-#: the parser a ``predict`` started before its command line was parsed (``start_predict_early``):
-#: [(key, input options from the model's header, batches)], taken by ``predict``
-_EARLY: list = []
-
-
-def _early_key(model_path: str, paths, skip_invalid: bool, opts: RunOptions) -> tuple:
-    from .config import MAX_LINE_BYTES
-
-    return (model_path, tuple(paths), bool(skip_invalid), opts.chunk_bytes, opts.flush, opts.threads,
-            MAX_LINE_BYTES if opts.max_line_bytes is None else int(opts.max_line_bytes))
-
-
-def start_predict_early(model_path: str, paths: list, skip_invalid: bool, chunk_bytes: int, threads: int,
-                        max_line_bytes: int | None = None) -> bool:
-    """Start parsing a ``predict``'s input files before the command line is fully parsed.
-
-    The entry point (``launch.main``) calls this for a ``predict`` on regular files whose
-    command line ``argv.parse`` read; the parser then runs on the second core while the rest of
-    the command and the model load (it would otherwise start only when the model has loaded).
-    ``predict`` adopts these batches only if the model path, the inputs and every option that
-    shapes the batches are what it was given; otherwise they are dropped (files can be read
-    again; stdin is never read early). True if a parser was started."""
-    from . import model_io
-
-    if os.environ.get("LOMTREE_THREADS", "1") == "0":
-        return False
-    peek = model_io.peek_input_config(model_path)
-    if peek is None:
-        return False
-    opts = RunOptions(inputs=list(paths), chunk_bytes=chunk_bytes, threads=resolve_threads(threads),
-                      max_line_bytes=max_line_bytes)
-    batches = _predict_parser(list(paths), peek, skip_invalid, opts)
-    discard_early()
-    _EARLY.append((_early_key(model_path, paths, skip_invalid, opts), peek, batches))
-    return True
-
-
 def _predict_parser(paths: list, input_cfg: InputConfig, skip_invalid: bool, opts: RunOptions, should_stop=None):
     """``predict``'s batches of ``paths``, parsed in a thread that starts now and may run
     ``PREDICT_AHEAD`` batches ahead."""
@@ -668,22 +661,6 @@ def _predict_input(input_cfg: InputConfig, skip_invalid: bool, opts: RunOptions)
     return replace(input_cfg, skip_invalid=bool(skip_invalid), low_labels_unlabeled=True, **extra)
 
 
-def discard_early() -> None:
-    """Stop and drop an early parser nobody took."""
-    while _EARLY:
-        _EARLY.pop()[2].close()
-
-
-def _take_early(key: tuple):
-    """(peeked input options, batches) of the early parser if it was started for ``key``, else
-    None (an early parser for anything else is stopped)."""
-    if _EARLY and _EARLY[0][0] == key:
-        _, peek, batches = _EARLY.pop()
-        return peek, batches
-    discard_early()
-    return None
-
-
 def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> dict:
     """Test only: predict every example of ``opts.inputs`` with the model; nothing changes."""
     from . import model_io
@@ -696,14 +673,9 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
     # kernels and file reads): the input options come from the model's header, read first.
     # ``batches`` is closed on every way out (a no-op once the pass has consumed it).
     batches = runner = writer = None
-    early = _take_early(_early_key(model_path, paths, skip_invalid, opts))
-    if early is not None:
-        peek, batches = early
-        batches.should_stop = lambda: stop.signum != 0
-    else:
-        peek = model_io.peek_input_config(model_path)
-        if peek is not None:
-            batches = _predict_parser(paths, peek, skip_invalid, opts, should_stop=lambda: stop.signum != 0)
+    peek = model_io.peek_input_config(model_path)
+    if peek is not None:
+        batches = _predict_parser(paths, peek, skip_invalid, opts, should_stop=lambda: stop.signum != 0)
     try:
         loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
         if batches is not None and loaded.input_config != peek:
@@ -736,29 +708,33 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
     return summary
 
 
-_FIXED = {  # option name -> (where in the loaded model, attribute)
+#: options fixed by the model (besides every reduction option): name -> (part of the model, attribute)
+_FIXED = {
     "reduction": ("reduction", "name"), "k": ("reduction", "k"), "bits": ("input", "bits"),
     "hash_seed": ("input", "hash_seed"), "noconstant": ("input", "noconstant"),
     "format": ("input", "format"), "label_offset": ("input", "label_offset"),
     "loss": ("learner", "loss"), "sgd": ("learner", "sgd"), "quantile_tau": ("learner", "quantile_tau"),
     "power_t": ("learner", "power_t"),
-    "max_internal_nodes": ("reduction", "max_internal_nodes"),
-    "swap_resistance": ("reduction", "swap_resistance"), "cpt_alpha": ("reduction", "cpt_alpha"),
-    "leaf_labels": ("reduction", "leaf_labels"), "candidates_up": ("reduction", "candidates_up"),
 }
 
 
 def _check_model_conflicts(loaded, explicit: dict, input_cfg: InputConfig):
+    """ConfigError when an option given next to ``-i`` differs from the model's value."""
+    from .reductions.registry import reduction_options
+
     where = {"reduction": loaded.reduction.config, "input": loaded.input_config,
              "learner": loaded.learner.config}
+    options = reduction_options()
     for name, value in explicit.items():
-        if name not in _FIXED or value is None:
+        if value is None or (name not in _FIXED and name not in options):
             continue
-        part, attr = _FIXED[name]
+        part, attr = _FIXED.get(name, ("reduction", name))
         have = getattr(where[part], attr)
         if have != value:
-            raise ConfigError(f"--{name.replace('_', '-')} {value} conflicts with the initial model "
-                              f"({attr} = {have}); it is fixed by the model")
+            given = options[name][0].flags[0] if name in options else f"--{name.replace('_', '-')}"
+            if not isinstance(value, bool) or name not in options:
+                given += f" {value}"
+            raise ConfigError(f"{given} conflicts with the initial model ({attr} = {have}); it is fixed by the model")
 
 
 def _preamble(err, input_cfg, learner, reduction, paths):

@@ -51,3 +51,13 @@ class ConfigError(LomtreeError):
     """Bad usage: conflicting or invalid options."""
 
     exit_code = 2
+
+
+class Interrupted(Exception):
+    """Raised after a clean stop on SIGINT/SIGTERM; ``exit_code`` is 130 or 143."""
+
+    def __init__(self, signum: int, summary: dict):
+        self.signum = signum
+        self.summary = summary
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted by signal {signum}")

@@ -10,10 +10,12 @@ Format (``format_version`` 1): an uncompressed ``.npz`` (a zip of ``.npy`` membe
   is non-zero, then ``w``, ``G``, ``N`` at those slots) plus ``model_S``, ``model_T``;
 - ``reduction/<name>``: one member per entry of the reduction's ``state()``.
 
-Loading reads the zip container with ``npz`` (the subset of zip that ``np.savez`` writes, without
-importing zipfile: 15-20 ms of start-up) and each ``.npy`` member with numpy's header parser, never
-creating object arrays: no code is ever run. Magic, version, member set, dtypes and checksums are
-verified before anything is used; any problem is a ``ModelFormatError`` (one line, exit code 2).
+Loading reads the file with numpy's own reader, ``np.load(..., allow_pickle=False)``, which never
+creates object arrays: no code is ever run. Compressed members (``np.savez_compressed``) are
+refused before they are read (a small file must not expand into gigabytes). Magic, version,
+member set, dtypes and checksums are verified before anything is used; any problem is a
+``ModelFormatError`` (one line, exit code 2). Every model written since format version 1 reads
+this way; another version is refused with a message naming it.
 Saving iterates ``state()`` so save and load cannot drift, writes ``<path>.<pid>.writing`` in the
 target directory, fsyncs, then ``os.replace``. A symlink ``path`` is followed (its target is
 written; ``paths.check_outputs`` has refused devices and special files before the run), and
@@ -29,7 +31,7 @@ import os
 import numpy as np
 import xxhash
 
-from . import __version__, npz
+from . import __version__
 from .config import InputConfig, LearnerConfig, ReductionConfig, from_dict, to_dict
 from .errors import LomtreeError, ModelFormatError
 
@@ -120,36 +122,34 @@ def _open_model(path: str):
         raise ModelFormatError(f"{path}: not a lomtree model file ({type(e).__name__})") from None
 
 
-def _read_members(path: str, skip: frozenset = frozenset()):
-    """name -> array of every member; members in ``skip`` (unused by the caller) -> None, unread.
+def _open_npz(path: str, f):
+    """``np.load`` of the open model file ``f``: its ``NpzFile``; ModelFormatError when it is not an
+    uncompressed .npz."""
+    import zipfile
 
-    Members are read by ``npz`` (not ``np.load``: no zipfile import at start-up), straight into
-    their arrays: the zip CRC-32 pass is skipped (about 1.5 ms per MB, a third of a large model's
-    load) for every member but the header, because each is covered by its xxh3 checksum in the
-    header. Never creates object arrays."""
+    try:
+        z = np.load(f, allow_pickle=False)
+    except Exception as e:  # noqa: BLE001 - not an .npz (a pickle is refused, never loaded)
+        raise ModelFormatError(f"{path}: not a lomtree model file ({type(e).__name__})") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):  # a single .npy array
+        raise ModelFormatError(f"{path}: not a lomtree model file")
+    if any(i.compress_type != zipfile.ZIP_STORED for i in z.zip.infolist()):
+        z.close()
+        raise ModelFormatError(f"{path}: a compressed .npz (as np.savez_compressed writes), not a lomtree model "
+                               f"file: lomtree writes and reads uncompressed .npz only")
+    return z
+
+
+def _read_members(path: str, skip: frozenset = frozenset()):
+    """name -> array of every member; members in ``skip`` (unused by the caller) -> None, unread."""
     with _open_model(path) as f:
-        try:
-            members = npz.read_directory(f)
-        except NotImplementedError as e:  # a zip feature np.savez does not write
-            raise ModelFormatError(f"{path}: not a lomtree model file ({e}: lomtree models are "
-                                   f"uncompressed .npz files)") from None
-        except Exception as e:  # noqa: BLE001 - not an .npz this reader accepts
-            raise ModelFormatError(f"{path}: not a lomtree model file ({type(e).__name__})") from None
-        if members is None:  # a single .npy array
-            raise ModelFormatError(f"{path}: not a lomtree model file")
-        try:
-            if "header" not in members:
+        with _open_npz(path, f) as z:
+            if "header" not in z.files:
                 raise ModelFormatError(f"{path}: not a lomtree model file (no header)")
-            data = {name: None if name in skip else npz.read_member(f, m, check_crc=name == "header")
-                    for name, m in members.items()}
-        except LomtreeError:
-            raise
-        except NotImplementedError as e:  # np.savez_compressed, encryption, ...: said as such
-            raise ModelFormatError(f"{path}: a compressed .npz (as np.savez_compressed writes: {e}), not a "
-                                   f"lomtree model file: lomtree writes and reads uncompressed .npz only") from None
-        except Exception as e:  # noqa: BLE001 - truncated or corrupt zip members
-            raise ModelFormatError(f"{path}: corrupt or truncated model file ({type(e).__name__})") from None
-    return data
+            try:
+                return {name: None if name in skip else z[name] for name in z.files}
+            except Exception as e:  # noqa: BLE001 - truncated or corrupt members, object arrays
+                raise ModelFormatError(f"{path}: corrupt or truncated model file ({type(e).__name__})") from None
 
 
 def _decode_header(path: str, raw) -> dict:
@@ -176,9 +176,8 @@ def peek_input_config(path: str) -> InputConfig | None:
     """The input options of the model at ``path`` from its header alone (a few KB read), or None
     when that fails (``load_model`` then reports the problem properly)."""
     try:
-        with open(path, "rb") as f:
-            raw = npz.read_member(f, npz.read_directory(f)["header"], check_crc=True)
-        return from_dict(InputConfig, _decode_header(path, raw)["input"])
+        with open(path, "rb") as f, _open_npz(path, f) as z:
+            return from_dict(InputConfig, _decode_header(path, z["header"])["input"])
     except Exception:  # noqa: BLE001 - any problem: the full load reports it
         return None
 

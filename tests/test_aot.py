@@ -1,5 +1,5 @@
 """Ahead-of-time kernels (``lomtree_cli.aot``, ``lomtree_cli.kernels``): every command of the
-server's warm-up (each reduction, both formats, train / cached passes / predict / inspect /
+builder's warm-up (each reduction, both formats, train / cached passes / predict / inspect /
 probabilities / top-k) writes byte-identical files and output with the AOT module as with numba's
 JIT, and without importing numba; a call with argument types the module was not compiled for
 switches to the JIT and still computes the right result; the argument key used to pick the
@@ -36,7 +36,6 @@ pytestmark = pytest.mark.skipif(not (JIT and HAVE_CC and HAVE_PYCC),
 
 def _env(aot: bool) -> dict:
     env = dict(os.environ, LOMTREE_AOT="1" if aot else "0")
-    env.pop("LOMTREE_SERVER", None)
     return env
 
 
@@ -53,19 +52,14 @@ def aot_built():
 
 RUN_ALL = textwrap.dedent("""
     import io, sys, contextlib
-    from lomtree_cli.server import _warm_commands
+    from lomtree_cli.aot import _warm_commands
     from lomtree_cli.cli import main
-    from lomtree_cli import kernels, launch
+    from lomtree_cli import kernels
     out = open("stdout.txt", "w")
     for cmd in _warm_commands("."):
         with contextlib.redirect_stdout(out):
-            parsed = launch._parse_argv(cmd)  # as the entry point: without click when it can
             try:
-                if parsed is not None:
-                    launch.run_parsed(cmd[0], *parsed)
-                    print("exit", 0, file=out)
-                else:
-                    main(args=cmd, prog_name="lomtree", standalone_mode=True)
+                main(args=cmd, prog_name="lomtree", standalone_mode=True)
             except SystemExit as e:
                 print("exit", e.code, file=out)
     out.close()

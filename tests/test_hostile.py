@@ -2,7 +2,7 @@
 
 Every test is fast: memory bounds are checked with a small ``--max-line-bytes`` (a few KB) and a
 reader that counts what it is asked to hold, never with gigabytes; CLI runs are short
-subprocesses (``lomtree_cli.launch``, both the hand parser and click's route where they differ).
+subprocesses (``lomtree_cli.launch``).
 docs/ROBUSTNESS.md lists the guarantees these tests hold the code to.
 """
 
@@ -34,12 +34,10 @@ from tests.robustness_helpers import ALL_REDUCTIONS, available
 LOMTREE = [sys.executable, "-m", "lomtree_cli.launch"]
 HYP = settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow,
                                                                       HealthCheck.function_scoped_fixture])
-ROUTES = [{}, {"LOMTREE_CLICK": "1"}]  # the hand parser (argv.parse) and click
 
 
 def run(args, stdin=None, env_extra=None, shell_redirect="", cwd=None, timeout=120):
     env = dict(os.environ, **(env_extra or {}))
-    env.pop("LOMTREE_SERVER", None)
     if shell_redirect:
         import shlex
 
@@ -160,9 +158,8 @@ def test_line_limit_same_whatever_the_chunks(lengths, limit, chunk, crlf):
 def test_cli_max_line_bytes(tmp_path):
     f = tmp_path / "long.vw"
     f.write_text("1 | a\n2 | " + "b " * 200 + "\n3 | c\n")
-    for env in ROUTES:
-        p = run(["train", "-r", "oaa", "-k", "3", str(f), "--max-line-bytes", "100", "--quiet"], env_extra=env)
-        assert f"{f}:2: line longer than 100 bytes" in one_error_line(p, 1)
+    p = run(["train", "-r", "oaa", "-k", "3", str(f), "--max-line-bytes", "100", "--quiet"])
+    assert f"{f}:2: line longer than 100 bytes" in one_error_line(p, 1)
     p = run(["train", "-r", "oaa", "-k", "3", str(f), "--max-line-bytes", "100", "--skip-invalid"])
     assert p.returncode == 0 and "skipped lines = 1" in p.stderr
     # /dev/zero: an error after about the limit, not gigabytes
@@ -173,7 +170,6 @@ def test_cli_max_line_bytes(tmp_path):
 # -- 2. size options checked against what they can mean ------------------------------------------
 
 
-@pytest.mark.parametrize("env", ROUTES)
 @pytest.mark.parametrize("args", [
     ["predict", "-i", "M", "--threads", "1099511627776"],
     ["train", "-r", "lomtree", "-k", "26", "--max-internal-nodes", "1000000000"],
@@ -184,9 +180,9 @@ def test_cli_max_line_bytes(tmp_path):
     ["train", "-r", "oaa", "-k", "3", "--format", "libsvm", "--label-offset", "-9223372036854775809"],
     ["train", "-r", "oaa", "-k", str(2**31)],
 ])
-def test_size_options_are_usage_errors(data, args, env):
+def test_size_options_are_usage_errors(data, args):
     args = [str(data / "m.lt") if a == "M" else a for a in args]
-    p = run(args + [str(data / "train.vw"), "--quiet"], env_extra=env, timeout=60)
+    p = run(args + [str(data / "train.vw"), "--quiet"], timeout=60)
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     # one error line: ours, or click's usage error for a value outside an option's declared range
     assert len([ln for ln in p.stderr.splitlines() if ln.lower().startswith("error")]) == 1, p.stderr
@@ -230,15 +226,14 @@ def test_threads_and_memory_bounds(monkeypatch):
 # -- 3-5. files the user did not ask to destroy ----------------------------------------------------
 
 
-@pytest.mark.parametrize("env", ROUTES)
-def test_model_to_a_device_is_refused(data, env, tmp_path):
+def test_model_to_a_device_is_refused(data, tmp_path):
     for dev in ("/dev/null", "/dev/full"):
-        p = run(["train", "-r", "oaa", "-k", "5", str(data / "train.vw"), "-f", dev, "--quiet"], env_extra=env)
+        p = run(["train", "-r", "oaa", "-k", "5", str(data / "train.vw"), "-f", dev, "--quiet"])
         assert "not a regular file" in one_error_line(p, 2) or "character device" in p.stderr
         assert stat.S_ISCHR(os.stat(dev).st_mode)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    p = run(["train", "-r", "oaa", "-k", "5", str(data / "train.vw"), "-f", str(fifo), "--quiet"], env_extra=env)
+    p = run(["train", "-r", "oaa", "-k", "5", str(data / "train.vw"), "-f", str(fifo), "--quiet"])
     assert "FIFO" in one_error_line(p, 2) and stat.S_ISFIFO(os.stat(fifo).st_mode)
 
 
@@ -292,8 +287,7 @@ def test_random_output_collisions(tmp_path_factory, assignment):
         os.chdir(cwd)
 
 
-@pytest.mark.parametrize("env", ROUTES)
-def test_collisions_exit_2_and_leave_files_alone(data, env, tmp_path):
+def test_collisions_exit_2_and_leave_files_alone(data, tmp_path):
     model = data / "m.lt"
     before = model.read_bytes()
     cases = [
@@ -306,7 +300,7 @@ def test_collisions_exit_2_and_leave_files_alone(data, env, tmp_path):
          str(tmp_path / "y"), "--passes", "2"],
     ]
     for args in cases:
-        one_error_line(run(args + ["--quiet"], env_extra=env), 2)
+        one_error_line(run(args + ["--quiet"]), 2)
     assert model.read_bytes() == before and not (tmp_path / "x").exists()
     # -i M -f M continues a model in place
     p = run(["train", "-i", str(model), str(data / "train.vw"), "-f", str(tmp_path / "z"), "--quiet"])
@@ -314,17 +308,16 @@ def test_collisions_exit_2_and_leave_files_alone(data, env, tmp_path):
 
 
 def test_socket_path_never_deletes_a_file(data):
-    from lomtree_cli.server import _listen
+    from lomtree_cli.daemon import _listen_unix
 
     with pytest.raises(ConfigError, match="not a socket"):
-        _listen(str(data / "m.lt"))
+        _listen_unix(str(data / "m.lt"))
     assert (data / "m.lt").is_file()
 
 
-@pytest.mark.parametrize("env", ROUTES)
-def test_missing_model_directory_fails_before_training(data, env, tmp_path):
+def test_missing_model_directory_fails_before_training(data, tmp_path):
     p = run(["train", "-r", "oaa", "-k", "5", "/dev/zero", "-f", str(tmp_path / "nodir" / "sub" / "m.lt")],
-            env_extra=env, timeout=60)
+            timeout=60)
     line = one_error_line(p, 2)  # before reading /dev/zero's endless first line
     assert "nodir/sub/m.lt" in line and ".writing" not in line and "does not exist" in line
 
@@ -372,14 +365,13 @@ def test_random_truncations_of_compressed_input(tmp_path_factory, ext, frac, byt
     assert len(got) <= 300
 
 
-@pytest.mark.parametrize("env", ROUTES)
-def test_compressed_errors_are_one_line_with_the_file(tmp_path, env):
+def test_compressed_errors_are_one_line_with_the_file(tmp_path):
     text = ("\n".join(separable_lines(5, 100, seed=1)) + "\n").encode()
     cases = {"t.vw.gz": gzip.compress(text)[:-30], "t.vw.bz2": bz2.compress(text)[:-30],
              "t.vw.xz": lzma.compress(text)[:-30], "plain.vw.xz": text, "plain.vw.gz": text}
     for name, blob in cases.items():
         (tmp_path / name).write_bytes(blob)
-        p = run(["train", "-r", "oaa", "-k", "5", str(tmp_path / name), "--quiet"], env_extra=env)
+        p = run(["train", "-r", "oaa", "-k", "5", str(tmp_path / name), "--quiet"])
         line = one_error_line(p, 1)
         assert line.startswith(f"error: {tmp_path / name}: truncated or corrupt compressed stream"), line
 
@@ -542,9 +534,8 @@ def test_repeated_options_are_refused(first, second):
         assert "given more than once" not in res.output
 
 
-@pytest.mark.parametrize("env", ROUTES)
-def test_repeated_option_cli(data, env):
-    p = run(["train", "-r", "oaa", "-k", "3", "-k", "5", str(data / "train.vw"), "--quiet"], env_extra=env)
+def test_repeated_option_cli(data):
+    p = run(["train", "-r", "oaa", "-k", "3", "-k", "5", str(data / "train.vw"), "--quiet"])
     assert "more than once" in p.stderr and p.returncode == 2 and "Traceback" not in p.stderr
 
 

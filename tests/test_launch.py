@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 
-from lomtree_cli import launch
+from lomtree_cli import launch, runtime
 from tests.helpers import separable_lines
 
 MAIN = [sys.executable, "-m", "lomtree_cli.launch"]
@@ -19,11 +19,11 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # stdout
 
 
 def test_exit_status_as_the_interpreter_computes_it(capsys):
-    assert launch.exit_status(None) == 0
-    assert launch.exit_status(0) == 0
-    assert launch.exit_status(2) == 2
-    assert launch.exit_status(256 + 3) == 3
-    assert launch.exit_status("bad thing") == 1
+    assert runtime.exit_status(None) == 0
+    assert runtime.exit_status(0) == 0
+    assert runtime.exit_status(2) == 2
+    assert runtime.exit_status(256 + 3) == 3
+    assert runtime.exit_status("bad thing") == 1
     assert capsys.readouterr().err == "bad thing\n"
 
 
@@ -31,17 +31,17 @@ def test_end_startup_only_undoes_what_main_did():
     was = gc.isenabled()
     try:
         gc.disable()
-        launch.end_startup()  # main did not hold the collector: nothing changes
+        runtime.end_startup()  # main did not hold the collector: nothing changes
         assert not gc.isenabled()
-        launch._GC_HELD[0] = True
+        runtime._GC_HELD[0] = True
         frozen = gc.get_freeze_count()
-        launch.end_startup()
-        assert gc.isenabled() and gc.get_freeze_count() > frozen and not launch._GC_HELD[0]
+        runtime.end_startup()
+        assert gc.isenabled() and gc.get_freeze_count() > frozen and not runtime._GC_HELD[0]
         gc.disable()
-        launch.end_startup()  # once only
+        runtime.end_startup()  # once only
         assert not gc.isenabled()
     finally:
-        launch._GC_HELD[0] = False
+        runtime._GC_HELD[0] = False
         gc.unfreeze()
         if was:
             gc.enable()
@@ -99,74 +99,30 @@ def test_finish_flushes_stdio_runs_atexit_and_keeps_the_status():
     assert (p.returncode, p.stdout, p.stderr) == (3, "x" * 100, "partial bye")
 
 
-# ---------------------------------------------------------------------------- early parse (predict)
+def test_no_import_cycles_among_the_command_modules():
+    """launch -> cli -> commands -> driver/daemon, all of them -> runtime (a leaf): no module of
+    this set imports, even lazily inside a function, one that imports it back."""
+    import ast
+    from pathlib import Path
 
-def test_early_start_only_for_regular_files_without_flush(tmp_path, monkeypatch):
-    from lomtree_cli import argv, driver
+    pkg = Path(launch.__file__).parent
+    group = ("launch", "cli", "commands", "driver", "daemon", "runtime")
+    edges = {}
+    for name in group:
+        tree = ast.parse((pkg / f"{name}.py").read_text())
+        mods = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                mods |= {node.module} if node.module else {a.name for a in node.names}
+        edges[name] = {m for m in mods if m in group}
+    assert edges["runtime"] == set()
 
-    f = tmp_path / "a.vw"
-    f.write_text("1 | a\n")
-    started = []
-    monkeypatch.setattr(driver, "start_predict_early", lambda *a: started.append(a) or True)
-    for args, want in ((["-i", "m.lt", str(f)], ("m.lt", [str(f)], False, 1 << 20, 0, 32 << 20)),
-                       (["-i", "m.lt", str(f), "--skip-invalid", "--threads", "2", "--chunk-bytes=4096"],
-                        ("m.lt", [str(f)], True, 4096, 2, 32 << 20)),
-                       (["-i", "m.lt", str(f), "--flush"], None), (["-i", "m.lt", "-"], None),
-                       (["-i", "m.lt"], None), (["-i", "m.lt", str(tmp_path)], None),
-                       (["-i", "m.lt", str(tmp_path / "none.vw")], None)):
-        started.clear()
-        params, _ = argv.parse("predict", args)
-        launch._start_predict_early(params)
-        assert started == ([] if want is None else [want]), args
-    monkeypatch.setenv("LOMTREE_EARLY_PARSE", "0")
-    launch._start_predict_early(argv.parse("predict", ["-i", "m.lt", str(f)])[0])
-    assert started == []
+    def reach(a, seen):
+        for b in edges[a]:
+            if b not in seen:
+                seen.add(b)
+                reach(b, seen)
+        return seen
 
-
-def _tiny_model(tmp_path, n=2000):
-    data = tmp_path / "d.vw"
-    data.write_text("\n".join(separable_lines(4, n, seed=3)) + "\n")
-    model = tmp_path / "m.lt"
-    p = subprocess.run(MAIN + ["train", "-r", "lomtree", "-k", "4", "-b", "12", str(data), "-f", str(model),
-                               "--quiet"], capture_output=True, timeout=300, env=ENV)
-    assert p.returncode == 0, p.stderr
-    return data, model
-
-
-def test_early_parse_predicts_the_same(tmp_path):
-    data, model = _tiny_model(tmp_path)
-    outs = []
-    for early in ("1", "0"):
-        p = subprocess.run(MAIN + ["predict", "-i", str(model), str(data), "--chunk-bytes", "4096", "--threads", "2",
-                                   "--report", str(tmp_path / f"r{early}.json")],
-                           capture_output=True, timeout=300, env={**ENV, "LOMTREE_EARLY_PARSE": early})
-        assert p.returncode == 0, p.stderr
-        rep = json.loads((tmp_path / f"r{early}.json").read_text())
-        outs.append((p.stdout, rep["examples"], rep["average_loss"]))
-    assert outs[0] == outs[1] and outs[0][1] == 2000
-
-
-def test_early_parser_is_taken_only_for_its_own_command(tmp_path, monkeypatch):
-    from lomtree_cli import argv, driver
-
-    data, model = _tiny_model(tmp_path, n=300)
-    took = []
-    take = driver._take_early
-    monkeypatch.setattr(driver, "_take_early", lambda key: took.append(take(key)) or took[-1])
-    want = tmp_path / "want.txt"
-    driver.predict(str(model), driver.RunOptions(inputs=[str(data)], predictions=str(want), quiet=True, threads=1))
-    for scan_args, opts_kw, taken in (
-            (["-i", str(model), str(data), "--threads", "1"], {"threads": 1}, True),
-            (["-i", str(model), str(data), "--threads", "2"], {"threads": 1}, False),
-            (["-i", str(model), str(data), "--threads", "1", "--chunk-bytes", "100"], {"threads": 1}, False),
-            (["-i", str(model), str(data), str(data), "--threads", "1"], {"threads": 1}, False)):
-        launch._start_predict_early(argv.parse("predict", scan_args)[0])
-        assert len(driver._EARLY) == 1
-        early_batches = driver._EARLY[0][2]
-        got = tmp_path / "got.txt"
-        driver.predict(str(model), driver.RunOptions(inputs=[str(data)], predictions=str(got), quiet=True, **opts_kw))
-        assert not driver._EARLY
-        assert got.read_bytes() == want.read_bytes()
-        assert (took[-1] is not None) == taken
-        if taken:
-            assert took[-1][1] is early_batches
+    for name in group:
+        assert name not in reach(name, set()), f"{name} imports itself through {sorted(edges[name])}"

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from lomtree_cli.reductions import REGISTRY, get_reduction_class
 from tests.helpers import separable_lines
 
 LOMTREE = [sys.executable, "-m", "lomtree_cli.launch"]
@@ -37,7 +38,7 @@ def test_fast_cache_load_is_active():
     assert out == ["False", "False"]
 
 
-@pytest.mark.parametrize("red", ["oaa", "lomtree", "filter", "rtree", "cpt"])
+@pytest.mark.parametrize("red", list(REGISTRY))
 def test_fast_and_full_refresh_predict_the_same(tmp_path, red):
     """Train once (compiles and fills the cache), then predict in fresh processes that load the
     kernels from the cache, with and without the fast path: identical predictions and reports."""
@@ -54,7 +55,7 @@ def test_fast_and_full_refresh_predict_the_same(tmp_path, red):
     assert outs[0] == outs[1] and len(outs[0][0].splitlines()) == 400
 
 
-@pytest.mark.parametrize("red", ["oaa", "lomtree", "filter", "rtree"])
+@pytest.mark.parametrize("red", [r for r in REGISTRY if get_reduction_class(r).parallel_predict])
 def test_threaded_predict_is_the_same(tmp_path, red):
     """``predict --threads N`` cuts batches into N parts predicted at once: same predictions and
     loss as one thread, for any N (chunks of 64 KB so that several batches are cut)."""

@@ -1,5 +1,6 @@
-"""Reductions from multiclass to binary regression; see ``base.REGISTRY``."""
+"""Reductions from multiclass to binary regression; see ``registry.REGISTRY``. Importing this
+package imports none of them (nor numpy)."""
 
-from .base import REGISTRY, Reduction, get_reduction_class
+from .registry import REGISTRY, get_reduction_class
 
-__all__ = ["REGISTRY", "Reduction", "get_reduction_class"]
+__all__ = ["REGISTRY", "get_reduction_class"]

@@ -19,7 +19,6 @@ Labels are 1-based at this interface (0 = unlabeled); kernels use 0-based ids in
 
 from __future__ import annotations
 
-import importlib
 from typing import ClassVar
 
 import numpy as np
@@ -27,6 +26,7 @@ import numpy as np
 from ..config import ReductionConfig
 from ..errors import ConfigError
 from ..kernels.linear import MODE_STRIDE
+from .registry import REGISTRY, get_reduction_class  # noqa: F401 - the registry, read here too
 
 
 def n_distinct(a) -> int:
@@ -34,19 +34,6 @@ def n_distinct(a) -> int:
     ``np.unique``, which imports ``numpy.ma``: 12 ms of every model load)."""
     s = np.sort(np.asarray(a).ravel())
     return int(s.size and 1 + np.count_nonzero(s[1:] != s[:-1]))
-
-
-#: reduction name -> "module:Class" (imported lazily so --help does not import numba)
-REGISTRY = {
-    "oaa": "lomtree_cli.reductions.oaa:OneAgainstAll",
-    "lomtree": "lomtree_cli.reductions.lomtree:LomTree",
-    "filter": "lomtree_cli.reductions.filter_tree:FilterTree",
-    "rtree": "lomtree_cli.reductions.random_tree:RandomTree",
-    "cpt": "lomtree_cli.reductions.cpt:ConditionalProbabilityTree",
-    "table": "lomtree_cli.reductions.table:LabelFrequencyTable",
-    "plt": "lomtree_cli.reductions.plt:ProbabilisticLabelTree",
-    "mtree": "lomtree_cli.reductions.mtree:MaryTree",
-}
 
 
 def run_resuming(step, n: int, make_room) -> None:
@@ -59,27 +46,12 @@ def run_resuming(step, n: int, make_room) -> None:
         i = step(i)
 
 
-def get_reduction_class(name: str):
-    """The class registered under ``name``; ConfigError if unknown or not available."""
-    try:
-        target = REGISTRY[name]
-    except KeyError:
-        raise ConfigError(f"unknown reduction {name!r}") from None
-    mod_name, cls_name = target.split(":")
-    try:
-        mod = importlib.import_module(mod_name)
-    except ModuleNotFoundError as e:
-        if e.name == mod_name:
-            raise ConfigError(f"reduction {name!r} is not available in this build") from None
-        raise
-    return getattr(mod, cls_name)
-
-
 class Reduction:
     """Base class; see the module docstring for the contract."""
 
     name: ClassVar[str] = ""
     slot_mode: ClassVar[int] = MODE_STRIDE
+    #: from the registry entry: ``-k`` is required
     needs_k: ClassVar[bool] = True
     #: False when the number of regressors grows with the model (CPT, PLT): not fixed by k
     fixed_models: ClassVar[bool] = True
@@ -87,12 +59,19 @@ class Reduction:
     own_loss: ClassVar[bool] = False
     #: True when those own losses are log-losses -log P(y|x) (the summary adds the perplexity)
     reports_log_loss: ClassVar[bool] = False
-    #: the loss this reduction uses when the user gives none
+    #: from the registry entry: the loss this reduction uses when the user gives none
     default_loss: ClassVar[str] = "squared"
     #: True when ``process`` with no example to train only reads the model (its kernel releases
     #: the GIL and keeps no state between examples), so parts of a batch may be predicted in
     #: parallel threads (``lomtree predict --threads``)
     parallel_predict: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        spec = REGISTRY.get(cls.__dict__.get("name", ""))
+        if spec is not None:
+            cls.needs_k = spec.needs_k
+            cls.default_loss = spec.defaults.get("loss", "squared")
 
     def __init__(self, rcfg: ReductionConfig, learner):
         self.config = rcfg

@@ -97,11 +97,7 @@ class ConditionalProbabilityTree(Reduction):
 
     name = "cpt"
     slot_mode = MODE_CPT
-    needs_k = False
     own_loss = True
-    #: the command line's power_t for -r cpt: 0.75 was better than 0.5 on 5 of 6 benchmark tasks
-    #: (one pass, -b 24; worse on Pendigits) and on their mean (docs/LOMTREE_ACCURACY.md)
-    default_power_t = 0.75
 
     def __init__(self, rcfg, learner):
         super().__init__(rcfg, learner)

@@ -607,12 +607,6 @@ class LomTree(Reduction):
 
     name = "lomtree"
     parallel_predict = True
-    #: the command line's defaults for this reduction (measured best; docs/LOMTREE_ACCURACY.md).
-    #: VW forces quantile loss on log_multi; squared loss and power_t 0.75 measured better here.
-    default_loss = "squared"
-    default_power_t = 0.75
-    default_leaf_labels = 32
-    default_candidates_up = 2
 
     def __init__(self, rcfg, learner):
         super().__init__(rcfg, learner)

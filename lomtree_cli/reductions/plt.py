@@ -165,7 +165,6 @@ class ProbabilisticLabelTree(Reduction):
 
     name = "plt"
     slot_mode = MODE_BLOCK
-    default_loss = "squared"
     fixed_models = False
 
     def __init__(self, rcfg, learner):

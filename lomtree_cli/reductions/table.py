@@ -25,7 +25,6 @@ from .base import Reduction, n_distinct
 class LabelFrequencyTable(Reduction):
     name = "table"
     slot_mode = MODE_CPT
-    needs_k = False
     own_loss = True
 
     def __init__(self, rcfg, learner):

@@ -1,0 +1,280 @@
+"""``lomtree predict -i MODEL --daemon``: a prediction daemon in the manner of ``vw --daemon``.
+
+The model is loaded once; clients connect (TCP on ``--host``/``--port``, loopback and VW's port
+26542 by default, or a Unix socket ``--socket PATH``), send example lines in the model's input
+format, and read one answer line per line they sent, in order: the prediction as ``lomtree
+predict`` writes it (``label``, ``label tag``, with ``--probabilities``/``--top-k`` their fields),
+an empty line for an empty line, and for a malformed line ``error: line N: what is wrong`` (N
+counts the connection's lines); the connection stays open after an error. Lines are answered as
+soon as they are complete, so a client may send one line and wait, or stream a file and read the
+answers as they come (a pipelining client must read while it writes). Labels in the input are
+ignored (predictions only; the model never changes).
+
+Concurrency: one thread per connection, up to ``MAX_CONNECTIONS`` at once (more wait in the
+listen queue). Parsing and prediction kernels release the GIL, so connections are answered in
+parallel; a reduction whose prediction is not read-only (``Reduction.parallel_predict`` False)
+and every ``--probabilities``/``--top-k`` call take a lock. Memory per connection is bounded by
+``--max-line-bytes`` (plus one 256 KiB read): a longer line is answered with an error and dropped
+without being held whole.
+
+Security: nothing but example lines is read from a client, and nothing but answers is sent; TCP
+listens on 127.0.0.1 unless ``--host`` says otherwise; a Unix socket is created with mode 0600
+(only its owner can connect), an existing file that is not a socket is never replaced, and a
+socket another daemon still listens on is refused.
+
+SIGTERM, SIGINT or SIGHUP stop the daemon cleanly: it stops accepting, answers the lines each
+connection has sent, closes the connections, removes its Unix socket, and exits 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import threading
+from dataclasses import replace
+
+import numpy as np
+
+from .errors import ConfigError
+from .runtime import say
+
+#: VW's default daemon port
+DEFAULT_PORT = 26542
+#: connections served at once (one thread each)
+MAX_CONNECTIONS = 256
+_RECV = 1 << 18
+
+
+class Predictor:
+    """The loaded model and the answer lines of a chunk of complete lines; shared by the
+    connection threads."""
+
+    def __init__(self, model_path: str, probabilities: bool = False, top_k: int = 0,
+                 max_line_bytes: int | None = None):
+        from . import model_io
+        from .driver import PredictionWriter
+
+        loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
+        self.reduction = loaded.reduction
+        extra = {} if max_line_bytes is None else {"max_line_bytes": int(max_line_bytes)}
+        self.cfg = replace(loaded.input_config, skip_invalid=True, low_labels_unlabeled=True, **extra)
+        self.probabilities = probabilities
+        self.top_k = top_k
+        self.fields = probabilities or top_k > 0
+        self.lock = threading.Lock() if (self.fields or not self.reduction.parallel_predict) else None
+        if self.fields:
+            from .batch import ExampleBatch
+
+            self.reduction.predict_top(ExampleBatch.empty(), max(1, top_k))  # ConfigError if unsupported
+        self.answer(b"| warm\n", 1, PredictionWriter(None))  # load the kernels before the first client
+
+    def _predict(self, batch):
+        if self.fields:
+            from .driver import probability_fields
+
+            return probability_fields(self.reduction, batch, self.top_k, self.probabilities)
+        return self.reduction.process(batch, np.zeros(len(batch), dtype=bool))[0], None
+
+    def answer(self, data: bytes, first_line: int, writer) -> bytes:
+        """The answers to ``data`` (complete lines, the first being the connection's line
+        ``first_line``): one line each, ending in a newline. ``writer``: the connection's own
+        ``PredictionWriter(None)`` (its label strings are a cache that grows)."""
+        from .parsing import parse_bytes
+
+        batch = parse_bytes(data, self.cfg, source="<connection>")
+        lines = []
+        if len(batch):
+            batch.labels = np.maximum(batch.labels, 0)  # labels below 1: unlabeled (read as -1)
+            if self.lock is None:
+                preds, extra = self._predict(batch)
+            else:
+                with self.lock:
+                    preds, extra = self._predict(batch)
+            lines = writer.lines(preds, batch.tags, extra)
+        n_lines = data.count(b"\n") + (not data.endswith(b"\n"))
+        if len(lines) == n_lines:  # every line an example: answers in order
+            return ("\n".join(lines) + "\n").encode()
+        out = [""] * n_lines  # empty lines are answered with an empty line
+        for i, text in zip(batch.line_numbers.tolist(), lines):
+            out[i - 1] = text
+        for e in batch.skipped:
+            col = f" (column {e.column})" if e.column else ""
+            out[e.line - 1] = f"error: line {first_line + e.line - 1}: {e.detail}{col}"
+        return ("\n".join(out) + "\n").encode()
+
+
+def _serve_connection(conn: socket.socket, predictor: Predictor, max_line: int) -> int:
+    """Answer one client until it closes its side; returns the number of lines answered."""
+    from .driver import PredictionWriter
+
+    writer = PredictionWriter(None)
+    line_no = 1
+    pending = bytearray()
+    dropping = False  # inside a line longer than max_line (already answered with an error)
+    try:
+        while True:
+            data = conn.recv(_RECV)
+            if not data:
+                break
+            if dropping:
+                nl = data.find(b"\n")
+                if nl < 0:
+                    continue
+                data = data[nl + 1:]
+                dropping = False
+            pending += data
+            end = pending.rfind(b"\n")
+            if end >= 0:
+                chunk = bytes(pending[:end + 1])
+                del pending[:end + 1]
+                conn.sendall(predictor.answer(chunk, line_no, writer))
+                line_no += chunk.count(b"\n")
+            if len(pending) > max_line:
+                conn.sendall(f"error: line {line_no}: line longer than {max_line} bytes "
+                             f"(--max-line-bytes)\n".encode())
+                line_no += 1
+                pending.clear()
+                dropping = True
+        if pending and not dropping:  # a last line without its newline
+            conn.sendall(predictor.answer(bytes(pending), line_no, writer))
+            line_no += 1
+    except OSError:  # the client went away
+        pass
+    except Exception as e:  # noqa: BLE001 - a bug must not end the daemon: this connection ends, said so
+        say(f"lomtree daemon: connection closed after an internal error ({type(e).__name__}: {e})")
+        try:
+            conn.sendall(f"error: line {line_no}: internal error ({type(e).__name__}); connection closed\n".encode())
+        except OSError:
+            pass
+    finally:
+        conn.close()
+    return line_no - 1
+
+
+def _listen_unix(path: str) -> socket.socket:
+    """A Unix socket at ``path`` (mode 0600); a stale socket there is replaced, anything else
+    refused (ConfigError)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise ConfigError(f"--socket {path}: {e.strerror}") from None
+    if st is not None:
+        if not stat.S_ISSOCK(st.st_mode):
+            raise ConfigError(f"--socket {path}: exists and is not a socket (it is left alone)")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+            raise ConfigError(f"--socket {path}: another process is listening there")
+        except OSError:
+            os.unlink(path)  # a stale socket of a daemon that did not stop cleanly
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        sock.bind(path)
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"--socket {path}: cannot listen there: {e.strerror}") from None
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(128)
+    return sock
+
+
+def _listen_tcp(host: str, port: int) -> socket.socket:
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        return socket.create_server((host, port), family=family, backlog=128)
+    except socket.gaierror as e:
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    except OSError as e:
+        raise ConfigError(f"cannot listen on {host}:{port}: {os.strerror(e.errno) if e.errno else e}") from None
+
+
+def serve(model_path: str, port: int | None = None, socket_path: str | None = None, host: str = "127.0.0.1",
+          probabilities: bool = False, top_k: int = 0, max_line_bytes: int | None = None, quiet: bool = False,
+          on_started=None, ready=None) -> int:
+    """Run the daemon until SIGTERM/SIGINT/SIGHUP (or ``ready``'s event, see below); returns the
+    number of connections served. ``ready(address, stop_event)`` is called once it listens (tests:
+    setting ``stop_event`` stops it as a signal would); the CLI prints the address instead."""
+    from .config import MAX_LINE_BYTES
+
+    predictor = Predictor(model_path, probabilities, top_k, max_line_bytes)
+    max_line = MAX_LINE_BYTES if max_line_bytes is None else int(max_line_bytes)
+    if socket_path is not None:
+        listener = _listen_unix(socket_path)
+        where = socket_path
+    else:
+        listener = _listen_tcp(host, DEFAULT_PORT if port is None else port)
+        where = "%s:%d" % listener.getsockname()[:2]
+    stop = threading.Event()
+    got = []
+
+    def on_signal(signum, _frame):
+        got.append(signum)
+        stop.set()
+
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            old[s] = signal.signal(s, on_signal)
+    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+    open_conns: dict = {}
+    served = [0, 0]  # connections, lines
+    count = threading.Lock()
+
+    def handle(conn):
+        try:
+            n = _serve_connection(conn, predictor, max_line)
+            with count:
+                served[1] += n
+        finally:
+            open_conns.pop(conn, None)
+            slots.release()
+
+    if on_started is not None:
+        on_started()
+    say(f"lomtree daemon: listening on {where}")
+    if ready is not None:
+        ready(listener.getsockname(), stop)
+    listener.settimeout(0.2)  # the accept loop looks at ``stop`` this often
+    try:
+        while not stop.is_set():
+            if not slots.acquire(timeout=0.2):
+                continue
+            try:
+                conn, _ = listener.accept()
+            except (socket.timeout, InterruptedError):
+                slots.release()
+                continue
+            conn.settimeout(None)
+            served[0] += 1
+            t = threading.Thread(target=handle, args=(conn,), name="lomtree-daemon", daemon=True)
+            open_conns[conn] = t
+            t.start()
+    finally:
+        listener.close()
+        if socket_path is not None:
+            try:
+                os.unlink(socket_path)
+            except OSError:
+                pass
+        for conn, t in list(open_conns.items()):  # no more input: answer what was sent, then close
+            try:
+                conn.shutdown(socket.SHUT_RD)
+            except OSError:
+                pass
+        for t in list(open_conns.values()):
+            t.join(timeout=5.0)
+        for s, h in old.items():
+            signal.signal(s, h)
+    if not quiet:
+        why = f" on signal {got[0]}" if got else ""
+        say(f"lomtree daemon: stopped{why}; {served[0]} connections, {served[1]} lines answered")
+    return served[0]

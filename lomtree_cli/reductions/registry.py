@@ -1,0 +1,127 @@
+"""The registry of reductions: one entry per reduction, read without importing any of them.
+
+An entry (``ReductionSpec``) says where the class is (imported only when the reduction runs, so
+``--help`` and ``predict`` do not import numba or every kernel), whether the reduction needs
+``-k``, its own command-line options and its own defaults, as VW's ``*_setup`` functions declare
+theirs. Everything else is derived from here: ``config.REDUCTIONS`` and its ``-k`` rule, the
+``-r`` choice and the reduction options of ``lomtree train`` (``cli.py``), which given options
+are checked against an initial model (``commands.py``, ``driver.py``), the AOT warm-up
+(``aot.py``) and the tests' lists. ``Reduction`` subclasses take ``needs_k`` and their default
+loss from their entry (``base.Reduction.__init_subclass__``).
+
+A new reduction: its module, its fields in ``config.ReductionConfig`` (stored in models, checked
+there), and one line here. A new option of a reduction: its ``ReductionConfig`` field and an
+``Option`` in the reduction's entry.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Option:
+    """A reduction's command-line option. ``field``: the ``ReductionConfig`` field it sets (and the
+    click parameter name); ``flags``: its spellings; ``type``: ``int``, ``float``, a tuple of
+    choices, or ``bool`` for a flag that sets ``field`` to ``flag_value`` when given. Left out, the
+    reduction's default applies (``ReductionSpec.defaults``, else the ``ReductionConfig`` default)."""
+
+    field: str
+    flags: tuple
+    type: object = int
+    help: str = ""
+    flag_value: bool = True
+
+
+@dataclass(frozen=True)
+class ReductionSpec:
+    """``target``: ``"module:Class"``; ``needs_k``: ``-k`` is required; ``options``: the
+    reduction's own options; ``defaults``: its defaults where they differ from
+    ``ReductionConfig``'s and ``LearnerConfig``'s (keys ``loss``, ``power_t`` and reduction fields)."""
+
+    target: str
+    needs_k: bool = True
+    options: tuple = ()
+    defaults: dict = field(default_factory=dict)
+
+
+_ARITY = Option("arity", ("--arity",), help="most children of a node")
+_BEAM = Option("beam", ("--beam",), help="beam width of the prediction search")
+
+#: reduction name -> its entry. Defaults measured best (docs/LOMTREE_ACCURACY.md): LOMtree's
+#: (VW forces quantile loss on log_multi; squared loss and power_t 0.75 measured better here);
+#: CPT's power_t 0.75 was better than 0.5 on 5 of 6 benchmark tasks (one pass, -b 24; worse on
+#: Pendigits) and on their mean.
+REGISTRY = {
+    "oaa": ReductionSpec("lomtree_cli.reductions.oaa:OneAgainstAll"),
+    "lomtree": ReductionSpec("lomtree_cli.reductions.lomtree:LomTree", options=(
+        Option("max_internal_nodes", ("--max-internal-nodes", "--lom_max_internal"),
+               help="maximum internal nodes T (none given: k-1)"),
+        Option("swap_resistance", ("--swap-resistance", "--swap_resistance"), help="swap resistance R_S"),
+        Option("leaf_labels", ("--leaf-labels",),
+               help="candidate labels kept per leaf, rescored one-against-some (0 = the leaf's majority label)"),
+        Option("candidates_up", ("--candidates-up",),
+               help="take the candidate labels from the node this many levels above the leaf")),
+        defaults={"power_t": 0.75, "leaf_labels": 32, "candidates_up": 2}),
+    "filter": ReductionSpec("lomtree_cli.reductions.filter_tree:FilterTree"),
+    "rtree": ReductionSpec("lomtree_cli.reductions.random_tree:RandomTree"),
+    "cpt": ReductionSpec("lomtree_cli.reductions.cpt:ConditionalProbabilityTree", needs_k=False, options=(
+        Option("cpt_alpha", ("--cpt-alpha", "--cpt_alpha"), float, help="balance/regressor trade-off in [0, 1]"),
+        Option("cpt_predict", ("--cpt-predict", "--cpt_predict"), ("exact", "greedy"),
+               help="best-first search or greedy descent"),
+        Option("cpt_random_insert", ("--cpt-random-insert", "--cpt_random_insert"), bool,
+               help="baseline: insert new labels on a random side")),
+        defaults={"power_t": 0.75}),
+    "table": ReductionSpec("lomtree_cli.reductions.table:LabelFrequencyTable", needs_k=False),
+    "plt": ReductionSpec("lomtree_cli.reductions.plt:ProbabilisticLabelTree", options=(
+        _ARITY, _BEAM,
+        Option("tree_buffer", ("--tree-buffer",),
+               help="examples buffered to build the label tree by k-means (0 = grow it online)"),
+        Option("path_weight", ("--path-weight",), float,
+               help="weight of the parent path's log probability in a candidate's score (1 = pure PLT; "
+                    "-1 = chosen by progressive validation among 0, 0.25, 0.5, 0.75, 1)"),
+        Option("leaf_negatives", ("--no-leaf-negatives",), bool, flag_value=False,
+               help="train leaves against their siblings only, not against every beam candidate"))),
+    "mtree": ReductionSpec("lomtree_cli.reductions.mtree:MaryTree", options=(
+        _ARITY, _BEAM,
+        Option("dim", ("--dim",), help="width of the learned embeddings"),
+        Option("depth", ("--depth",), help="tree depth (0 = the least with arity^depth >= k)"),
+        Option("reassign_after", ("--reassign-after",),
+               help="trained examples before the first label re-assignment, then at each doubling "
+                    "(0 = keep the initial random tree)"))),
+}
+
+
+def reduction_options() -> dict:
+    """field -> (Option, names of the reductions that take it), over every entry, in order."""
+    out: dict = {}
+    for name, spec in REGISTRY.items():
+        for o in spec.options:
+            if o.field in out and out[o.field][0] != o:
+                raise ValueError(f"option {o.field} declared differently by two reductions")
+            out.setdefault(o.field, (o, []))[1].append(name)
+    return out
+
+
+def default(name: str, key: str, fallback):
+    """Reduction ``name``'s default for ``key`` (a config field, ``loss`` or ``power_t``)."""
+    return REGISTRY[name].defaults.get(key, fallback)
+
+
+def get_reduction_class(name: str):
+    """The class registered under ``name``; ConfigError if unknown or not available."""
+    from ..errors import ConfigError
+
+    try:
+        target = REGISTRY[name].target
+    except KeyError:
+        raise ConfigError(f"unknown reduction {name!r}") from None
+    mod_name, cls_name = target.split(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ModuleNotFoundError as e:
+        if e.name == mod_name:
+            raise ConfigError(f"reduction {name!r} is not available in this build") from None
+        raise
+    return getattr(mod, cls_name)

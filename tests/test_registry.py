@@ -1,0 +1,81 @@
+"""The registry of reductions is the one place a reduction (and each of its options) is declared:
+the ``-r`` choice, ``-k`` rule, ``config.REDUCTIONS``, the reduction options of ``train``, their
+defaults and the check against an initial model all follow from it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from dataclasses import fields
+
+import pytest
+from click.testing import CliRunner
+
+from lomtree_cli import config
+from lomtree_cli.cli import main
+from lomtree_cli.config import ReductionConfig
+from lomtree_cli.errors import ConfigError
+from lomtree_cli.reductions.registry import REGISTRY, reduction_options
+from tests.helpers import separable_lines
+from tests.robustness_helpers import available
+
+
+def test_everything_derives_from_the_registry():
+    assert config.REDUCTIONS == tuple(REGISTRY)
+    train = main.commands["train"]
+    by_name = {p.name: p for p in train.params}
+    assert list(by_name["reduction"].type.choices) == list(REGISTRY)
+    names = {f.name for f in fields(ReductionConfig)}
+    for field, (opt, users) in reduction_options().items():
+        assert field in names, field
+        assert by_name[field].default is None and set(by_name[field].opts) == set(opt.flags)
+        assert all(u in REGISTRY for u in users)
+    for name, spec in REGISTRY.items():
+        if spec.needs_k:
+            with pytest.raises(ConfigError, match="needs -k"):
+                ReductionConfig(name=name)
+        else:
+            ReductionConfig(name=name)
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_classes_take_their_entry(name):
+    cls = available(name)
+    assert cls.name == name and cls.needs_k == REGISTRY[name].needs_k
+    assert cls.default_loss == REGISTRY[name].defaults.get("loss", "squared")
+
+
+def test_a_new_entry_is_a_new_choice_and_option():
+    """One entry added to REGISTRY (before the CLI is built) gives ``-r``, ``-k`` rule and options."""
+    code = textwrap.dedent("""
+        from lomtree_cli.reductions.registry import REGISTRY, ReductionSpec, Option
+        REGISTRY["toy"] = ReductionSpec("lomtree_cli.reductions.oaa:OneAgainstAll", needs_k=False,
+                                        options=(Option("beam", ("--toy-width",), help="toy width"),))
+        from click.testing import CliRunner
+        from lomtree_cli.cli import main
+        print(CliRunner().invoke(main, ["train", "--help"]).output)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "declared differently" in out.stderr  # --beam is plt's and mtree's already: refused
+    code = code.replace('Option("beam"', 'Option("dim"').replace("--toy-width", "--dim")
+    code = code.replace('help="toy width"', 'help="width of the learned embeddings"')
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "|mtree|toy]" in out.stdout and "mtree, toy: width of the learned" in out.stdout
+    assert "optional for cpt, table, toy" in " ".join(out.stdout.split())
+
+
+def test_reduction_options_given_with_an_initial_model_are_checked(tmp_path):
+    available("lomtree")
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(separable_lines(4, 50, seed=1)) + "\n")
+    m = str(tmp_path / "m.lt")
+    r = CliRunner().invoke(main, ["train", "-r", "lomtree", "-k", "4", "-b", "10", str(data), "-f", m, "--quiet"])
+    assert r.exit_code == 0, r.output
+    for args, ok in ((["--leaf-labels", "32"], True), (["--leaf-labels", "5"], False), (["--arity", "7"], False),
+                     (["--cpt-random-insert"], False)):
+        r = CliRunner().invoke(main, ["train", "-i", m, str(data), "--quiet", *args])
+        assert (r.exit_code == 0) == ok, (args, r.output)
+        if not ok:
+            assert r.exit_code == 2 and "conflicts with the initial model" in r.output
