@@ -418,7 +418,8 @@ def plt_cost_rows(results: list[dict]) -> list[dict]:
         o, p = by.get("oaa"), by.get("plt")
         if not o or not p:
             continue
-        row = {"k": k, "oaa_examples": o["train"].get("examples"), "plt_examples": p["train"].get("examples")}
+        row = {"k": k, "oaa_examples": o["train"].get("examples"), "plt_examples": p["train"].get("examples"),
+               "oaa_test_examples": (o.get("test") or {}).get("examples")}
         for part in ("train", "test"):
             ov, pv = o.get(f"{part}_us_per_ex"), p.get(f"{part}_us_per_ex")
             row[f"oaa_{part}_us"], row[f"plt_{part}_us"] = ov, pv
@@ -428,11 +429,12 @@ def plt_cost_rows(results: list[dict]) -> list[dict]:
 
 
 def plt_cost_table(rows: list[dict]) -> str:
-    out = [[f"{r['k']:,}", f"{r['oaa_examples'] or 0:,}", fmt_num(r["oaa_train_us"], 1), fmt_num(r["oaa_test_us"], 1),
+    out = [[f"{r['k']:,}", f"{r['oaa_examples'] or 0:,} / {r.get('oaa_test_examples') or 0:,}",
+            fmt_num(r["oaa_train_us"], 1), fmt_num(r["oaa_test_us"], 1),
             f"{r['plt_examples'] or 0:,}", fmt_num(r["plt_train_us"], 1), fmt_num(r["plt_test_us"], 1),
             "" if r["train_ratio"] is None else f"{r['train_ratio']:.1f}×",
             "" if r["test_ratio"] is None else f"{r['test_ratio']:.1f}×"] for r in rows]
-    return md_table(["k", "OAA train ex", "OAA train µs/ex", "OAA predict µs/ex", "PLT train ex",
+    return md_table(["k", "OAA train / predict ex", "OAA train µs/ex", "OAA predict µs/ex", "PLT train ex",
                      "PLT train µs/ex", "PLT predict µs/ex", "OAA / PLT train", "OAA / PLT predict"], out)
 
 
@@ -454,7 +456,7 @@ def render_markdown(res: dict, plots: list[str] | None = None) -> str:
         [f"`{x.get('argv')}` ({x.get('started')}, merged with `--report-only --merge {x.get('file')}`)"
          for x in res.get("merged", [])]
     if extra:
-        parts.append("Then, on the same machine, the same session: " + "; ".join(extra) + ".")
+        parts.append("Then, on the same machine: " + "; ".join(extra) + ".")
     parts.append(f"Machine: {m.get('nproc')} CPUs (`nproc`), {m.get('cpu')}, {m.get('memory_gb')} GB RAM, "
                  f"{m.get('os')}; Python {m.get('python')}, numpy {m.get('numpy')}, numba {m.get('numba')}, "
                  f"Vowpal Wabbit {m.get('vowpalwabbit') or 'not installed'}; lomtree kernels: "

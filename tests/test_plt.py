@@ -239,3 +239,35 @@ def test_feature_cap_of_the_buffer_is_exact_and_chunk_independent(monkeypatch):
         feats = np.cumsum([len(e[2]) for e in ex])
         assert held[0] <= 200 and held[0] == feats[held[1] - 1] and feats[held[1]] > 200
     assert runs[0] == runs[1]
+
+
+def test_model_of_the_old_layout_is_refused_by_name():
+    """A PLT saved before the block layout (no ``plt_format`` in its meta: layout 1) is refused
+    with a message naming the layout, not read with its regressors in the wrong slots."""
+    red = make_plt(6, arity=3, beam=2, tree_buffer=0)
+    run(red, stream(k=6, n=60, seed=1))
+    meta = red.meta()
+    del meta["plt_format"]
+    with pytest.raises(ValueError, match="layout 1"):
+        make_plt(6, arity=3, beam=2).load_state(red.state(), meta)
+
+
+@pytest.mark.parametrize("chunk", [None, 9])
+def test_chosen_path_weight_is_saved_and_used(chunk):
+    """With the path weight chosen, the saved gamma is the argmax of the saved counts, a loaded
+    model predicts as the trained one, and a fixed --path-weight keeps no counts."""
+    ex = stream(k=12, n=400, seed=7)
+    red = make_plt(12, arity=4, beam=3, tree_buffer=100)
+    run(red, ex, chunk)
+    from lomtree_cli.kernels.plt_kernels import GAMMAS
+    assert red.gstats.sum() > 0
+    assert red.meta()["path_weight"] == GAMMAS[int(np.argmax(red.gstats))]
+    red2 = make_plt(12, arity=4, beam=3, tree_buffer=100)
+    red2.learner.ensure_models(red.learner.n_models)
+    red2.learner.load_state(red.learner.state(), red.learner.meta())
+    red2.load_state(red.state(), red.meta())
+    b = make_batch([list(zip(e[2], e[3])) for e in ex[:50]], [e[0] for e in ex[:50]], bits=12)
+    assert red2.predict(b).tolist() == red.predict(b).tolist()
+    fixed = make_plt(12, arity=4, beam=3, tree_buffer=100, path_weight=0.5)
+    run(fixed, ex, chunk)
+    assert fixed.gstats.sum() == 0 and fixed.meta()["path_weight"] == 0.5
