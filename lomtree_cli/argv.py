@@ -192,10 +192,10 @@ def spec_rows(command: str) -> dict:
                 raise ValueError(f"{command}: argument {p.name} is not handled by argv.parse")
             argument = p.name
             continue
-        if p.multiple or p.count or p.envvar or p.callback is not None or p.is_eager:
+        if p.count or p.envvar or p.callback is not None or p.is_eager:
             raise ValueError(f"{command}: option {p.name} is not handled by argv.parse")
         default = None if p.required else defaults[p.name]
-        kind = _kind(p)
+        kind = ("defer",) if p.multiple else _kind(p)  # a list option: click reads the command line
         if kind[0] == "flag" and (default is not False
                                   or cmd.make_context(command, required + [p.opts[0]]).params[p.name] is not True):
             kind = ("defer",)

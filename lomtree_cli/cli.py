@@ -113,6 +113,40 @@ def common_run_options(f):
     return f
 
 
+def vw_options(f):
+    """VW's spellings and feature options (issue #23); see features.py and labels.py."""
+    opts = [
+        (("-d", "--data", "data"), dict(multiple=True, help="Input file (VW's -d; same as a positional INPUT).")),
+        (("-t", "--testonly", "testonly"), dict(is_flag=True, help="Test only (VW's -t): with -i MODEL, as "
+                                                                  "`lomtree predict -i MODEL`.")),
+        (("--oaa", "oaa"), dict(type=int, help="VW's --oaa K: -r oaa -k K.")),
+        (("--ect", "ect"), dict(type=int, help="VW's --ect K: -r filter -k K.")),
+        (("--log_multi", "--log-multi", "log_multi"), dict(type=int, help="VW's --log_multi K: -r lomtree -k K.")),
+        (("--cache_file", "--cache-file", "cache_file"), dict(type=str, help="VW's --cache_file PATH: -c PATH.")),
+        (("-q", "--quadratic", "quadratic"), dict(multiple=True, help="Cross namespaces ab (first letters; ':' = any).")),
+        (("--cubic", "cubic"), dict(multiple=True, help="Cross three namespaces abc.")),
+        (("--interactions", "interactions"), dict(multiple=True, help="Cross two or more namespaces ab[c...].")),
+        (("--ngram", "ngram"), dict(multiple=True, help="N-grams of the features of every namespace (N) or of "
+                                                       "one (aN).")),
+        (("--skips", "skips"), dict(multiple=True, help="Skip-grams: up to K skipped tokens (K or aK).")),
+        (("--ignore", "ignore"), dict(multiple=True, help="Drop the namespaces starting with these letters.")),
+        (("--keep", "keep"), dict(multiple=True, help="Keep only the namespaces starting with these letters.")),
+        (("--ignore_linear", "--ignore-linear", "ignore_linear"),
+         dict(multiple=True, help="No linear terms for these namespaces (they are still crossed).")),
+        (("--named-labels", "--named_labels", "named_labels"),
+         dict(type=str, help="Class names a,b,c (VW's --named_labels): k = their number.")),
+        (("--string-labels", "string_labels"), dict(is_flag=True, help="Labels are strings, numbered in order of "
+                                                                     "appearance (cpt, table; others with -k).")),
+        (("--readable_model", "--readable-model", "readable_model"),
+         dict(type=str, help="Write the weights as text (per regressor / tree node).")),
+        (("--invert_hash", "--invert-hash", "invert_hash"),
+         dict(type=str, help="As --readable_model, with the feature names of the training data.")),
+    ]
+    for decl, kw in reversed(opts):
+        f = click.option(*decl, **kw)(f)
+    return f
+
+
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, type=str)
 @click.option("-r", "--reduction", type=click.Choice(["oaa", "lomtree", "filter", "rtree", "cpt", "table", "plt", "mtree"]),
@@ -172,6 +206,7 @@ def common_run_options(f):
 @click.option("--noconstant", is_flag=True, help="No constant (bias) feature.")
 @click.option("--label-offset", "label_offset", type=int, default=0, show_default=True,
               help="Added to every label (1 for 0-based data, VW's --indexing 0).")
+@vw_options
 @common_run_options
 @click.pass_context
 def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fmt, bits, learning_rate, power_t,
@@ -180,7 +215,7 @@ def train(ctx, inputs, reduction, k, final_model, initial_model, predictions, fm
           cpt_random_insert, arity, beam, tree_buffer, path_weight, no_leaf_negatives, dim, depth,
           reassign_after, seed,
           hash_seed, noconstant, label_offset, skip_invalid, quiet, progress_bar, progress_interval, report,
-          chunk_bytes, max_line_bytes):
+          chunk_bytes, max_line_bytes, **vw):
     """Train on INPUT files ('-' or none = stdin) with progressive validation.
 
     \b

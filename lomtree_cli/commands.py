@@ -108,6 +108,21 @@ def run_predict(p: dict, start: float) -> None:
     guarded(body)
 
 
+def test_only(p: dict, start: float) -> None:
+    """``lomtree train -t -i MODEL ...`` (VW's -t): exactly ``lomtree predict -i MODEL ...``; the
+    options that only training reads are refused rather than ignored."""
+    if p["initial_model"] is None:
+        raise ConfigError("-t/--testonly needs -i MODEL")
+    if p["final_model"] is not None:
+        raise ConfigError("-t/--testonly does not train: -f would write the model unchanged")
+    q = {"inputs": p["inputs"], "model": p["initial_model"], "predictions": p["predictions"],
+         "probabilities": False, "top_k": None, "flush": False, "threads": 0}
+    for name in ("skip_invalid", "quiet", "progress_bar", "progress_interval", "report", "chunk_bytes",
+                 "max_line_bytes"):
+        q[name] = p[name]
+    run_predict(q, start)
+
+
 def run_train(p: dict, given: set, start: float, warn) -> None:
     """``lomtree train`` with its parameters ``p`` (as for ``run_predict``); ``given``:
     the names set on the command line (not defaults); ``warn(msg)`` prints a warning line."""
@@ -119,6 +134,11 @@ def run_train(p: dict, given: set, start: float, warn) -> None:
 
         from .paths import check_outputs
 
+        from .vwopts import apply_vw_options, vw_input_fields
+
+        apply_vw_options(p, given)
+        if p.get("testonly"):
+            return test_only(p, start)
         if p["passes"] < 1:
             raise ConfigError("--passes must be >= 1")
         cache_path = p["cache"]
@@ -128,6 +148,8 @@ def run_train(p: dict, given: set, start: float, warn) -> None:
                        ("-c", cache_path)],
                       [("input", x) for x in p["inputs"]] + [("-i", p["initial_model"])])
         explicit = {n: p[n] for n in EXPLICIT_TRAIN if n in given}
+        feats = vw_input_fields(p)
+        explicit.update({n: v for n, v in feats.items() if n in given})
         if p["initial_model"] is not None:
             if "reduction" in given:
                 explicit["reduction"] = p["reduction"]
@@ -137,7 +159,7 @@ def run_train(p: dict, given: set, start: float, warn) -> None:
                 explicit["format"] = p["fmt"]
         icfg = InputConfig(format=p["fmt"], bits=p["bits"], hash_seed=p["hash_seed"], noconstant=p["noconstant"],
                            label_offset=p["label_offset"], skip_invalid=p["skip_invalid"],
-                           max_line_bytes=p["max_line_bytes"])
+                           max_line_bytes=p["max_line_bytes"], **feats)
         if p["initial_model"] is None:
             reduction = p["reduction"]
             cls = get_reduction_class(reduction)
@@ -170,5 +192,9 @@ def run_train(p: dict, given: set, start: float, warn) -> None:
                           start_time=start, handle_signals=True)
         train(icfg, lcfg, rcfg, opts, initial_model=p["initial_model"], final_model=p["final_model"],
               explicit=explicit)
+        if p.get("readable_model") or p.get("invert_hash"):
+            from .readable import write_readable
+
+            write_readable(p, icfg)
 
     guarded(body)

@@ -113,7 +113,8 @@ class PredictionWriter:
 
     NAME_CACHE = 1 << 16
 
-    def __init__(self, path: str | None, flush: bool = False):
+    def __init__(self, path: str | None, flush: bool = False, label_dict=None):
+        self.label_dict = label_dict  # string labels: ids are written as their names
         self.flush = flush
         self.own = False
         self.broken = False
@@ -153,8 +154,10 @@ class PredictionWriter:
             self._failed(e)
 
     def label_strings(self, preds: np.ndarray) -> list[str]:
-        """``[str(p) for p in preds]`` (an integer array)."""
+        """``[str(p) for p in preds]`` (an integer array); the names with string labels."""
         values = preds.tolist()
+        if self.label_dict is not None:
+            return self.label_dict.strings(values)
         lo, hi = int(preds.min()), int(preds.max())
         if lo < 0 or hi >= self.NAME_CACHE:
             return list(map(str, values))
@@ -198,7 +201,7 @@ def _silence_stdout():
         pass
 
 
-def _batches_for_pass(paths, input_cfg, opts, pass_index, cache):
+def _batches_for_pass(paths, input_cfg, opts, pass_index, cache, label_dict=None):
     """The batches of one pass: from the example cache when it is complete (a valid cache left by
     an earlier run is read from pass 1 on, as VW does), otherwise parsed from the inputs; pass 1
     writes the cache. If the cache could not be written, files are re-parsed; stdin cannot be."""
@@ -214,7 +217,7 @@ def _batches_for_pass(paths, input_cfg, opts, pass_index, cache):
         raise CacheError(f"cannot read standard input again for pass {pass_index + 1}: {why}")
     writer = cache.writer() if (cache is not None and pass_index == 0) else None
     # predict (opts.threads > 1) parses chunks in parallel too; training keeps one parser thread
-    for batch in iter_batches(paths, input_cfg, chunk_bytes=opts.chunk_bytes, flush=opts.flush,
+    for batch in iter_batches(paths, input_cfg, chunk_bytes=opts.chunk_bytes, flush=opts.flush, label_dict=label_dict,
                               workers=opts.threads):
         if writer is not None:
             writer.add(batch)
@@ -333,6 +336,7 @@ class Runner:
         self.need_predictions = True
         self._pool = None
         self.low_labels = 0  # predict: labels below 1 read as unlabeled
+        self.label_dict = None  # labels.LabelDict with string labels
 
     def _process(self, batch: ExampleBatch, train: np.ndarray):
         """``reduction.process``; when only predicting, a large batch is cut into ``opts.threads``
@@ -372,6 +376,12 @@ class Runner:
                 self.err.write(f"skipping {e.message()}\n")
                 self.skipped_shown += 1
 
+    def _range_text(self, label: int) -> str:
+        if self.label_dict is None:
+            return f"label {label} is outside 1..{self.reduction.k}"
+        return (f"label {self.label_dict.name(label)!r} would be class {label}, outside 1..{self.reduction.k} "
+                f"(more distinct labels than -k)")
+
     def _check_labels(self, batch: ExampleBatch, train_possible: bool) -> ExampleBatch:
         bad = self.reduction.invalid_labels(batch.labels)
         if not bad.any():
@@ -380,12 +390,12 @@ class Runner:
             i = int(np.flatnonzero(bad)[0])
             if not self.input_cfg.skip_invalid:
                 raise InputError(batch.source, int(batch.line_numbers[i]), "label_range",
-                                 f"label {int(batch.labels[i])} is outside 1..{self.reduction.k}")
+                                 self._range_text(int(batch.labels[i])))
             for i in np.flatnonzero(bad):
                 self.progress.skipped += 1
                 if self.skipped_shown < 10 and not self.opts.quiet:
-                    self.err.write(f"skipping {batch.source}:{int(batch.line_numbers[i])}: label "
-                                   f"{int(batch.labels[i])} is outside 1..{self.reduction.k}\n")
+                    self.err.write(f"skipping {batch.source}:{int(batch.line_numbers[i])}: "
+                                   f"{self._range_text(int(batch.labels[i]))}\n")
                     self.skipped_shown += 1
             return batch.subset(~bad)
         if not self.warned_range:
@@ -455,15 +465,16 @@ class Runner:
     def _probability_fields(self, batch):
         ntop = max(1, self.opts.top_k)
         labs, probs, p_true = self.reduction.predict_top(batch, ntop)
+        name = str if self.label_dict is None else self.label_dict.name
         extra = []
         has_label = batch.labels > 0
         for i in range(len(batch)):
             parts = [f":{probs[i, 0]:.6f}"]
             for j in range(1, ntop if self.opts.top_k else 1):
                 if j < labs.shape[1] and labs[i, j] > 0:
-                    parts.append(f" {labs[i, j]}:{probs[i, j]:.6f}")
+                    parts.append(f" {name(int(labs[i, j]))}:{probs[i, j]:.6f}")
             if self.opts.probabilities and has_label[i]:
-                parts.append(f" p({batch.labels[i]})={p_true[i]:.6f}")
+                parts.append(f" p({name(int(batch.labels[i]))})={p_true[i]:.6f}")
             extra.append("".join(parts))
         return labs[:, 0], extra
 
@@ -487,6 +498,7 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
           explicit: dict | None = None) -> dict:
     """Train (progressive validation) over ``opts.inputs``; returns the summary dict."""
     from . import model_io
+    from .labels import LabelDict
     from .learner import LinearLearner
     from .reductions import get_reduction_class
 
@@ -499,6 +511,7 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
         input_cfg = replace(loaded.input_config, skip_invalid=input_cfg.skip_invalid,
                             max_line_bytes=input_cfg.max_line_bytes)
         learner, reduction = loaded.learner, loaded.reduction
+        label_dict = loaded.label_dict
         if explicit and explicit.get("learning_rate") is not None:
             learner.arrays.hp[HP_ETA] = float(explicit["learning_rate"])
         if explicit and explicit.get("decay_learning_rate") is not None:
@@ -508,6 +521,7 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
         cls = get_reduction_class(red_cfg.name)
         learner = LinearLearner(learner_cfg, input_cfg.bits, cls.n_models_for(red_cfg), cls.slot_mode)
         reduction = cls(red_cfg, learner)
+        label_dict = LabelDict.from_config(input_cfg)
     if opts.passes < 1:
         raise ConfigError("--passes must be >= 1")
     paths = list(opts.inputs) or ["-"]
@@ -517,11 +531,12 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     if holdout and opts.early_terminate < 1:
         raise ConfigError("--early-terminate must be >= 1")
     runner = Runner(input_cfg, learner, reduction, opts, learn=True)
+    runner.label_dict = label_dict
     runner.need_predictions = opts.predictions is not None or not (opts.quiet or opts.progress_bar)
     reduction.set_need_predictions(runner.need_predictions)
     if not opts.quiet:
         _preamble(err, input_cfg, learner, reduction, paths)
-    writer = PredictionWriter(opts.predictions, opts.flush)
+    writer = PredictionWriter(opts.predictions, opts.flush, label_dict)
     stop = _StopFlag()
     if opts.handle_signals:
         stop.install()
@@ -542,7 +557,8 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
         for p in range(opts.passes):
             if p > 0 and holdout:
                 runner.progress.holdout_reporting = True
-            batches = prefetch(_batches_for_pass(paths, input_cfg, opts, p, cache), should_stop=lambda: stop.signum != 0)
+            batches = prefetch(_batches_for_pass(paths, input_cfg, opts, p, cache, label_dict),
+                               should_stop=lambda: stop.signum != 0)
             completed = runner.run_pass(batches, p, holdout, writer, stop)
             passes_used = p + 1
             if not completed:
@@ -555,7 +571,8 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
                 if hl < best:
                     best, best_pass, no_win = hl, p + 1, 0
                     if final_model is not None:
-                        model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + p + 1)
+                        model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + p + 1,
+                                            label_dict)
                         snapshot_written = True
                 elif not (math.isinf(hl) and math.isinf(best)):
                     no_win += 1
@@ -577,7 +594,8 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
         if opts.handle_signals:
             stop.install()  # a signal during the save only sets the flag: the save completes
         try:
-            model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + passes_used)
+            model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + passes_used,
+                                label_dict)
         finally:
             stop.restore()
     summary = _summary(runner, reduction, input_cfg, passes_used, start,
@@ -643,7 +661,7 @@ def start_predict_early(model_path: str, paths: list, skip_invalid: bool, chunk_
     if os.environ.get("LOMTREE_THREADS", "1") == "0":
         return False
     peek = model_io.peek_input_config(model_path)
-    if peek is None:
+    if peek is None or peek.has_string_labels:  # string labels need the model's dictionary first
         return False
     opts = RunOptions(inputs=list(paths), chunk_bytes=chunk_bytes, threads=resolve_threads(threads),
                       max_line_bytes=max_line_bytes)
@@ -702,7 +720,7 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
         batches.should_stop = lambda: stop.signum != 0
     else:
         peek = model_io.peek_input_config(model_path)
-        if peek is not None:
+        if peek is not None and not peek.has_string_labels:
             batches = _predict_parser(paths, peek, skip_invalid, opts, should_stop=lambda: stop.signum != 0)
     try:
         loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
@@ -710,13 +728,16 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
             raise model_io.ModelFormatError(f"{model_path}: the model file changed while it was read")
         input_cfg = _predict_input(loaded.input_config, skip_invalid, opts)
         runner = Runner(input_cfg, loaded.learner, loaded.reduction, opts, learn=False)
-        writer = PredictionWriter(opts.predictions, opts.flush)
+        label_dict = runner.label_dict = loaded.label_dict
+        if label_dict is not None:
+            label_dict.grow = False  # predict never adds to the model's dictionary
+        writer = PredictionWriter(opts.predictions, opts.flush, label_dict)
         if opts.handle_signals:
             stop.install()
         if (opts.probabilities or opts.top_k) and writer.f is not None:
             loaded.reduction.predict_top(ExampleBatch.empty(), max(1, opts.top_k))  # fail early if unsupported
         if batches is None:
-            batches = prefetch(_batches_for_pass(paths, input_cfg, opts, 0, None),
+            batches = prefetch(_batches_for_pass(paths, input_cfg, opts, 0, None, label_dict),
                                should_stop=lambda: stop.signum != 0)
         runner.run_pass(batches, 0, False, writer, stop)
     finally:
@@ -745,6 +766,10 @@ _FIXED = {  # option name -> (where in the loaded model, attribute)
     "max_internal_nodes": ("reduction", "max_internal_nodes"),
     "swap_resistance": ("reduction", "swap_resistance"), "cpt_alpha": ("reduction", "cpt_alpha"),
     "leaf_labels": ("reduction", "leaf_labels"), "candidates_up": ("reduction", "candidates_up"),
+    # issue #23: feature and label options are fixed by the model
+    "interactions": ("input", "interactions"), "ngram": ("input", "ngram"), "skips": ("input", "skips"),
+    "ignore": ("input", "ignore"), "keep": ("input", "keep"), "ignore_linear": ("input", "ignore_linear"),
+    "named_labels": ("input", "named_labels"), "string_labels": ("input", "string_labels"),
 }
 
 
