@@ -78,10 +78,12 @@ def discover():
     import numba
     from numba.core.registry import CPUDispatcher
 
+    from .features import warm as warm_features
     from .server import warm
 
     _package_modules()
-    warm()  # compile (or load) everything first: the recorders below must not be compiled into callers
+    warm()  # compile
+    warm_features() (or load) everything first: the recorders below must not be compiled into callers
     seen: dict = {}
     replaced = []
     for mname, mod in list(sys.modules.items()):
@@ -96,6 +98,7 @@ def discover():
                 setattr(mod, n, rec)
     try:
         warm()
+        warm_features()  # issue #23's kernels (feature generation, string labels)
     finally:
         for mod, n, v in replaced:
             setattr(mod, n, v)
