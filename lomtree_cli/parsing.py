@@ -169,22 +169,16 @@ def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int):
     """One kernel call on ``data`` (complete lines). Returns the kernel's 9-tuple."""
     buf = np.frombuffer(data, dtype=np.uint8)
     buf.flags.writeable = False  # as from bytes, whatever ``data`` is: the kernels' compiled signature
-    if cfg.generates_features or cfg.has_string_labels:  # + namespace ids and label spans
-        if cfg.format == "libsvm":
-            return parse_libsvm_chunk_ns(buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.label_offset),
-                                         np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid),
-                                         np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
-        return parse_vw_chunk_ns(buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.hash_seed),
-                                 np.int64(cfg.label_offset), np.int64(cfg.constant_index), not cfg.noconstant,
-                                 bool(cfg.skip_invalid), np.int64(cfg.max_line_bytes),
-                                 bool(cfg.low_labels_unlabeled), bool(cfg.has_string_labels))
+    ns = cfg.generates_features or cfg.has_string_labels  # + namespace ids and label spans (issue #23)
     if cfg.format == "libsvm":
-        return parse_libsvm_chunk(buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.label_offset),
-                                  np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid),
-                                  np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
-    return parse_vw_chunk(buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.hash_seed),
-                          np.int64(cfg.label_offset), np.int64(cfg.constant_index), not cfg.noconstant,
-                          bool(cfg.skip_invalid), np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
+        args = (buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.label_offset),
+                np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid),
+                np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
+        return parse_libsvm_chunk_ns(*args) if ns else parse_libsvm_chunk(*args)
+    args = (buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.hash_seed),
+            np.int64(cfg.label_offset), np.int64(cfg.constant_index), not cfg.noconstant,
+            bool(cfg.skip_invalid), np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
+    return parse_vw_chunk_ns(*args, bool(cfg.has_string_labels)) if ns else parse_vw_chunk(*args)
 
 
 def _build(data: bytes, res, source: str, cfg: InputConfig | None = None,

@@ -38,17 +38,8 @@ CONSTANT_NS = 128
 
 
 @jit()
-def _grow_i(a, need):
-    n = a.shape[0]
-    while n < need:
-        n *= 2
-    b = np.empty(n, a.dtype)
-    b[: a.shape[0]] = a
-    return b
-
-
-@jit()
-def _grow_f(a, need):
+def _grow(a, need):
+    """A copy of ``a`` with room for ``need`` items (doubling); compiled once per dtype."""
     n = a.shape[0]
     while n < need:
         n *= 2
@@ -116,8 +107,8 @@ def expand_features(indptr, indices, values, nsid, mask, ns_mode, pat_range, pat
             gend[s] = room
             room += cnt[s] * (1 + hi - lo)
         if room > sidx.shape[0]:
-            sidx = _grow_i(sidx, room)
-            sval = _grow_f(sval, room)
+            sidx = _grow(sidx, room)
+            sval = _grow(sval, room)
         for j in range(a, b):
             s = np.int64(nsid[j])
             if s == 128 or ns_mode[s] == IGNORE:
@@ -155,8 +146,8 @@ def expand_features(indptr, indices, values, nsid, mask, ns_mode, pat_range, pat
                 prod *= (gend[s] - gstart[s]) if cnt[s] > 0 else 0
             need += prod
         if nnz + need > out_idx.shape[0]:
-            out_idx = _grow_i(out_idx, nnz + need)
-            out_val = _grow_f(out_val, nnz + need)
+            out_idx = _grow(out_idx, nnz + need)
+            out_val = _grow(out_val, nnz + need)
         # 4: linear features
         for q in range(n_ns):
             s = order[q]
