@@ -82,8 +82,8 @@ def discover():
     from .server import warm
 
     _package_modules()
-    warm()  # compile
-    warm_features() (or load) everything first: the recorders below must not be compiled into callers
+    warm()  # compile (or load) everything first: the recorders below must not be compiled into callers
+    warm_features()
     seen: dict = {}
     replaced = []
     for mname, mod in list(sys.modules.items()):
