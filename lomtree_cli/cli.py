@@ -46,9 +46,48 @@ def _progress_interval(value: str) -> float | int:
         raise click.BadParameter(commands.PROGRESS_INTERVAL_RULE) from None
 
 
+#: ``lomtree train -h``: the options in VW's help sections, in VW's order (issue #23)
+TRAIN_HELP_GROUPS = (
+    ("Driver Options", ("quiet", "progress_bar", "progress_interval", "report")),
+    ("Feature Options", ("bits", "hash_seed", "ignore", "ignore_linear", "keep", "noconstant", "ngram", "skips",
+                         "interactions", "quadratic", "cubic", "fmt", "label_offset", "named_labels", "string_labels")),
+    ("Example Options", ("testonly", "holdout_off", "holdout_period", "early_terminate", "passes", "loss",
+                         "quantile_tau", "skip_invalid", "max_line_bytes")),
+    ("Update Options", ("learning_rate", "power_t", "decay_learning_rate", "initial_t")),
+    ("Gradient Descent Options", ("sgd",)),
+    ("Weight Options", ("initial_model",)),
+    ("Randomization Options", ("seed",)),
+    ("Output Model Options", ("final_model", "readable_model", "invert_hash")),
+    ("Output Options", ("predictions",)),
+    ("Input Options", ("data", "cache", "cache_file")),
+    ("Reduction Options", ("reduction", "k", "oaa", "ect", "log_multi")),
+    ("[Reduction] LOMtree Options", ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up")),
+    ("[Reduction] CPT Options", ("cpt_alpha", "cpt_predict", "cpt_random_insert")),
+    ("[Reduction] PLT Options", ("arity", "beam", "tree_buffer", "path_weight", "no_leaf_negatives")),
+    ("[Reduction] mtree Options", ("dim", "depth", "reassign_after")),
+)
+
+
 class _Command(click.Command):
     """An option that is not a list given twice (``-k 3 -k 26``) is a usage error (exit 2), not
-    "the last one wins"."""
+    "the last one wins". ``train``'s help lists its options in VW's sections."""
+
+    def format_options(self, ctx, formatter):
+        if self.name != "train":
+            return super().format_options(ctx, formatter)
+        rows = {}
+        for p in self.get_params(ctx):
+            rec = p.get_help_record(ctx)
+            if rec is not None:
+                rows[p.name] = rec
+        for title, names in TRAIN_HELP_GROUPS:
+            recs = [rows.pop(n) for n in names if n in rows]
+            if recs:
+                with formatter.section(title):
+                    formatter.write_dl(recs)
+        if rows:
+            with formatter.section("Other Options"):
+                formatter.write_dl(list(rows.values()))
 
     def parse_args(self, ctx, args):
         if not ctx.resilient_parsing:

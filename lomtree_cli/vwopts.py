@@ -36,6 +36,10 @@ def apply_vw_options(p: dict, given: set) -> None:
         p["reduction"] = ALIASES[a]
         p["k"] = k
         given.update({"reduction", "k"})
+    if (p.get("readable_model") or p.get("invert_hash")) and not p.get("final_model"):
+        raise ConfigError("--readable_model/--invert_hash need -f MODEL (the text is written from the saved model)")
+    if p.get("readable_model") and p.get("invert_hash"):
+        raise ConfigError("--readable_model and --invert_hash cannot both be given")
     if p.get("cache_file") is not None:
         if p.get("cache") is not None and p["cache"] != p["cache_file"]:
             raise ConfigError("-c/--cache and --cache_file cannot both be given")

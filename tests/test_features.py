@@ -229,3 +229,26 @@ def test_interaction_model_needs_nothing_else_at_predict(named, tmp_path):
     p = run(["predict", "-i", m, str(data), "-p", "/dev/null", "--report", str(tmp_path / "p.json"), "--quiet"])
     assert p.returncode == 0
     assert json.load(open(tmp_path / "p.json"))["total_features"] == r["total_features"]
+
+
+def test_train_help_has_vws_sections():
+    p = run(["train", "-h"])
+    assert p.returncode == 0
+    text = p.stdout
+    order = [text.index(s) for s in ("Feature Options:", "Example Options:", "Update Options:", "Output Model Options:",
+                                      "Reduction Options:")]
+    assert order == sorted(order)
+    feat = text[text.index("Feature Options:"):text.index("Example Options:")]
+    assert "-q, --quadratic" in feat and "--ngram" in feat and "--named-labels" in feat
+
+
+def test_readable_model_and_invert_hash(named, tmp_path):
+    m = str(tmp_path / "m.lt")
+    p = run(["train", "--oaa", "4", str(named / "int.vw"), "-f", m, "--quiet", "--invert_hash", str(tmp_path / "ih.txt")])
+    assert p.returncode == 0, p.stderr
+    text = (tmp_path / "ih.txt").read_text()
+    assert "regressor 0 (class 1):" in text and "a^f0:" in text and "Constant:" in text
+    p = run(["train", "--oaa", "4", str(named / "int.vw"), "-f", m, "--quiet", "--readable_model", str(tmp_path / "r.txt")])
+    assert p.returncode == 0 and "slots" in (tmp_path / "r.txt").read_text()
+    p = run(["train", "--oaa", "4", str(named / "int.vw"), "--quiet", "--readable_model", str(tmp_path / "r.txt")])
+    assert p.returncode == 2 and "-f" in p.stderr

@@ -46,6 +46,8 @@ TASKS = {
     "book_ngram": ("kjv_book", 66, ["--ngram", "2"], [("filter", "ect"), ("lomtree", "log_multi"), ("oaa", "oaa"), ("plt", None)]),
     "book_q": ("kjv_book", 66, ["-q", "ww"], [("filter", "ect"), ("lomtree", "log_multi"), ("oaa", "oaa"), ("plt", None)]),
     "nextword_q": ("kjv_nextword", 5001, ["-q", "pp"], [("filter", "ect"), ("lomtree", "log_multi")]),
+    "nextword_q_oaa": ("kjv_nextword", 5001, ["-q", "pp"], [("oaa", "oaa")]),
+    "nextword_plain": ("kjv_nextword", 5001, [], [("filter", "ect"), ("lomtree", "log_multi")]),
 }
 
 def main():
