@@ -150,10 +150,9 @@ class FeatureSpec:
             lens[i] = len(r)
         self.pat_range, self.pat_off, self.pat_len = rng, off, lens
         self.active = bool(terms) or bool(rows) or bool((mode != 0).any())
-        self._seen = np.zeros(256, bool)
-        self._tables = None
-        if not self.wild:
-            self._tables = self._term_tables(normalise_terms(terms))
+        # (namespaces seen, term tables for them): replaced as a whole, so parse threads never
+        # pair a newer seen-set with older tables
+        self._state = (np.zeros(256, bool), None if self.wild else self._term_tables(normalise_terms(terms)))
 
     @staticmethod
     def _term_tables(terms: list[bytes]):
@@ -170,16 +169,17 @@ class FeatureSpec:
         every namespace seen so far in the run (as VW does; a term needing a namespace an
         example lacks makes nothing for it, so the result per example does not depend on when a
         namespace was first seen)."""
+        seen, tables = self._state
         if not self.wild:
-            return self._tables
+            return tables
         from .kernels.interactions import namespaces_present
 
-        now = self._seen | namespaces_present(nsid)
-        if self._tables is None or (now != self._seen).any():
-            self._seen = now
-            seen = [int(c) for c in np.flatnonzero(now)]
-            self._tables = self._term_tables(normalise_terms(expand_wildcards(self.terms, seen)))
-        return self._tables
+        now = seen | namespaces_present(nsid)
+        if tables is None or (now != seen).any():
+            names = [int(c) for c in np.flatnonzero(now)]
+            tables = self._term_tables(normalise_terms(expand_wildcards(self.terms, names)))
+            self._state = (now, tables)
+        return tables
 
     def expand(self, indptr, indices, values, nsid):
         from .kernels.interactions import expand_features

@@ -252,3 +252,26 @@ def test_readable_model_and_invert_hash(named, tmp_path):
     assert p.returncode == 0 and "slots" in (tmp_path / "r.txt").read_text()
     p = run(["train", "--oaa", "4", str(named / "int.vw"), "--quiet", "--readable_model", str(tmp_path / "r.txt")])
     assert p.returncode == 2 and "-f" in p.stderr
+
+
+def test_wildcards_with_parallel_parsing(tmp_path):
+    # namespaces appear chunk by chunk; parse threads must each cross what their chunk holds
+    rng = random.Random(3)
+    lines = []
+    for i in range(3000):
+        nss = "abcdefgh"[: 1 + i * 8 // 3000]
+        lines.append(f"{1 + i % 3} " + " ".join(f"|{c} t{rng.randrange(5)} u{rng.randrange(5)}" for c in nss))
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(lines) + "\n")
+    m = str(tmp_path / "w.lt")
+    assert run(["train", "--oaa", "3", "-q", "::", str(data), "-f", m, "--quiet"]).returncode == 0
+    outs = []
+    for threads in ("1", "4"):
+        p = run(["predict", "-i", m, str(data), "-p", "-", "--quiet", "--threads", threads, "--chunk-bytes", "4096",
+                 "--report", str(tmp_path / f"r{threads}.json")])
+        assert p.returncode == 0, p.stderr
+        outs.append((p.stdout, json.load(open(tmp_path / f"r{threads}.json"))["total_features"]))
+    assert outs[0] == outs[1]
+    want = sum(len(R.generate(R.parse_line(ln, 18), 18, terms=[b"::"], seen=sorted({ns for ns, _, _ in R.parse_line(ln, 18)})))
+               + 1 for ln in lines)
+    assert outs[0][1] == want
