@@ -153,6 +153,7 @@ class FeatureSpec:
         # (namespaces seen, term tables for them): replaced as a whole, so parse threads never
         # pair a newer seen-set with older tables
         self._state = (np.zeros(256, bool), None if self.wild else self._term_tables(normalise_terms(terms)))
+        self._ratio = 2.0  # generated / parsed features of the last chunk
 
     @staticmethod
     def _term_tables(terms: list[bytes]):
@@ -185,8 +186,13 @@ class FeatureSpec:
         from .kernels.interactions import expand_features
 
         terms, lens = self.term_tables(nsid)
-        return expand_features(indptr, indices, values, nsid, np.int64(self.mask), self.ns_mode,
-                               self.pat_range, self.pat_off, self.pat_len, terms, lens)
+        n_in = int(indices.shape[0])
+        hint = int(n_in * self._ratio * 1.1) + 16
+        out = expand_features(indptr, indices, values, nsid, np.int64(self.mask), self.ns_mode,
+                              self.pat_range, self.pat_off, self.pat_len, terms, lens, np.int64(hint))
+        if n_in:
+            self._ratio = max(1.0, out[1].shape[0] / n_in)  # the next chunk's buffers are sized by it
+        return out
 
 
 def check_options(interactions: str, ngram: str, skips: str) -> None:

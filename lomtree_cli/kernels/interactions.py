@@ -49,8 +49,11 @@ def _grow(a, need):
 
 
 @jit(nogil=True)
-def expand_features(indptr, indices, values, nsid, mask, ns_mode, pat_range, pat_off, pat_len, terms, term_len):
-    """The generated chunk: ``(indptr, indices, values)`` (int64, int64, float32).
+def expand_features(indptr, indices, values, nsid, mask, ns_mode, pat_range, pat_off, pat_len, terms, term_len,
+                    cap_hint):
+    """The generated chunk: ``(indptr, indices, values)`` (int64, int64, float32); the feature
+    arrays are views of buffers of at least ``cap_hint`` items (grown by doubling when short;
+    the caller passes the last chunk's output size scaled to this one, so they rarely grow).
 
     Parameters
     ----------
@@ -65,7 +68,7 @@ def expand_features(indptr, indices, values, nsid, mask, ns_mode, pat_range, pat
     umask = np.uint64(mask)
     out_ptr = np.empty(n + 1, np.int64)
     out_ptr[0] = 0
-    cap = max(16, 2 * indices.shape[0])
+    cap = max(16, indices.shape[0], cap_hint)
     out_idx = np.empty(cap, np.int64)
     out_val = np.empty(cap, np.float32)
     cnt = np.zeros(256, np.int64)
@@ -200,7 +203,7 @@ def expand_features(indptr, indices, values, nsid, mask, ns_mode, pat_range, pat
         for q in range(n_ns):
             cnt[order[q]] = 0
         out_ptr[i + 1] = nnz
-    return out_ptr, out_idx[:nnz].copy(), out_val[:nnz].copy()
+    return out_ptr, out_idx[:nnz], out_val[:nnz]
 
 
 @jit(nogil=True)
