@@ -54,6 +54,7 @@ TASKS = {
     "nextword_q_oaa": ("kjv_nextword", 5001, ["-q", "pp"], [("oaa", "oaa")]),
     "nextword_plain": ("kjv_nextword", 5001, [], [("filter", "ect"), ("lomtree", "log_multi")]),
     "nextword_q_cpt": ("kjv_nextword", 5001, ["-q", "pp"], [("cpt", None)]),
+    "nextword_q_plt": ("kjv_nextword", 5001, ["-q", "pp"], [("plt", None)]),
     "nextword_plain_cpt": ("kjv_nextword", 5001, [], [("cpt", None)]),
 }
 

@@ -5,11 +5,11 @@ r = json.load(open(sys.argv[1]))
 NAMES = {"book_ngram": "KJV book (66), --ngram 2", "book_q": "KJV book (66), -q ww",
          "nextword_q": "KJV next word (5,001), -q pp", "nextword_q_oaa": "KJV next word (5,001), -q pp",
          "nextword_plain": "KJV next word (5,001), no feature options",
-         "nextword_q_cpt": "KJV next word (5,001), -q pp", "nextword_plain_cpt": "KJV next word (5,001), no feature options"}
+         "nextword_q_cpt": "KJV next word (5,001), -q pp", "nextword_q_plt": "KJV next word (5,001), -q pp", "nextword_plain_cpt": "KJV next word (5,001), no feature options"}
 VWNAME = {"ect": "Filter tree", "log_multi": "LOMtree", "oaa": "OAA"}
 LTNAME = {"filter": "Filter tree", "lomtree": "LOMtree", "oaa": "OAA", "plt": "PLT", "cpt": "CPT"}
 out = ["| task | reduction | lomtree error % | VW error % | lomtree ex/s | VW ex/s |", "| --- | --- | --- | --- | --- | --- |"]
-for task in ("book_ngram", "book_q", "nextword_q", "nextword_q_oaa", "nextword_q_cpt", "nextword_plain",
+for task in ("book_ngram", "book_q", "nextword_q", "nextword_q_oaa", "nextword_q_cpt", "nextword_q_plt", "nextword_plain",
              "nextword_plain_cpt"):
     rows = r.get(task, [])
     lt = {x["reduction"]: x for x in rows if x["system"] == "lomtree"}
