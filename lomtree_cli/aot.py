@@ -133,8 +133,11 @@ def discover():
     import numba
     from numba.core.registry import CPUDispatcher
 
+    from .features import warm as warm_features
+
     _package_modules()
     warm()  # compile (or load) everything first: the recorders below must not be compiled into callers
+    warm_features()
     seen: dict = {}
     replaced = []
     for mname, mod in list(sys.modules.items()):
@@ -149,6 +152,7 @@ def discover():
                 setattr(mod, n, rec)
     try:
         warm()
+        warm_features()  # issue #23's kernels (feature generation, string labels)
     finally:
         for mod, n, v in replaced:
             setattr(mod, n, v)

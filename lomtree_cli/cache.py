@@ -113,6 +113,8 @@ def input_key(input_cfg: InputConfig, paths: list[str]) -> dict:
         "label_offset": int(input_cfg.label_offset),
         "skip_invalid": bool(input_cfg.skip_invalid),
         "max_line_bytes": int(input_cfg.max_line_bytes),
+        "features": [input_cfg.interactions, input_cfg.ngram, input_cfg.skips, input_cfg.ignore, input_cfg.keep,
+                     input_cfg.ignore_linear, input_cfg.named_labels, bool(input_cfg.string_labels)],
         "inputs": inputs,
     }
 
@@ -120,7 +122,7 @@ def input_key(input_cfg: InputConfig, paths: list[str]) -> dict:
 def _key_differences(old: dict, new: dict) -> list[str]:
     out = []
     for name in ("format", "bits", "hash_seed", "noconstant", "constant_index", "label_offset", "skip_invalid",
-                 "max_line_bytes"):
+                 "max_line_bytes", "features"):
         if old.get(name) != new.get(name):
             out.append(f"{name.replace('_', '-')} {old.get(name)} -> {new.get(name)}")
     oi, ni = old.get("inputs", []), new.get("inputs", [])

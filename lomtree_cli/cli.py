@@ -40,9 +40,48 @@ def _progress_interval(value: str) -> float | int:
         raise click.BadParameter(commands.PROGRESS_INTERVAL_RULE) from None
 
 
+#: ``lomtree train -h``: the options in VW's help sections, in VW's order (issue #23)
+TRAIN_HELP_GROUPS = (
+    ("Driver Options", ("quiet", "progress_bar", "progress_interval", "report")),
+    ("Feature Options", ("bits", "hash_seed", "ignore", "ignore_linear", "keep", "noconstant", "ngram", "skips",
+                         "interactions", "quadratic", "cubic", "fmt", "label_offset", "named_labels", "string_labels")),
+    ("Example Options", ("testonly", "holdout_off", "holdout_period", "early_terminate", "passes", "loss",
+                         "quantile_tau", "skip_invalid", "max_line_bytes")),
+    ("Update Options", ("learning_rate", "power_t", "decay_learning_rate", "initial_t")),
+    ("Gradient Descent Options", ("sgd",)),
+    ("Weight Options", ("initial_model",)),
+    ("Randomization Options", ("seed",)),
+    ("Output Model Options", ("final_model", "readable_model", "invert_hash")),
+    ("Output Options", ("predictions",)),
+    ("Input Options", ("data", "cache", "cache_file")),
+    ("Reduction Options", ("reduction", "k", "oaa", "ect", "log_multi")),
+    ("[Reduction] LOMtree Options", ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up")),
+    ("[Reduction] CPT Options", ("cpt_alpha", "cpt_predict", "cpt_random_insert")),
+    ("[Reduction] PLT Options", ("arity", "beam", "tree_buffer", "path_weight", "no_leaf_negatives")),
+    ("[Reduction] mtree Options", ("dim", "depth", "reassign_after")),
+)
+
+
 class _Command(click.Command):
     """An option that is not a list given twice (``-k 3 -k 26``) is a usage error (exit 2), not
-    "the last one wins"."""
+    "the last one wins". ``train``'s help lists its options in VW's sections."""
+
+    def format_options(self, ctx, formatter):
+        if self.name != "train":
+            return super().format_options(ctx, formatter)
+        rows = {}
+        for p in self.get_params(ctx):
+            rec = p.get_help_record(ctx)
+            if rec is not None:
+                rows[p.name] = rec
+        for title, names in TRAIN_HELP_GROUPS:
+            recs = [rows.pop(n) for n in names if n in rows]
+            if recs:
+                with formatter.section(title):
+                    formatter.write_dl(recs)
+        if rows:
+            with formatter.section("Other Options"):
+                formatter.write_dl(list(rows.values()))
 
     def parse_args(self, ctx, args):
         if not ctx.resilient_parsing:
@@ -138,6 +177,40 @@ def common_run_options(f):
     return f
 
 
+def vw_options(f):
+    """VW's spellings and feature options (issue #23); see features.py and labels.py."""
+    opts = [
+        (("-d", "--data", "data"), dict(multiple=True, help="Input file (VW's -d; same as a positional INPUT).")),
+        (("-t", "--testonly", "testonly"), dict(is_flag=True, help="Test only (VW's -t): with -i MODEL, as "
+                                                                  "`lomtree predict -i MODEL`.")),
+        (("--oaa", "oaa"), dict(type=int, help="VW's --oaa K: -r oaa -k K.")),
+        (("--ect", "ect"), dict(type=int, help="VW's --ect K: -r filter -k K.")),
+        (("--log_multi", "--log-multi", "log_multi"), dict(type=int, help="VW's --log_multi K: -r lomtree -k K.")),
+        (("--cache_file", "--cache-file", "cache_file"), dict(type=str, help="VW's --cache_file PATH: -c PATH.")),
+        (("-q", "--quadratic", "quadratic"), dict(multiple=True, help="Cross namespaces ab (first letters; ':' = any).")),
+        (("--cubic", "cubic"), dict(multiple=True, help="Cross three namespaces abc.")),
+        (("--interactions", "interactions"), dict(multiple=True, help="Cross two or more namespaces ab[c...].")),
+        (("--ngram", "ngram"), dict(multiple=True, help="N-grams of the features of every namespace (N) or of "
+                                                       "one (aN).")),
+        (("--skips", "skips"), dict(multiple=True, help="Skip-grams: up to K skipped tokens (K or aK).")),
+        (("--ignore", "ignore"), dict(multiple=True, help="Drop the namespaces starting with these letters.")),
+        (("--keep", "keep"), dict(multiple=True, help="Keep only the namespaces starting with these letters.")),
+        (("--ignore_linear", "--ignore-linear", "ignore_linear"),
+         dict(multiple=True, help="No linear terms for these namespaces (they are still crossed).")),
+        (("--named-labels", "--named_labels", "named_labels"),
+         dict(type=str, help="Class names a,b,c (VW's --named_labels): k = their number.")),
+        (("--string-labels", "string_labels"), dict(is_flag=True, help="Labels are strings, numbered in order of "
+                                                                     "appearance (cpt, table; others with -k).")),
+        (("--readable_model", "--readable-model", "readable_model"),
+         dict(type=str, help="Write the weights as text (per regressor / tree node).")),
+        (("--invert_hash", "--invert-hash", "invert_hash"),
+         dict(type=str, help="As --readable_model, with the feature names of the training data.")),
+    ]
+    for decl, kw in reversed(opts):
+        f = click.option(*decl, **kw)(f)
+    return f
+
+
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, type=str)
 @click.option("-r", "--reduction", type=click.Choice(list(REGISTRY)), default="lomtree", show_default=True,
@@ -172,6 +245,7 @@ def common_run_options(f):
 @click.option("--noconstant", is_flag=True, help="No constant (bias) feature.")
 @click.option("--label-offset", "label_offset", type=int, default=0, show_default=True,
               help="Added to every label (1 for 0-based data, VW's --indexing 0).")
+@vw_options
 @common_run_options
 @click.pass_context
 def train(ctx, **params):

@@ -83,21 +83,45 @@ def _option_name(name: str) -> str:
             "progress_interval": "-P"}.get(name, "--" + name.replace("_", "-"))
 
 
+def test_only(p: dict, start: float) -> None:
+    """``lomtree train -t -i MODEL ...`` (VW's -t): exactly ``lomtree predict -i MODEL ...``; the
+    options that only training reads are refused rather than ignored."""
+    if p["initial_model"] is None:
+        raise ConfigError("-t/--testonly needs -i MODEL")
+    if p["final_model"] is not None:
+        raise ConfigError("-t/--testonly does not train: -f would write the model unchanged")
+    q = {"inputs": p["inputs"], "model": p["initial_model"], "predictions": p["predictions"],
+         "probabilities": False, "top_k": None, "flush": False, "threads": 0, "daemon": False, "port": None,
+         "socket_path": None, "host": None}
+    for name in ("skip_invalid", "quiet", "progress_bar", "progress_interval", "report", "chunk_bytes",
+                 "max_line_bytes"):
+        q[name] = p[name]
+    run_predict(q, set(), start)
+
+
 def run_train(p: dict, given: set, start: float) -> None:
     """``lomtree train`` with its parameters ``p`` (as for ``run_predict``); ``given``:
     the names set on the command line (not defaults)."""
     from .driver import RunOptions, train
     from .paths import check_outputs
+    from .vwopts import apply_vw_options, vw_input_fields
 
+    apply_vw_options(p, given)
+    if p.get("testonly"):
+        return test_only(p, start)
     cache_path = p["cache"]
     if cache_path == "" and p["final_model"]:
         cache_path = p["final_model"] + ".cache"
     check_outputs([("-f", p["final_model"]), ("-p", p["predictions"]), ("--report", p["report"]),
                    ("-c", cache_path)],
                   [("input", x) for x in p["inputs"]] + [("-i", p["initial_model"])])
+    feats = vw_input_fields(p)
     icfg = InputConfig(format=p["fmt"], bits=p["bits"], hash_seed=p["hash_seed"], noconstant=p["noconstant"],
                        label_offset=p["label_offset"], skip_invalid=p["skip_invalid"],
-                       max_line_bytes=p["max_line_bytes"])
+                       max_line_bytes=p["max_line_bytes"], **feats)
+    explicit = _explicit(p, given)
+    if p["initial_model"] is not None:
+        explicit.update({n: v for n, v in feats.items() if n in given})
     rcfg = lcfg = None
     if p["initial_model"] is None:
         rcfg, lcfg = _new_model_configs(p)
@@ -108,7 +132,11 @@ def run_train(p: dict, given: set, start: float) -> None:
                       progress_bar=p["progress_bar"], report=p["report"], chunk_bytes=p["chunk_bytes"],
                       start_time=start, handle_signals=True, on_started=end_startup)
     train(icfg, lcfg, rcfg, opts, initial_model=p["initial_model"], final_model=p["final_model"],
-          explicit=_explicit(p, given))
+          explicit=explicit)
+    if p.get("readable_model") or p.get("invert_hash"):
+        from .readable import write_readable
+
+        write_readable(p, icfg)
 
 
 def _new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:

@@ -40,6 +40,11 @@ class InputConfig:
     max_line_bytes : a line longer than this (bytes before its newline) is malformed
     low_labels_unlabeled : a label below 1 is read as unlabeled (counted) instead of an error
         (``predict``, which does not use labels to learn)
+    interactions, ngram, skips, ignore, keep, ignore_linear : VW's feature options (issue #23;
+        spellings in ``features.py``), applied to every parsed chunk by ``kernels/interactions.py``
+    named_labels : VW's ``--named_labels``: the class names joined by ``,`` (label i+1 = name i)
+    string_labels : labels are strings; ids are given in order of first appearance and the
+        dictionary is stored in the model (``labels.py``); implied by ``named_labels``
     """
 
     format: str = "vw"
@@ -50,6 +55,14 @@ class InputConfig:
     skip_invalid: bool = False
     max_line_bytes: int = MAX_LINE_BYTES
     low_labels_unlabeled: bool = False
+    interactions: str = ""
+    ngram: str = ""
+    skips: str = ""
+    ignore: str = ""
+    keep: str = ""
+    ignore_linear: str = ""
+    named_labels: str = ""
+    string_labels: bool = False
 
     def __post_init__(self):
         if self.format not in FORMATS:
@@ -62,6 +75,27 @@ class InputConfig:
             raise ConfigError(f"--label-offset must be in -(2^31-1)..2^31-1, got {self.label_offset}")
         if not 1 <= int(self.max_line_bytes) <= MAX_LINE_BYTES_LIMIT:
             raise ConfigError(f"--max-line-bytes must be in 1..2^34, got {self.max_line_bytes}")
+        if self.interactions or self.ngram or self.skips:
+            from .features import check_options
+
+            check_options(self.interactions, self.ngram, self.skips)
+        if self.ignore and self.keep:
+            raise ConfigError("--ignore and --keep cannot be used together")
+        if (self.named_labels or self.string_labels) and self.format != "vw":
+            raise ConfigError("--named-labels and --string-labels need --format vw")
+        if self.named_labels:
+            from .labels import check_names
+
+            check_names(self.named_labels)
+
+    @property
+    def generates_features(self) -> bool:
+        """Some feature option is set: chunks go through ``kernels.interactions``."""
+        return bool(self.interactions or self.ngram or self.ignore or self.keep or self.ignore_linear)
+
+    @property
+    def has_string_labels(self) -> bool:
+        return bool(self.string_labels or self.named_labels)
 
     @property
     def mask(self) -> int:

@@ -58,6 +58,9 @@ class Predictor:
 
         loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
         self.reduction = loaded.reduction
+        self.label_dict = loaded.label_dict  # string labels: read and written as names
+        if self.label_dict is not None:
+            self.label_dict.grow = False
         extra = {} if max_line_bytes is None else {"max_line_bytes": int(max_line_bytes)}
         self.cfg = replace(loaded.input_config, skip_invalid=True, low_labels_unlabeled=True, **extra)
         self.probabilities = probabilities
@@ -68,13 +71,13 @@ class Predictor:
             from .batch import ExampleBatch
 
             self.reduction.predict_top(ExampleBatch.empty(), max(1, top_k))  # ConfigError if unsupported
-        self.answer(b"| warm\n", 1, PredictionWriter(None))  # load the kernels before the first client
+        self.answer(b"| warm\n", 1, PredictionWriter(None, label_dict=self.label_dict))  # load the kernels before the first client
 
     def _predict(self, batch):
         if self.fields:
             from .driver import probability_fields
 
-            return probability_fields(self.reduction, batch, self.top_k, self.probabilities)
+            return probability_fields(self.reduction, batch, self.top_k, self.probabilities, self.label_dict)
         return self.reduction.process(batch, np.zeros(len(batch), dtype=bool))[0], None
 
     def answer(self, data: bytes, first_line: int, writer) -> bytes:
@@ -83,7 +86,7 @@ class Predictor:
         ``PredictionWriter(None)`` (its label strings are a cache that grows)."""
         from .parsing import parse_bytes
 
-        batch = parse_bytes(data, self.cfg, source="<connection>")
+        batch = parse_bytes(data, self.cfg, source="<connection>", label_dict=self.label_dict)
         lines = []
         if len(batch):
             batch.labels = np.maximum(batch.labels, 0)  # labels below 1: unlabeled (read as -1)
@@ -109,7 +112,7 @@ def _serve_connection(conn: socket.socket, predictor: Predictor, max_line: int) 
     """Answer one client until it closes its side; returns the number of lines answered."""
     from .driver import PredictionWriter
 
-    writer = PredictionWriter(None)
+    writer = PredictionWriter(None, label_dict=predictor.label_dict)
     line_no = 1
     pending = bytearray()
     dropping = False  # inside a line longer than max_line (already answered with an error)

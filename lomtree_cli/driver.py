@@ -92,7 +92,8 @@ class PredictionWriter:
 
     NAME_CACHE = 1 << 16
 
-    def __init__(self, path: str | None, flush: bool = False):
+    def __init__(self, path: str | None, flush: bool = False, label_dict=None):
+        self.label_dict = label_dict  # string labels: ids are written as their names
         self.flush = flush
         self.own = False
         self.broken = False
@@ -137,8 +138,10 @@ class PredictionWriter:
             self._failed(e)
 
     def label_strings(self, preds: np.ndarray) -> list[str]:
-        """``[str(p) for p in preds]`` (an integer array)."""
+        """``[str(p) for p in preds]`` (an integer array); the names with string labels."""
         values = preds.tolist()
+        if self.label_dict is not None:
+            return self.label_dict.strings(values)
         lo, hi = int(preds.min()), int(preds.max())
         if lo < 0 or hi >= self.NAME_CACHE:
             return list(map(str, values))
@@ -173,7 +176,7 @@ class PredictionWriter:
                 self._failed(e)
 
 
-def _batches_for_pass(paths, input_cfg, opts, pass_index, cache):
+def _batches_for_pass(paths, input_cfg, opts, pass_index, cache, label_dict=None):
     """The batches of one pass: from the example cache when it is complete (a valid cache left by
     an earlier run is read from pass 1 on, as VW does), otherwise parsed from the inputs; pass 1
     writes the cache. If the cache could not be written, files are re-parsed; stdin cannot be."""
@@ -189,7 +192,7 @@ def _batches_for_pass(paths, input_cfg, opts, pass_index, cache):
         raise CacheError(f"cannot read standard input again for pass {pass_index + 1}: {why}")
     writer = cache.writer() if (cache is not None and pass_index == 0) else None
     # predict (opts.threads > 1) parses chunks in parallel too; training keeps one parser thread
-    for batch in iter_batches(paths, input_cfg, chunk_bytes=opts.chunk_bytes, flush=opts.flush,
+    for batch in iter_batches(paths, input_cfg, chunk_bytes=opts.chunk_bytes, flush=opts.flush, label_dict=label_dict,
                               workers=opts.threads):
         if writer is not None:
             writer.add(batch)
@@ -308,6 +311,7 @@ class Runner:
         self.need_predictions = True
         self._pool = None
         self.low_labels = 0  # predict: labels below 1 read as unlabeled
+        self.label_dict = None  # labels.LabelDict with string labels
 
     def _process(self, batch: ExampleBatch, train: np.ndarray):
         """``reduction.process``; when only predicting, a large batch is cut into ``opts.threads``
@@ -347,6 +351,12 @@ class Runner:
                 self.err.write(f"skipping {e.message()}\n")
                 self.skipped_shown += 1
 
+    def _range_text(self, label: int) -> str:
+        if self.label_dict is None:
+            return f"label {label} is outside 1..{self.reduction.k}"
+        return (f"label {self.label_dict.name(label)!r} would be class {label}, outside 1..{self.reduction.k} "
+                f"(more distinct labels than -k)")
+
     def _check_labels(self, batch: ExampleBatch, train_possible: bool) -> ExampleBatch:
         bad = self.reduction.invalid_labels(batch.labels)
         if not bad.any():
@@ -355,12 +365,12 @@ class Runner:
             i = int(np.flatnonzero(bad)[0])
             if not self.input_cfg.skip_invalid:
                 raise InputError(batch.source, int(batch.line_numbers[i]), "label_range",
-                                 f"label {int(batch.labels[i])} is outside 1..{self.reduction.k}")
+                                 self._range_text(int(batch.labels[i])))
             for i in np.flatnonzero(bad):
                 self.progress.skipped += 1
                 if self.skipped_shown < 10 and not self.opts.quiet:
-                    self.err.write(f"skipping {batch.source}:{int(batch.line_numbers[i])}: label "
-                                   f"{int(batch.labels[i])} is outside 1..{self.reduction.k}\n")
+                    self.err.write(f"skipping {batch.source}:{int(batch.line_numbers[i])}: "
+                                   f"{self._range_text(int(batch.labels[i]))}\n")
                     self.skipped_shown += 1
             return batch.subset(~bad)
         if not self.warned_range:
@@ -414,7 +424,8 @@ class Runner:
                 self.warned_nan = True
             extra = None
             if writer.f is not None and (self.opts.probabilities or self.opts.top_k):
-                extra = probability_fields(self.reduction, batch, self.opts.top_k, self.opts.probabilities)
+                extra = probability_fields(self.reduction, batch, self.opts.top_k, self.opts.probabilities,
+                                           self.label_dict)
                 writer.write(extra[0], batch.tags, extra[1])
             else:
                 writer.write(preds, batch.tags)
@@ -427,20 +438,21 @@ class Runner:
         return True
 
 
-def probability_fields(reduction, batch, top_k: int, probabilities: bool):
+def probability_fields(reduction, batch, top_k: int, probabilities: bool, label_dict=None):
     """``--top-k``/``--probabilities`` output of a batch: (best labels, per example the text that
     follows the label: ``:p``, the next labels ``label:p``, ``p(true label)=p``)."""
     ntop = max(1, top_k)
     labs, probs, p_true = reduction.predict_top(batch, ntop)
+    name = str if label_dict is None else label_dict.name
     extra = []
     has_label = batch.labels > 0
     for i in range(len(batch)):
         parts = [f":{probs[i, 0]:.6f}"]
         for j in range(1, ntop if top_k else 1):
             if j < labs.shape[1] and labs[i, j] > 0:
-                parts.append(f" {labs[i, j]}:{probs[i, j]:.6f}")
+                parts.append(f" {name(int(labs[i, j]))}:{probs[i, j]:.6f}")
         if probabilities and has_label[i]:
-            parts.append(f" p({batch.labels[i]})={p_true[i]:.6f}")
+            parts.append(f" p({name(int(batch.labels[i]))})={p_true[i]:.6f}")
         extra.append("".join(parts))
     return labs[:, 0], extra
 
@@ -468,6 +480,7 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     (``learner_cfg`` and ``red_cfg`` unused; ``explicit``: the options given on the command line,
     checked against the model or applied to it)."""
     from . import model_io
+    from .labels import LabelDict
 
     start = opts.start_time or time.time()
     err = opts.err if opts.err is not None else sys.stderr
@@ -475,17 +488,20 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     if initial_model is None:
         passes_before = 0
         learner, reduction = _new_model(input_cfg, learner_cfg, red_cfg)
+        label_dict = LabelDict.from_config(input_cfg)
     else:
-        input_cfg, learner, reduction, passes_before = _continued_model(initial_model, input_cfg, explicit or {})
+        input_cfg, learner, reduction, passes_before, label_dict = _continued_model(initial_model, input_cfg,
+                                                                                    explicit or {})
     paths = list(opts.inputs) or ["-"]
 
     def save(passes_done: int) -> bool:
         if final_model is None:
             return False
-        model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + passes_done)
+        model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + passes_done, label_dict)
         return True
 
     runner = Runner(input_cfg, learner, reduction, opts, learn=True)
+    runner.label_dict = label_dict
     runner.need_predictions = opts.predictions is not None or not (opts.quiet or opts.progress_bar)
     reduction.set_need_predictions(runner.need_predictions)
     if not opts.quiet:
@@ -529,7 +545,7 @@ def _new_model(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Redu
 
 
 def _continued_model(path: str, input_cfg: InputConfig, explicit: dict):
-    """(input config, learner, reduction, passes done) of the model at ``path``, continued: the
+    """(input config, learner, reduction, passes done, label dictionary) of the model at ``path``, continued: the
     options in ``explicit`` are checked against it (ConfigError), or applied (learning rate and its
     decay); the run's own input options (``--skip-invalid``, ``--max-line-bytes``) are kept."""
     from . import model_io
@@ -543,7 +559,7 @@ def _continued_model(path: str, input_cfg: InputConfig, explicit: dict):
         learner.arrays.hp[HP_ETA] = float(explicit["learning_rate"])
     if explicit.get("decay_learning_rate") is not None:
         learner.config = replace(learner.config, decay_learning_rate=float(explicit["decay_learning_rate"]))
-    return input_cfg, learner, loaded.reduction, loaded.passes_done
+    return input_cfg, learner, loaded.reduction, loaded.passes_done, loaded.label_dict
 
 
 class _Holdout:
@@ -576,7 +592,7 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: _StopFlag, holdou
     """Up to ``opts.passes`` passes over the inputs (the example cache after the first); returns
     the passes run (the last one possibly interrupted by a signal)."""
     err = runner.err
-    writer = PredictionWriter(opts.predictions, opts.flush)
+    writer = PredictionWriter(opts.predictions, opts.flush, runner.label_dict)
     if opts.handle_signals:
         stop.install()
     cache = _open_cache(opts, runner.input_cfg, paths, final_model)
@@ -589,7 +605,7 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: _StopFlag, holdou
         runner.progress.start()
         for p in range(opts.passes):
             runner.progress.holdout_reporting = p > 0 and holdout.active
-            batches = prefetch(_batches_for_pass(paths, runner.input_cfg, opts, p, cache),
+            batches = prefetch(_batches_for_pass(paths, runner.input_cfg, opts, p, cache, runner.label_dict),
                                should_stop=lambda: stop.signum != 0)
             passes_used = p + 1
             if not runner.run_pass(batches, p, holdout.active, writer, stop):
@@ -674,7 +690,7 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
     # ``batches`` is closed on every way out (a no-op once the pass has consumed it).
     batches = runner = writer = None
     peek = model_io.peek_input_config(model_path)
-    if peek is not None:
+    if peek is not None and not peek.has_string_labels:  # string labels need the model's dictionary first
         batches = _predict_parser(paths, peek, skip_invalid, opts, should_stop=lambda: stop.signum != 0)
     try:
         loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
@@ -682,13 +698,16 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
             raise model_io.ModelFormatError(f"{model_path}: the model file changed while it was read")
         input_cfg = _predict_input(loaded.input_config, skip_invalid, opts)
         runner = Runner(input_cfg, loaded.learner, loaded.reduction, opts, learn=False)
-        writer = PredictionWriter(opts.predictions, opts.flush)
+        label_dict = runner.label_dict = loaded.label_dict
+        if label_dict is not None:
+            label_dict.grow = False  # predict never adds to the model's dictionary
+        writer = PredictionWriter(opts.predictions, opts.flush, label_dict)
         if opts.handle_signals:
             stop.install()
         if (opts.probabilities or opts.top_k) and writer.f is not None:
             loaded.reduction.predict_top(ExampleBatch.empty(), max(1, opts.top_k))  # fail early if unsupported
         if batches is None:
-            batches = prefetch(_batches_for_pass(paths, input_cfg, opts, 0, None),
+            batches = prefetch(_batches_for_pass(paths, input_cfg, opts, 0, None, label_dict),
                                should_stop=lambda: stop.signum != 0)
         runner.run_pass(batches, 0, False, writer, stop)
     finally:
@@ -715,6 +734,10 @@ _FIXED = {
     "format": ("input", "format"), "label_offset": ("input", "label_offset"),
     "loss": ("learner", "loss"), "sgd": ("learner", "sgd"), "quantile_tau": ("learner", "quantile_tau"),
     "power_t": ("learner", "power_t"),
+    # issue #23: feature and label options are fixed by the model
+    "interactions": ("input", "interactions"), "ngram": ("input", "ngram"), "skips": ("input", "skips"),
+    "ignore": ("input", "ignore"), "keep": ("input", "keep"), "ignore_linear": ("input", "ignore_linear"),
+    "named_labels": ("input", "named_labels"), "string_labels": ("input", "string_labels"),
 }
 
 

@@ -55,9 +55,15 @@ def model_arrays(learner, reduction) -> dict:
     return arrays
 
 
-def save_model(path: str, input_cfg: InputConfig, learner, reduction, passes_done: int = 0) -> None:
-    """Write the model atomically to ``path``."""
+def save_model(path: str, input_cfg: InputConfig, learner, reduction, passes_done: int = 0,
+               label_dict=None) -> None:
+    """Write the model atomically to ``path`` (with string labels, their dictionary:
+    ``labels.MEMBER``)."""
     arrays = model_arrays(learner, reduction)
+    if label_dict is not None:
+        from .labels import MEMBER
+
+        arrays[MEMBER] = label_dict.to_array()
     header = {
         "format": MAGIC,
         "format_version": FORMAT_VERSION,
@@ -97,7 +103,8 @@ def save_model(path: str, input_cfg: InputConfig, learner, reduction, passes_don
 class LoadedModel:
     """What ``load_model`` returns: configs, the learner, the reduction and the header."""
 
-    def __init__(self, header, input_cfg, learner, reduction):
+    def __init__(self, header, input_cfg, learner, reduction, label_dict=None):
+        self.label_dict = label_dict  # labels.LabelDict of a model with string labels
         self.header = header
         self.input_config = input_cfg
         self.learner = learner
@@ -232,7 +239,14 @@ def _build(header: dict, data: dict, predict_only: bool = False) -> LoadedModel:
     reduction = cls(rcfg, learner)
     red_arrays = {name[len("reduction/"):]: a for name, a in data.items() if name.startswith("reduction/")}
     reduction.load_state(red_arrays, header.get("reduction_meta", {}))
-    return LoadedModel(header, input_cfg, learner, reduction)
+    label_dict = None
+    if input_cfg.has_string_labels:
+        from .labels import MEMBER, LabelDict
+
+        if MEMBER not in data:
+            raise ValueError("the label dictionary is missing")
+        label_dict = LabelDict.from_array(data[MEMBER], fixed=bool(input_cfg.named_labels))
+    return LoadedModel(header, input_cfg, learner, reduction, label_dict)
 
 
 def inspect_model(path: str, gini_c: float = 1.0) -> dict:
@@ -259,6 +273,11 @@ def inspect_model(path: str, gini_c: float = 1.0) -> dict:
         "regressors": m.learner.n_models,
         "nonzero_weights": int(np.count_nonzero(m.learner.arrays.table[:, 0])),
     }
+    for name in ("interactions", "ngram", "skips", "ignore", "keep", "ignore_linear"):
+        if getattr(m.input_config, name):
+            info[name] = getattr(m.input_config, name)
+    if m.label_dict is not None:
+        info["label_names"] = {i + 1: n for i, n in enumerate(m.label_dict.names)}
     info.update(m.reduction.inspect())
     crit = entropy.report(m.reduction, gini_c)
     if crit is not None:

@@ -39,8 +39,22 @@ from .kernels.parse import (
     KIND_RANGE,
     REASONS,
     parse_libsvm_chunk,
+    parse_libsvm_chunk_ns,
     parse_vw_chunk,
+    parse_vw_chunk_ns,
 )
+
+_SPECS: dict = {}  # feature options -> features.FeatureSpec (its tables are made once)
+
+
+def feature_spec(cfg: InputConfig):
+    key = (cfg.interactions, cfg.ngram, cfg.skips, cfg.ignore, cfg.keep, cfg.ignore_linear, cfg.bits)
+    spec = _SPECS.get(key)
+    if spec is None:
+        from .features import FeatureSpec
+
+        spec = _SPECS[key] = FeatureSpec(cfg)
+    return spec
 
 BOM = b"\xef\xbb\xbf"
 _MAX_SHOWN = 60  # longest token quoted in an error message
@@ -138,6 +152,8 @@ def _detail(reason: str, tok: bytes, kind: int, cfg: InputConfig | None = None) 
         if kind == KIND_RANGE:
             return f"bad feature index {q} (out of range: must be < 2^64)"
         return f"bad feature index {q} (must be digits 0-9)"
+    if reason == "unknown_label":
+        return f"label {q} is not one of the --named-labels"
     if reason == "libsvm_multilabel":
         return f"multi-label {q} is not supported (one class per line)"
     return reason
@@ -153,17 +169,23 @@ def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int):
     """One kernel call on ``data`` (complete lines). Returns the kernel's 9-tuple."""
     buf = np.frombuffer(data, dtype=np.uint8)
     buf.flags.writeable = False  # as from bytes, whatever ``data`` is: the kernels' compiled signature
+    ns = cfg.generates_features or cfg.has_string_labels  # + namespace ids and label spans (issue #23)
     if cfg.format == "libsvm":
-        return parse_libsvm_chunk(buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.label_offset),
-                                  np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid),
-                                  np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
-    return parse_vw_chunk(buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.hash_seed),
-                          np.int64(cfg.label_offset), np.int64(cfg.constant_index), not cfg.noconstant,
-                          bool(cfg.skip_invalid), np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
+        args = (buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.label_offset),
+                np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid),
+                np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
+        return parse_libsvm_chunk_ns(*args) if ns else parse_libsvm_chunk(*args)
+    args = (buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.hash_seed),
+            np.int64(cfg.label_offset), np.int64(cfg.constant_index), not cfg.noconstant,
+            bool(cfg.skip_invalid), np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
+    return parse_vw_chunk_ns(*args, bool(cfg.has_string_labels)) if ns else parse_vw_chunk(*args)
 
 
-def _build(data: bytes, res, source: str, cfg: InputConfig | None = None) -> tuple[ExampleBatch, list[InputError]]:
-    labels, weights, indptr, indices, values, line_numbers, tag_spans, errors, _ = res
+def _build(data: bytes, res, source: str, cfg: InputConfig | None = None,
+           label_dict=None) -> tuple[ExampleBatch, list[InputError]]:
+    labels, weights, indptr, indices, values, line_numbers, tag_spans, errors, _ = res[:9]
+    if len(res) > 9 and cfg is not None and cfg.generates_features:
+        indptr, indices, values = feature_spec(cfg).expand(indptr, indices, values, res[9])
     tags = None
     if tag_spans.shape[0] and (tag_spans[:, 0] >= 0).any():
         tags = [
@@ -181,10 +203,18 @@ def _build(data: bytes, res, source: str, cfg: InputConfig | None = None) -> tup
         source=source,
         tags=tags,
     )
+    if len(res) > 9 and cfg is not None and cfg.has_string_labels:
+        from . import labels as L
+
+        if label_dict is None:
+            label_dict = L.LabelDict.from_config(cfg)
+        batch, lerrs = L.apply(batch, data, res[10], label_dict, bool(cfg.skip_invalid))
+        if lerrs:
+            errs = sorted(errs + lerrs, key=lambda e: e.line)
     return batch, errs
 
 
-def parse_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>") -> ExampleBatch:
+def parse_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>", label_dict=None) -> ExampleBatch:
     """Parse a whole buffer (one file's content) into one batch.
 
     A leading UTF-8 BOM is ignored. Raises ``InputError`` on the first bad line unless
@@ -193,7 +223,7 @@ def parse_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>") -> Examp
     data = bytes(data)
     if data.startswith(BOM):
         data = data[3:]
-    batch, errs = _build(data, _parse_chunk(data, cfg, 1), source, cfg)
+    batch, errs = _build(data, _parse_chunk(data, cfg, 1), source, cfg, label_dict)
     if errs and not cfg.skip_invalid:
         raise errs[0]
     batch.skipped = errs
@@ -201,7 +231,7 @@ def parse_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>") -> Examp
 
 
 def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: bool,
-                 workers: int = 1) -> Iterator[ExampleBatch]:
+                 workers: int = 1, label_dict=None) -> Iterator[ExampleBatch]:
     """Chunks of complete lines, parsed in order; with ``workers > 1`` (and not ``flush``) up to
     ``workers`` chunks are parsed at once in a thread pool (the kernel releases the GIL). Each
     chunk is parsed as if it started at line 1 and placed in the input when its turn comes, after
@@ -222,7 +252,7 @@ def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: b
         if line_no != 1:
             res[5][:] += line_no - 1  # line_numbers (this chunk's own array)
             res[7][:, 0] += line_no - 1  # the errors' lines
-        placed = _build(chunk, res, name, cfg)
+        placed = _build(chunk, res, name, cfg, label_dict)
         spare.append(buf)  # the batch holds no view of it
         line_no += int(res[8])
         return placed
@@ -385,7 +415,7 @@ def _drop_line(readinto, buf: bytearray, filled: int, name: str) -> tuple[int, b
 
 
 def iter_batches(paths: list[str] | None, cfg: InputConfig, chunk_bytes: int = 1 << 20,
-                 flush: bool = False, workers: int = 1) -> Iterator[ExampleBatch]:
+                 flush: bool = False, workers: int = 1, label_dict=None) -> Iterator[ExampleBatch]:
     """Yield ``ExampleBatch`` chunks of the inputs ``paths`` in order (None or [] = stdin).
 
     Parameters
@@ -395,16 +425,21 @@ def iter_batches(paths: list[str] | None, cfg: InputConfig, chunk_bytes: int = 1
     chunk_bytes : read size; a batch holds about this many bytes of complete lines
     flush : yield as soon as one complete line is available (interactive / co-process use)
     workers : chunks parsed at once (threads; batches still come in input order)
+    label_dict : ``labels.LabelDict`` for string labels (None: a fresh one per call)
 
     Raises
     ------
     InputError on a file that cannot be opened, or on the first bad line (strict mode).
     """
     chunk_bytes = max(1, int(chunk_bytes))
+    if label_dict is None and cfg.has_string_labels:
+        from .labels import LabelDict
+
+        label_dict = LabelDict.from_config(cfg)
     for path in (paths or ["-"]):
         stream, name = open_input(path)
         try:
-            yield from _iter_stream(stream, name, cfg, chunk_bytes, flush, workers)
+            yield from _iter_stream(stream, name, cfg, chunk_bytes, flush, workers, label_dict)
         finally:
             if path != "-":
                 stream.close()

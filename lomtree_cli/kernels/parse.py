@@ -539,8 +539,14 @@ def _int_label(buf, s, e, label_offset, low_unlabeled):
 
 
 @kernel()
-def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, values, nnz):
+def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, values, nnz, nsid,
+                   string_labels, lab_span):
     """Parse one VW line ``buf[s:e]`` (no line end); features are written from ``nnz`` on.
+
+    ``nsid[j]`` gets the namespace index of feature ``j`` as VW defines it: the first byte of the
+    namespace name, 32 (' ') for the default namespace. With ``string_labels`` the label token is
+    not read as an integer: its byte span goes to ``lab_span`` (``(-1, -1)`` without a label) and
+    the label returned is 1 (labeled) or 0; ``labels.py`` maps the spans to ids.
 
     Returns (nnz, label, weight, tag_s, tag_e, code, err_pos, tok_s, tok_e, kind);
     code 0 = ok, BLANK = blank line, else a reason code (err_pos -1 = no column).
@@ -594,7 +600,13 @@ def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, 
         return nnz, 0, 1.0, -1, -1, LABEL_TOKENS, t2s, t2s, t2e, 0
     label = 0
     weight = 1.0
-    if ntok >= 1:
+    lab_span[0] = -1
+    lab_span[1] = -1
+    if ntok >= 1 and string_labels:
+        lab_span[0] = t0s
+        lab_span[1] = t0e
+        label = 1
+    elif ntok >= 1:
         label = _int_label(buf, t0s, t0e, label_offset, low_unlabeled)
         if label == _BAD_LABEL:
             return nnz, 0, 1.0, -1, -1, LABEL_INT, t0s, t0s, t0e, 0
@@ -614,12 +626,14 @@ def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, 
     while p < e:
         p += 1
         nh = np.uint64(seed)
+        nsc = np.uint8(32)
         nsw = 1.0
         anon = np.uint64(0)
         if p < e and not _is_ws(buf[np.uint64(p)]) and buf[np.uint64(p)] != 124:
             if buf[np.uint64(p)] == 58:
                 return nnz, 0, 1.0, -1, -1, NS_NAME, p, p, _token_end(buf, p, e), 0
             ns_s = p
+            nsc = buf[np.uint64(p)]
             alldig = True
             while p < e and not _is_ws(buf[np.uint64(p)]) and buf[np.uint64(p)] != 124 and buf[np.uint64(p)] != 58:
                 alldig = alldig and 48 <= buf[np.uint64(p)] <= 57
@@ -703,6 +717,7 @@ def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, 
             if fv != 0:
                 indices[nnz] = np.int64(h & mask)
                 values[nnz] = fv
+                nsid[nnz] = nsc
                 nnz += 1
     return nnz, label, weight, tag_s, tag_e, 0, -1, 0, 0, 0
 
@@ -826,7 +841,7 @@ def _count_newlines(buf, n):
 
 @jit()
 def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_index, add_constant,
-                 skip_invalid, max_line, low_unlabeled):
+                 skip_invalid, max_line, low_unlabeled, string_labels=False):
     """Shared driver of both formats; see the module docstring for the outputs. The outputs are
     the used parts of arrays sized for the worst case (views: pages never written are never
     touched, and a copy would fault in fresh pages for every chunk)."""
@@ -841,6 +856,11 @@ def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_
     cap = (n + n_lines) // 2 + n_lines + 16
     indices = np.empty(cap, np.int64)
     values = np.empty(cap, np.float32)
+    nsid = np.empty(cap, np.uint8)
+    lab_spans = np.empty((n_lines, 2), np.int64)
+    lab_span = np.empty(2, np.int64)
+    lab_span[0] = -1
+    lab_span[1] = -1
     umask = np.uint64(mask)
     useed = np.uint64(seed)
     indptr[0] = 0
@@ -858,20 +878,30 @@ def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_
         if e - pos > max_line:
             r = (nnz, 0, 1.0, -1, -1, LINE_TOO_LONG, -1, pos, pos + 64, 0)
         elif is_libsvm:
+            lab_span[0] = -1
+            lab_span[1] = -1
             r = _parse_libsvm_line(buf, pos, le, umask, label_offset, low_unlabeled, indices, values, nnz)
+            for j in range(nnz, r[0]):
+                nsid[j] = 32
         else:
-            r = _parse_vw_line(buf, pos, le, useed, umask, label_offset, low_unlabeled, indices, values, nnz)
+            lab_span[0] = -1
+            lab_span[1] = -1
+            r = _parse_vw_line(buf, pos, le, useed, umask, label_offset, low_unlabeled, indices, values, nnz,
+                               nsid, string_labels, lab_span)
         code = r[5]
         if code == 0:
             nnz = r[0]
             if add_constant:
                 indices[nnz] = constant_index
                 values[nnz] = 1.0
+                nsid[nnz] = 128  # VW's constant namespace
                 nnz += 1
             labels[n_ex] = r[1]
             weights[n_ex] = r[2]
             tags[n_ex, 0] = r[3]
             tags[n_ex, 1] = r[4]
+            lab_spans[n_ex, 0] = lab_span[0]
+            lab_spans[n_ex, 1] = lab_span[1]
             line_numbers[n_ex] = line
             n_ex += 1
             indptr[n_ex] = nnz
@@ -898,6 +928,8 @@ def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_
         tags[:n_ex],
         errors[:n_err],
         n_lines - 1,
+        nsid[:nnz],
+        lab_spans[:n_ex],
     )
 
 
@@ -922,8 +954,21 @@ def parse_vw_chunk(buf, first_line, mask, seed, label_offset, constant_index, ad
 
     Returns the 9-tuple described in the module docstring.
     """
+    r = _parse_chunk(buf, first_line, False, mask, seed, label_offset, constant_index, add_constant,
+                     skip_invalid, max_line, low_unlabeled)
+    return r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]
+
+
+@jit(nogil=True)
+def parse_vw_chunk_ns(buf, first_line, mask, seed, label_offset, constant_index, add_constant, skip_invalid,
+                      max_line, low_unlabeled, string_labels):
+    """``parse_vw_chunk`` plus, for feature generation and string labels, two more outputs:
+    ``nsid`` (uint8, (nnz,): each feature's namespace index, VW's first byte of the namespace
+    name, 32 for the default namespace, 128 for the constant) and ``label_spans`` (int64, (n, 2):
+    the byte span of each example's label token, (-1, -1) without one; filled only with
+    ``string_labels``, which also makes the label 1 (labeled) or 0 instead of the integer)."""
     return _parse_chunk(buf, first_line, False, mask, seed, label_offset, constant_index, add_constant,
-                        skip_invalid, max_line, low_unlabeled)
+                        skip_invalid, max_line, low_unlabeled, string_labels)
 
 
 @jit(nogil=True)
@@ -933,5 +978,15 @@ def parse_libsvm_chunk(buf, first_line, mask, label_offset, constant_index, add_
 
     ``label_offset`` : int64, added to every label; the sum must be in ``[1, 2**31)``.
     """
+    r = _parse_chunk(buf, first_line, True, mask, 0, label_offset, constant_index,
+                     add_constant, skip_invalid, max_line, low_unlabeled)
+    return r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]
+
+
+@jit(nogil=True)
+def parse_libsvm_chunk_ns(buf, first_line, mask, label_offset, constant_index, add_constant,
+                          skip_invalid, max_line, low_unlabeled):
+    """``parse_libsvm_chunk`` with the outputs of ``parse_vw_chunk_ns`` (every feature in the
+    default namespace ' ')."""
     return _parse_chunk(buf, first_line, True, mask, 0, label_offset, constant_index,
-                        add_constant, skip_invalid, max_line, low_unlabeled)
+                        add_constant, skip_invalid, max_line, low_unlabeled, False)
