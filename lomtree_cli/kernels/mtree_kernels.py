@@ -42,6 +42,9 @@ LR_SCALE = 10_000.0
 #: floor of a probability in a log-loss (a label outside 1..k, or an underflow)
 PROB_FLOOR = 1e-10
 NEG = -1e300
+#: fastmath flags of the dot products (reassociation lets LLVM vectorise the sums; no
+#: assumptions about NaN or infinity)
+FAST = {"reassoc", "contract", "arcp", "nsz"}
 
 
 @kernel()
@@ -65,7 +68,7 @@ def init_rows(E, seed, lo, hi):
             E[r, c] = np.float32((2.0 * u - 1.0) * scale)
 
 
-@kernel()
+@kernel(fastmath=FAST)
 def hidden(E, indices, values, a, b, h):
     """h = the value-weighted average of the rows of E of features a:b (0 if none); returns
     the normaliser sum |v|."""
@@ -77,16 +80,17 @@ def hidden(E, indices, values, a, b, h):
         v = np.float64(values[j])
         s += abs(v)
         r = indices[j]
+        vf = np.float32(v)
         for c in range(D):
-            h[c] += v * E[r, c]
+            h[c] += vf * E[r, c]
     if s > 0.0:
-        inv = 1.0 / s
+        inv = np.float32(1.0 / s)
         for c in range(D):
             h[c] *= inv
     return s
 
 
-@kernel()
+@kernel(fastmath=FAST)
 def node_logsoftmax(W, child, n, h, out):
     """out[j] = log P(child j | node n, h) over the non-empty children (NEG on empty slots)."""
     M = child.shape[1]
@@ -96,7 +100,7 @@ def node_logsoftmax(W, child, n, h, out):
         if child[n, j] == -1:
             out[j] = NEG
             continue
-        z = 0.0
+        z = np.float32(0.0)
         for c in range(D):
             z += W[n, j, c] * h[c]
         out[j] = z
@@ -124,7 +128,38 @@ def path_logp(W, child, path_node, path_child, y, h, lp):
     return s
 
 
-@kernel()
+@kernel(fastmath=FAST)
+def node_softmax(W, child, n, h, out):
+    """out[j] = P(child j | node n, h) over the non-empty children (0 on empty slots); returns
+    the log-partition ``log sum_j exp(W[n, j] . h)`` (so log P(j) = W[n, j] . h - it)."""
+    M = child.shape[1]
+    D = h.shape[0]
+    mx = NEG
+    for j in range(M):
+        if child[n, j] == -1:
+            out[j] = NEG
+            continue
+        z = np.float32(0.0)
+        for c in range(D):
+            z += W[n, j, c] * h[c]
+        out[j] = z
+        if z > mx:
+            mx = z
+    tot = 0.0
+    for j in range(M):
+        if child[n, j] != -1:
+            e = math.exp(out[j] - mx)
+            out[j] = e
+            tot += e
+        else:
+            out[j] = 0.0
+    inv = 1.0 / tot
+    for j in range(M):
+        out[j] *= inv
+    return mx + math.log(tot)
+
+
+@kernel(fastmath=FAST)
 def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b, y, iw, lr, h,
               gh, lp):
     """One SGD step on ``-iw log P(y|x)``; accumulates the label statistics; returns the loss
@@ -139,28 +174,29 @@ def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, 
     for d in range(L):
         n = path_node[y, d]
         t = path_child[y, d]
-        node_logsoftmax(W, child, n, h, lp)
-        loss -= lp[t]
+        node_softmax(W, child, n, h, lp)
+        loss -= math.log(max(lp[t], 1e-300))
         cnt[y, d] += iw
         for j in range(M):
             if child[n, j] == -1:
                 continue
-            p = math.exp(lp[j])
+            p = lp[j]
             stats[y, d, j] += iw * p
             g = lr * iw * (p - (1.0 if j == t else 0.0))
             if g == 0.0:
                 continue
+            gf = np.float32(g)
             for c in range(D):
-                gh[c] += g * W[n, j, c]
-                W[n, j, c] -= np.float32(g * h[c])
+                gh[c] += gf * W[n, j, c]
+                W[n, j, c] -= gf * h[c]
     if s > 0.0:
         inv = 1.0 / s
         for j in range(a, b):
             r = indices[j]
-            f = np.float64(values[j]) * inv
+            f = np.float32(np.float64(values[j]) * inv)
             touched[r] = 1
             for c in range(D):
-                E[r, c] -= np.float32(f * gh[c])
+                E[r, c] -= f * gh[c]
     return iw * loss
 
 

@@ -166,8 +166,8 @@ class MaryTree(Reduction):
 
     def _work(self, width: int):
         w = max(int(self.params[T.PAR_BEAM]), int(width))
-        self.h = np.zeros(self.D, dtype=np.float64)
-        self.gh = np.zeros(self.D, dtype=np.float64)
+        self.h = np.zeros(self.D, dtype=np.float32)
+        self.gh = np.zeros(self.D, dtype=np.float32)
         self.lp = np.zeros(self.M, dtype=np.float64)
         self.beam = tuple(np.zeros(w, dtype=t) for t in (np.float64, np.int64, np.float64, np.int64))
 
