@@ -519,6 +519,7 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     runner = Runner(input_cfg, learner, reduction, opts, learn=True)
     runner.need_predictions = opts.predictions is not None or not (opts.quiet or opts.progress_bar)
     reduction.set_need_predictions(runner.need_predictions)
+    getattr(reduction, "plan", lambda passes, paths: None)(opts.passes, paths)  # -r mtree: rate schedule
     if not opts.quiet:
         _preamble(err, input_cfg, learner, reduction, paths)
     writer = PredictionWriter(opts.predictions, opts.flush)

@@ -35,10 +35,14 @@ PAR_CLOCK = 2      # trained examples so far
 PAR_NEXT = 3       # clock value at which the tree is re-assigned next (0 = never)
 PAR_BEAM = 4       # beam width of prediction
 PAR_NEED_PRED = 5  # 0: training discards progressive predictions (skip the search)
-N_PAR = 6
+PAR_START = 6      # clock value at the start of the planned schedule
+PAR_TOTAL = 7      # > 0: rate falls linearly to 0 over this many trained examples from PAR_START
+N_PAR = 8
 
 #: examples over which the rate falls by (1 + 1) ** -power_t
 LR_SCALE = 10_000.0
+#: the linear schedule's rate never falls below this fraction of eta
+LR_FLOOR = 1e-4
 #: floor of a probability in a log-loss (a label outside 1..k, or an underflow)
 PROB_FLOOR = 1e-10
 NEG = -1e300
@@ -248,6 +252,17 @@ def beam_search(W, child, h, width, bl, bn, cl, cn, lp):
         nb = m
 
 
+@kernel()
+def learning_rate(params, t):
+    """The rate at the t-th trained example: ``eta (1 - (t - start) / total)`` (at least
+    ``eta * LR_FLOOR``) when a schedule is planned (``PAR_TOTAL > 0``: fastText's linear decay to 0),
+    else ``eta (1 + t / LR_SCALE) ** -power_t``."""
+    eta = params[PAR_ETA]
+    if params[PAR_TOTAL] > 0.0:
+        return eta * max(LR_FLOOR, 1.0 - (t - params[PAR_START]) / params[PAR_TOTAL])
+    return eta * (1.0 + t / LR_SCALE) ** (-params[PAR_POWER])
+
+
 @kernel(nogil=True)
 def mtree_process(E, W, child, path_node, path_child, stats, cnt, touched, params, indptr, indices, values,
                   labels, weights, train, start, preds, losses, h, gh, lp, bl, bn, cl, cn):
@@ -271,7 +286,7 @@ def mtree_process(E, W, child, path_node, path_child, stats, cnt, touched, param
             preds[i] = -cn[0] - 1 if m > 0 else 1
         if train[i]:
             t = params[PAR_CLOCK]
-            lr = params[PAR_ETA] * (1.0 + t / LR_SCALE) ** (-params[PAR_POWER])
+            lr = learning_rate(params, t)
             losses[i] = learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b,
                                   y, weights[i], lr, h, gh, lp)
             params[PAR_CLOCK] = t + 1.0

@@ -43,6 +43,40 @@ from .base import Reduction, run_resuming
 
 #: a child may take at most SLACK * |I| / M of its parent's labels (balance cap of the assignment)
 SLACK = 2
+#: default rate (no ``-l``) of a new model: under the linear schedule over T = passes x examples
+#: (stream length known) ``ETA_C / sqrt(T)`` clipped to ETA_RANGE (the fixed-horizon SGD step;
+#: measured best: KJV book T = 124k: 1.0, Sector 32k: 2-3, KJV next word 3.55M: 0.1-0.2), else
+#: (``t ** -power_t``; standard input, compressed files) ETA_POWER; docs/MTREE.md
+ETA_C = 350.0
+ETA_RANGE = (0.05, 2.0)
+ETA_POWER = 0.5
+_COMPRESSED = (".gz", ".bz2", ".xz")
+
+
+def default_eta(total: float) -> float:
+    """The default rate of the linear schedule over ``total`` trained examples."""
+    return float(min(max(ETA_C / math.sqrt(max(total, 1.0)), ETA_RANGE[0]), ETA_RANGE[1]))
+
+
+def count_lines(paths) -> int:
+    """Lines of the input files (the examples of a pass, blank lines included), or 0 when one is
+    not a plain regular file (standard input, a pipe, a compressed file)."""
+    import os
+
+    n = 0
+    for path in paths:
+        if path == "-" or path.endswith(_COMPRESSED) or not os.path.isfile(path):
+            return 0
+        last = b"\n"
+        with open(path, "rb") as f:
+            while True:
+                buf = f.read(1 << 22)
+                if not buf:
+                    break
+                n += buf.count(b"\n")
+                last = buf[-1:]
+        n += last != b"\n"
+    return n
 
 
 def tree_depth(k: int, M: int, depth: int) -> int:
@@ -118,6 +152,9 @@ class MaryTree(Reduction):
         self.params[T.PAR_BEAM] = int(rcfg.beam)
         self.params[T.PAR_NEED_PRED] = 1.0
         self.reassignments = 0
+        self.fresh = True  # a new model (not loaded): plan() may set the default rate
+        self.passes = 0  # planned passes of this run (0: no linear schedule)
+        self.passes_seen = 0
         self.node_key = np.zeros(0, dtype=np.int64)
         self.W = np.zeros((0, self.M, self.D), dtype=np.float32)
         self._set_digits(initial_digits(self.k, self.M, self.L, int(rcfg.seed)))
@@ -172,6 +209,26 @@ class MaryTree(Reduction):
         self.beam = tuple(np.zeros(w, dtype=t) for t in (np.float64, np.int64, np.float64, np.int64))
 
     # -- training ----------------------------------------------------------------------------
+    def plan(self, passes: int, paths) -> None:
+        """Called by the driver before training ``passes`` passes over ``paths``: when their
+        length is known (plain files: their line count), the rate falls linearly from eta to 0
+        over ``passes x lines`` trained examples (fastText's schedule; after the first pass the
+        length is the number of examples it trained); else ``eta (1 + t/10000) ** -power_t``.
+        A new model without ``-l`` gets the default rate of its schedule."""
+        n = count_lines(paths) if passes >= 1 else 0
+        if self.fresh and self.learner.config.learning_rate is None:
+            self.learner.arrays.hp[HP_ETA] = default_eta(passes * n) if n else ETA_POWER
+        self.passes, self.passes_seen = (int(passes), 0) if n else (0, 0)
+        self.params[T.PAR_START] = self.params[T.PAR_CLOCK]
+        self.params[T.PAR_TOTAL] = float(passes) * n if n else 0.0
+
+    def end_pass(self) -> None:
+        self.passes_seen += 1
+        if self.passes and self.passes_seen == 1:  # the exact length: what the first pass trained
+            trained = self.params[T.PAR_CLOCK] - self.params[T.PAR_START]
+            if trained > 0:
+                self.params[T.PAR_TOTAL] = self.passes * trained
+
     def set_need_predictions(self, need: bool) -> None:
         self.params[T.PAR_NEED_PRED] = 1.0 if need else 0.0
 
@@ -260,6 +317,7 @@ class MaryTree(Reduction):
         self.params[T.PAR_CLOCK] = clock[0]
         self.params[T.PAR_NEXT] = clock[1]
         self.reassignments = int(meta.get("reassignments", 0))
+        self.fresh = False
 
     # -- description ---------------------------------------------------------------------------
     def summary_extra(self) -> dict:
