@@ -23,6 +23,9 @@ BITS = 10
 
 
 def make(k, **kw):
+    """A tree (depth given, or the least with arity**depth >= k: the tests want trees, not the
+    flat softmax ``--depth 0`` gives for small k)."""
+    kw.setdefault("depth", tree_depth(k, kw.get("arity", 32), 0))
     lcfg = LearnerConfig()
     rcfg = ReductionConfig(name="mtree", k=k, **kw)
     learner = LinearLearner(lcfg, BITS, 1, MaryTree.slot_mode)

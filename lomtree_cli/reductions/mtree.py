@@ -79,6 +79,19 @@ def count_lines(paths) -> int:
     return n
 
 
+#: ``--depth 0`` with k <= FLAT_ARITIES * arity: a flat softmax over the k labels (one level,
+#: arity raised to k; at most twice the cost of the two-level tree, and more accurate: docs/MTREE.md)
+FLAT_ARITIES = 4
+
+
+def tree_shape(k: int, M: int, depth: int) -> tuple[int, int]:
+    """(arity, depth): ``depth`` if given (> 0) with arity M; else a flat softmax (k, 1) when
+    k <= FLAT_ARITIES * M; else M and the least L with M**L >= k."""
+    if depth <= 0 and k <= FLAT_ARITIES * M:
+        return max(M, k), 1
+    return M, tree_depth(k, M, depth)
+
+
 def tree_depth(k: int, M: int, depth: int) -> int:
     """The tree depth: ``depth`` if given (> 0), else the least L with M**L >= k (at least 1)."""
     if depth > 0:
@@ -127,9 +140,8 @@ class MaryTree(Reduction):
 
     def __init__(self, rcfg, learner):
         super().__init__(rcfg, learner)
-        self.M = int(rcfg.arity)
+        self.M, self.L = tree_shape(self.k, int(rcfg.arity), int(rcfg.depth))
         self.D = int(rcfg.dim)
-        self.L = tree_depth(self.k, self.M, int(rcfg.depth))
         if self.M ** self.L < self.k:
             from ..errors import ConfigError
 
