@@ -89,7 +89,7 @@ def test_sgd_step_is_the_gradient(k, arity):
     ex = [(y, idx, [float(np.float32(v)) for v in val])]
     b = batch_of(ex)
     T.learn_one(red.E, red.W, red.child, red.path_node, red.path_child, red.stats, red.cnt, red.touched,
-                b.indices, b.values, 0, len(idx), y, 1.0, 1.0, red.h, red.gh, red.lp)
+                b.indices, b.values, 0, len(idx), y, 1.0, 1.0, red.h, red.gh, red.lp, True)
     gE = E0 - red.E.astype(np.float64)
     gW = W0 - red.W.astype(np.float64)
     f = lambda E, W: R.loss(E, W, rows, tree, idx, np.float32(val), y)  # noqa: E731

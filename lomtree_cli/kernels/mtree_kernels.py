@@ -165,9 +165,9 @@ def node_softmax(W, child, n, h, out):
 
 @kernel(fastmath=FAST)
 def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b, y, iw, lr, h,
-              gh, lp):
-    """One SGD step on ``-iw log P(y|x)``; accumulates the label statistics; returns the loss
-    before the step (iw * -log P)."""
+              gh, lp, gather):
+    """One SGD step on ``-iw log P(y|x)``; accumulates the label statistics when ``gather`` (a
+    re-assignment is still to come); returns the loss before the step (iw * -log P)."""
     L = path_node.shape[1]
     M = child.shape[1]
     D = h.shape[0]
@@ -180,12 +180,14 @@ def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, 
         t = path_child[y, d]
         node_softmax(W, child, n, h, lp)
         loss -= math.log(max(lp[t], 1e-300))
-        cnt[y, d] += iw
+        if gather:
+            cnt[y, d] += iw
+            for j in range(M):
+                stats[y, d, j] += iw * lp[j]
         for j in range(M):
             if child[n, j] == -1:
                 continue
             p = lp[j]
-            stats[y, d, j] += iw * p
             g = lr * iw * (p - (1.0 if j == t else 0.0))
             if g == 0.0:
                 continue
@@ -288,7 +290,7 @@ def mtree_process(E, W, child, path_node, path_child, stats, cnt, touched, param
             t = params[PAR_CLOCK]
             lr = learning_rate(params, t)
             losses[i] = learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b,
-                                  y, weights[i], lr, h, gh, lp)
+                                  y, weights[i], lr, h, gh, lp, params[PAR_NEXT] > 0.0)
             params[PAR_CLOCK] = t + 1.0
         elif 1 <= y <= k:
             hidden(E, indices, values, a, b, h)
