@@ -163,7 +163,7 @@ def common_run_options(f):
               help="plt: train leaves against their siblings only, not against every beam candidate.")
 @click.option("--dim", type=int, default=100, show_default=True, help="mtree: width of the learned embeddings.")
 @click.option("--depth", type=int, default=0, show_default=True,
-              help="mtree: tree depth (0 = a flat softmax when k <= 4 arity, else the least with arity^depth >= k)."
+              help="mtree: tree depth (0 = a flat softmax when k <= 4 arity, else the least with arity^depth >= k).")
 @click.option("--reassign-after", "reassign_after", type=int, default=1000, show_default=True,
               help="mtree: trained examples before the first label re-assignment, then at each doubling "
                    "(0 = keep the initial random tree).")
