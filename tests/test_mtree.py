@@ -292,9 +292,10 @@ def test_load_refuses_shared_leaves():
 
 # -- the rate schedule and the tree shape -----------------------------------------------------------
 def test_plan_sets_the_linear_schedule(tmp_path):
-    """plan(): T = passes x lines of plain files; a new model without -l gets default_eta(T);
-    after the first pass T = passes x the examples it trained; unknown length (standard input, a
-    compressed file): the t**-power_t schedule at ETA_POWER; a loaded model keeps its rate."""
+    """plan(): with passes > 1, T = passes x lines of plain files; a new model without -l gets
+    default_eta(T); after the first pass T = passes x the examples it trained; one pass or an
+    unknown length (standard input, a compressed file): the t**-power_t schedule at ETA_POWER; a
+    loaded model keeps its rate."""
     from lomtree_cli.kernels.linear import HP_ETA
     from lomtree_cli.reductions.mtree import ETA_POWER, count_lines, default_eta
 
@@ -316,6 +317,9 @@ def test_plan_sets_the_linear_schedule(tmp_path):
     red.end_pass()
     assert red.params[T.PAR_TOTAL] == 12  # 3 passes x the 4 examples the first pass trained
     assert default_eta(1) == 2.0 and default_eta(10**12) == 0.05 and default_eta(350**2) == pytest.approx(1.0)
+    one = make(6, arity=2)
+    one.plan(1, [str(f1)])
+    assert one.params[T.PAR_TOTAL] == 0 and one.learner.arrays.hp[HP_ETA] == ETA_POWER
     other = make(6, arity=2)
     other.plan(2, ["-"])
     assert other.params[T.PAR_TOTAL] == 0 and other.learner.arrays.hp[HP_ETA] == ETA_POWER
@@ -328,7 +332,7 @@ def test_plan_sets_the_linear_schedule(tmp_path):
     assert loaded.learner.arrays.hp[HP_ETA] == 0.3 and loaded.params[T.PAR_TOTAL] == 6
     explicit = MaryTree(ReductionConfig(name="mtree", k=6, arity=2),
                         LinearLearner(LearnerConfig(learning_rate=0.7), BITS, 1, MaryTree.slot_mode))
-    explicit.plan(1, [str(f1)])
+    explicit.plan(2, [str(f1)])
     assert explicit.learner.arrays.hp[HP_ETA] == pytest.approx(0.7)
 
 

@@ -222,12 +222,15 @@ class MaryTree(Reduction):
 
     # -- training ----------------------------------------------------------------------------
     def plan(self, passes: int, paths) -> None:
-        """Called by the driver before training ``passes`` passes over ``paths``: when their
-        length is known (plain files: their line count), the rate falls linearly from eta to 0
-        over ``passes x lines`` trained examples (fastText's schedule; after the first pass the
-        length is the number of examples it trained); else ``eta (1 + t/10000) ** -power_t``.
-        A new model without ``-l`` gets the default rate of its schedule."""
-        n = count_lines(paths) if passes >= 1 else 0
+        """Called by the driver before training ``passes`` passes over ``paths``. With
+        ``passes > 1`` over plain files (a data set of known length: their line count), the rate
+        falls linearly from eta to 0 over ``passes x lines`` trained examples (fastText's schedule;
+        after the first pass the length is the number of examples it trained); the run is planned
+        as a whole, so a later ``-i`` run starts a schedule of its own. One pass is a stream:
+        ``eta (1 + t/10000) ** -power_t``, so a stream split over runs (save, load, continue)
+        trains exactly as one run. A new model without ``-l`` gets the default rate of its
+        schedule."""
+        n = count_lines(paths) if passes > 1 else 0
         if self.fresh and self.learner.config.learning_rate is None:
             self.learner.arrays.hp[HP_ETA] = default_eta(passes * n) if n else ETA_POWER
         self.passes, self.passes_seen = (int(passes), 0) if n else (0, 0)
