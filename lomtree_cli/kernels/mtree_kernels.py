@@ -276,6 +276,9 @@ def mtree_process(E, W, child, path_node, path_child, stats, cnt, touched, param
     k = path_node.shape[0] - 1
     width = int(params[PAR_BEAM])
     need = params[PAR_NEED_PRED] != 0.0
+    # label statistics only while a re-assignment is to come (within the planned run, if planned)
+    gather = params[PAR_NEXT] > 0.0 and (params[PAR_TOTAL] <= 0.0 or
+                                         params[PAR_NEXT] <= params[PAR_START] + params[PAR_TOTAL])
     for i in range(start, n):
         if train[i] and params[PAR_NEXT] > 0.0 and params[PAR_CLOCK] >= params[PAR_NEXT]:
             return i
@@ -290,7 +293,7 @@ def mtree_process(E, W, child, path_node, path_child, stats, cnt, touched, param
             t = params[PAR_CLOCK]
             lr = learning_rate(params, t)
             losses[i] = learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b,
-                                  y, weights[i], lr, h, gh, lp, params[PAR_NEXT] > 0.0)
+                                  y, weights[i], lr, h, gh, lp, gather)
             params[PAR_CLOCK] = t + 1.0
         elif 1 <= y <= k:
             hidden(E, indices, values, a, b, h)
