@@ -166,12 +166,12 @@ class RefRun:
         return preds, losses
 
 
-@pytest.mark.parametrize("k,arity,reassign,total", [(9, 2, 16, 0), (13, 3, 20, 0), (12, 4, 0, 0), (9, 2, 16, 120),
+@pytest.mark.parametrize("k,arity,reassign,total", [(9, 2, 16, 0), (13, 3, 20, 0), (12, 4, 0, 0), (9, 2, 16, 150),
                                                     (40, 64, 0, 150)])
 def test_progressive_run_matches_reference(k, arity, reassign, total):
     """Predictions, log-losses, the re-assigned tree and the weights equal the reference's, whole or
     in chunks that cut through re-assignment points (beam wide enough to be exact); ``total`` > 0:
-    the planned linear rate schedule (reaching its floor before the end)."""
+    the planned linear rate schedule over the whole stream (the floor: test_plan_sets_the_linear_schedule)."""
     ex = stream(k, 150, seed=k)
     red0 = make(k, arity=arity, dim=5, beam=64, reassign_after=reassign, seed=k)
     ref = RefRun(red0, reassign, eta=0.5, power=0.5, total=total)
