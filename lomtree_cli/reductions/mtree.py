@@ -44,18 +44,19 @@ from .base import Reduction, run_resuming
 #: a child may take at most SLACK * |I| / M of its parent's labels (balance cap of the assignment)
 SLACK = 2
 #: default rate (no ``-l``) of a new model: under the linear schedule over T = passes x examples
-#: (stream length known) ``ETA_C / sqrt(T)`` clipped to ETA_RANGE (the fixed-horizon SGD step;
-#: measured best: KJV book T = 124k: 1.0, Sector 32k: 2-3, KJV next word 3.55M: 0.1-0.2), else
-#: (``t ** -power_t``; standard input, compressed files) ETA_POWER; docs/MTREE.md
-ETA_C = 350.0
-ETA_RANGE = (0.05, 2.0)
+#: ``ETA_C * T ** -ETA_EXP`` clipped to ETA_RANGE (fixed-horizon SGD takes steps ~ T**-0.5; the
+#: constants fit the best rates measured: KJV book T = 124k: 1.0, Sector 32k: 2-3, KJV next word
+#: 3.55M: 0.1), else (``t ** -power_t``: one pass, standard input) ETA_POWER; docs/MTREE.md
+ETA_C = 1140.0
+ETA_EXP = 0.6
+ETA_RANGE = (0.05, 2.5)
 ETA_POWER = 0.5
 _COMPRESSED = (".gz", ".bz2", ".xz")
 
 
 def default_eta(total: float) -> float:
     """The default rate of the linear schedule over ``total`` trained examples."""
-    return float(min(max(ETA_C / math.sqrt(max(total, 1.0)), ETA_RANGE[0]), ETA_RANGE[1]))
+    return float(min(max(ETA_C * max(total, 1.0) ** -ETA_EXP, ETA_RANGE[0]), ETA_RANGE[1]))
 
 
 def count_lines(paths) -> int:
