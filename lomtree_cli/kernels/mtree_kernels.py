@@ -192,9 +192,10 @@ def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, 
             if g == 0.0:
                 continue
             gf = np.float32(g)
+            w = W[n, j]
             for c in range(D):
-                gh[c] += gf * W[n, j, c]
-                W[n, j, c] -= gf * h[c]
+                gh[c] += gf * w[c]
+                w[c] -= gf * h[c]
     if s > 0.0:
         inv = 1.0 / s
         for j in range(a, b):
