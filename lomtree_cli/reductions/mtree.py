@@ -61,7 +61,7 @@ def default_eta(total: float) -> float:
 
 def count_lines(paths) -> int:
     """Lines of the input files (the examples of a pass, blank lines included), or 0 when one is
-    not a plain regular file (standard input, a pipe, a compressed file)."""
+    not a readable plain regular file (standard input, a pipe, a compressed file)."""
     import os
 
     n = 0
@@ -69,13 +69,16 @@ def count_lines(paths) -> int:
         if path == "-" or path.endswith(_COMPRESSED) or not os.path.isfile(path):
             return 0
         last = b"\n"
-        with open(path, "rb") as f:
-            while True:
-                buf = f.read(1 << 22)
-                if not buf:
-                    break
-                n += buf.count(b"\n")
-                last = buf[-1:]
+        try:
+            with open(path, "rb") as f:
+                while True:
+                    buf = f.read(1 << 22)
+                    if not buf:
+                        break
+                    n += buf.count(b"\n")
+                    last = buf[-1:]
+        except OSError:  # unreadable: the driver reports it when it opens the input
+            return 0
         n += last != b"\n"
     return n
 
