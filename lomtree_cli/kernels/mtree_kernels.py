@@ -95,8 +95,8 @@ def hidden(E, indices, values, a, b, h):
 
 
 @kernel(fastmath=FAST)
-def node_logsoftmax(W, child, n, h, out):
-    """out[j] = log P(child j | node n, h) over the non-empty children (NEG on empty slots)."""
+def node_logits(W, child, n, h, out):
+    """out[j] = W[n, j] . h over the non-empty children (NEG on empty slots); returns the largest."""
     M = child.shape[1]
     D = h.shape[0]
     mx = NEG
@@ -110,6 +110,14 @@ def node_logsoftmax(W, child, n, h, out):
         out[j] = z
         if z > mx:
             mx = z
+    return mx
+
+
+@kernel(fastmath=FAST)
+def node_logsoftmax(W, child, n, h, out):
+    """out[j] = log P(child j | node n, h) over the non-empty children (NEG on empty slots)."""
+    M = child.shape[1]
+    mx = node_logits(W, child, n, h, out)
     tot = 0.0
     for j in range(M):
         if child[n, j] != -1:
@@ -137,18 +145,7 @@ def node_softmax(W, child, n, h, out):
     """out[j] = P(child j | node n, h) over the non-empty children (0 on empty slots); returns
     the log-partition ``log sum_j exp(W[n, j] . h)`` (so log P(j) = W[n, j] . h - it)."""
     M = child.shape[1]
-    D = h.shape[0]
-    mx = NEG
-    for j in range(M):
-        if child[n, j] == -1:
-            out[j] = NEG
-            continue
-        z = np.float32(0.0)
-        for c in range(D):
-            z += W[n, j, c] * h[c]
-        out[j] = z
-        if z > mx:
-            mx = z
+    mx = node_logits(W, child, n, h, out)
     tot = 0.0
     for j in range(M):
         if child[n, j] != -1:
