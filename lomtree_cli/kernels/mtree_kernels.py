@@ -18,7 +18,8 @@ weighted by the feature values). Node n's distribution over its non-empty childr
 ``softmax(W[n] h)`` (empty slots take no mass); ``P(y|x)`` is the product along y's path.
 Training is plain SGD on ``-log P(y|x)`` (fastText's hierarchical-softmax update: the gradient
 for h is accumulated with each node's weights before they are updated, then spread over the
-input rows), rate ``eta * (1 + t / LR_SCALE) ** -power_t`` at the t-th trained example.
+input rows), rate ``learning_rate(params, t)`` at the t-th trained example: fastText's linear
+decay to 0 when the run is planned (``PAR_TOTAL`` > 0), else ``eta * (1 + t / LR_SCALE) ** -power_t``.
 """
 
 from __future__ import annotations

@@ -2,13 +2,15 @@
 
 After Jernite, Choromanska & Sontag, *Simultaneous Learning of Trees and Representations for
 Extreme Classification and Density Estimation* (ICML 2017): a tree of arity M (``--arity``) and
-depth L (``--depth``, default the least L with M**L >= k) whose leaves are the labels. Every
+depth L (``--depth``; default: a flat softmax when k <= 4 M, else the least L with M**L >= k)
+whose leaves are the labels. Every
 internal node is an M-way softmax over the children that hold labels, on a shared learned
 representation ``h(x)``: the value-weighted average of the embeddings (``--dim D``) of the
 example's hashed features, as fastText's bag of words. ``P(y|x)`` is the product of the softmax
 probabilities along y's path; everything (embeddings and node layers) is trained online by SGD on
 ``-log P(y|x)``; the progressive loss this reduction reports is that log-loss (natural log), so
-``exp(average loss)`` is the perplexity (the summary prints it).
+``exp(average loss)`` is the perplexity (the summary prints it). With ``--passes > 1`` over
+plain files the rate falls linearly to 0 over the run (``plan``), else as ``t ** -power_t``.
 
 The tree structure is learned online by the paper's label-assignment step
 (``kernels.mtree_kernels.assign_labels``): while training, each label accumulates the expected
