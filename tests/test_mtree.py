@@ -346,6 +346,24 @@ def test_default_shape_is_flat_for_small_k():
     assert (red.M, red.L) == (66, 1) and sorted(red.child[0, :].tolist()) == sorted(range(-67, -1))
 
 
+def test_model_from_before_the_flat_default_loads():
+    """A model saved with --depth 0 when that meant the least L with M**L >= k (k = 66, M = 32: a
+    two-level tree) loads as that tree and predicts as before."""
+    ex = stream(66, 200, seed=4)
+    old = MaryTree(ReductionConfig(name="mtree", k=66, depth=2, dim=4),
+                   LinearLearner(LearnerConfig(), BITS, 1, MaryTree.slot_mode))
+    run(old, ex[:150])
+    arrays = {n: np.asarray(a).copy() for n, a in old.state().items()}
+    new = MaryTree(ReductionConfig(name="mtree", k=66, depth=0, dim=4),
+                   LinearLearner(LearnerConfig(), BITS, 1, MaryTree.slot_mode))
+    assert (new.M, new.L) == (66, 1)
+    new.load_state(arrays, old.meta())
+    assert (new.M, new.L) == (32, 2)
+    assert run(new, ex[150:]) == run(old, ex[150:])
+    with pytest.raises(ValueError):  # anything else that disagrees still fails
+        make(66, arity=8, dim=4).load_state(arrays, old.meta())
+
+
 def test_depth_bound():
     assert tree_depth(5001, 65, 0) == 3 and tree_depth(66, 32, 0) == 2 and tree_depth(66, 66, 0) == 1
     from lomtree_cli.errors import ConfigError

@@ -146,24 +146,9 @@ class MaryTree(Reduction):
 
     def __init__(self, rcfg, learner):
         super().__init__(rcfg, learner)
-        self.M, self.L = tree_shape(self.k, int(rcfg.arity), int(rcfg.depth))
         self.D = int(rcfg.dim)
-        if self.M ** self.L < self.k:
-            from ..errors import ConfigError
-
-            raise ConfigError(f"--depth {self.L} is too small: {self.M}**{self.L} < k = {self.k}")
-        if self.L * math.log2(self.M) > 60:
-            from ..errors import ConfigError
-
-            raise ConfigError(f"--depth {self.L} is too large for arity {self.M}")
         rows = 1 << int(learner.bits)
-        self.E = np.empty((rows, self.D), dtype=np.float32)
-        T.init_rows(self.E, int(rcfg.seed), 0, rows)
-        self.touched = np.zeros(rows, dtype=np.uint8)
-        k1 = self.k + 1
-        self.stats = np.zeros((k1, self.L, self.M), dtype=np.float64)
-        self.cnt = np.zeros((k1, self.L), dtype=np.float64)
-        self.label_n = np.zeros(k1, dtype=np.float64)  # trained importance weight per label (inspect)
+        self.label_n = np.zeros(self.k + 1, dtype=np.float64)  # trained weight per label (inspect)
         self.params = np.zeros(T.N_PAR, dtype=np.float64)
         self.params[T.PAR_POWER] = float(learner.config.power_t)
         self.params[T.PAR_NEXT] = float(rcfg.reassign_after)
@@ -173,9 +158,25 @@ class MaryTree(Reduction):
         self.fresh = True  # a new model (not loaded): plan() may set the default rate
         self.passes = 0  # planned passes of this run (0: no linear schedule)
         self.passes_seen = 0
+        self._shape(*tree_shape(self.k, int(rcfg.arity), int(rcfg.depth)))
+        self.E = np.empty((rows, self.D), dtype=np.float32)
+        T.init_rows(self.E, int(rcfg.seed), 0, rows)
+        self.touched = np.zeros(rows, dtype=np.uint8)
+
+    def _shape(self, M: int, L: int) -> None:
+        """The tree of arity M and depth L: a random balanced assignment, no node weights yet."""
+        from ..errors import ConfigError
+
+        if M ** L < self.k:
+            raise ConfigError(f"--depth {L} is too small: {M}**{L} < k = {self.k}")
+        if L * math.log2(M) > 60:
+            raise ConfigError(f"--depth {L} is too large for arity {M}")
+        self.M, self.L = M, L
+        self.stats = np.zeros((self.k + 1, L, M), dtype=np.float64)
+        self.cnt = np.zeros((self.k + 1, L), dtype=np.float64)
         self.node_key = np.zeros(0, dtype=np.int64)
-        self.W = np.zeros((0, self.M, self.D), dtype=np.float32)
-        self._set_digits(initial_digits(self.k, self.M, self.L, int(rcfg.seed)))
+        self.W = np.zeros((0, M, self.D), dtype=np.float32)
+        self._set_digits(initial_digits(self.k, M, L, int(self.config.seed)))
         self._work(1)
 
     @staticmethod
@@ -299,6 +300,10 @@ class MaryTree(Reduction):
         for name in need:
             if name not in arrays or arrays[name] is None:
                 raise ValueError(f"missing mtree array {name!r}")
+        M0, L0 = int(self.config.arity), int(self.config.depth)
+        if (int(meta.get("arity", -1)), int(meta.get("depth", -1))) == (M0, tree_depth(self.k, M0, L0)) \
+                and (self.M, self.L) != (M0, tree_depth(self.k, M0, L0)):
+            self._shape(M0, tree_depth(self.k, M0, L0))  # a model from before the flat default
         if int(meta.get("k", -1)) != self.k or int(meta.get("depth", -1)) != self.L \
                 or int(meta.get("arity", -1)) != self.M or int(meta.get("dim", -1)) != self.D:
             raise ValueError("mtree k/arity/depth/dim disagree with the header")
