@@ -88,7 +88,9 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--task", action="append", choices=sorted(K))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "entropy_curve"))
+    ap.add_argument("--data-dir", default=DATA, help="the prepared files (default bench/data)")
     a = ap.parse_args(argv)
+    globals()["DATA"] = a.data_dir
     tasks = a.task or ["sector", "synth_k1000"]
     rows = []
     with tempfile.TemporaryDirectory() as work:

@@ -138,7 +138,9 @@ def main(argv=None) -> None:
     ap.add_argument("--lr", type=float, default=0.1, help="fastText learning rate")
     ap.add_argument("--mtree-args", default="", help="extra lomtree train options")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "mtree-bench"))
+    ap.add_argument("--data-dir", default=DATA, help="the prepared files (default bench/data)")
     a = ap.parse_args(argv)
+    globals()["DATA"] = a.data_dir
     os.makedirs(a.workdir, exist_ok=True)
     if a.only != "mtree":
         print(json.dumps(run_fasttext(a.task, a.dim, a.epochs, a.loss, a.lr, a.workdir)), flush=True)

@@ -177,7 +177,7 @@ class ReductionConfig:
         by progressive validation)
     leaf_negatives : PLT: train every beam candidate leaf toward -1 (one-against-some)
     dim : mtree: width D of the learned embeddings
-    depth : mtree: tree depth L (0 = the least L with arity**L >= k)
+    depth : mtree: tree depth L (0 = flat when k <= 4 arity, else the least L with arity**L >= k)
     reassign_after : mtree: trained examples before the first label re-assignment (then at every
         doubling; 0 = keep the initial random tree)
     seed : the run's random seed (SplitMix64 state)

@@ -504,6 +504,7 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     runner.label_dict = label_dict
     runner.need_predictions = opts.predictions is not None or not (opts.quiet or opts.progress_bar)
     reduction.set_need_predictions(runner.need_predictions)
+    getattr(reduction, "plan", lambda passes, paths: None)(opts.passes, paths)  # -r mtree: rate schedule
     if not opts.quiet:
         _preamble(err, input_cfg, learner, reduction, paths)
     holdout = _Holdout(opts.passes > 1 and not opts.holdout_off, opts.early_terminate)

@@ -63,7 +63,7 @@ def test_filter_tree_levels_by_hand():
 
 def test_mtree_levels_by_hand():
     """k = 4, arity 2, depth 2; labels 1, 2 under one root child and 3, 4 under the other."""
-    red = _reduction("mtree", 4, arity=2, dim=3, reassign_after=0)
+    red = _reduction("mtree", 4, arity=2, depth=2, dim=3, reassign_after=0)
     red._set_digits(np.array([[0, 0], [0, 0], [0, 1], [1, 0], [1, 1]], np.int64))
     red.label_n[:] = [0, 1, 3, 2, 2]
     rep = entropy.report(red)

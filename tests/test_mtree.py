@@ -23,6 +23,9 @@ BITS = 10
 
 
 def make(k, **kw):
+    """A tree (depth given, or the least with arity**depth >= k: the tests want trees, not the
+    flat softmax ``--depth 0`` gives for small k)."""
+    kw.setdefault("depth", tree_depth(k, kw.get("arity", 32), 0))
     lcfg = LearnerConfig()
     rcfg = ReductionConfig(name="mtree", k=k, **kw)
     learner = LinearLearner(lcfg, BITS, 1, MaryTree.slot_mode)
@@ -86,7 +89,7 @@ def test_sgd_step_is_the_gradient(k, arity):
     ex = [(y, idx, [float(np.float32(v)) for v in val])]
     b = batch_of(ex)
     T.learn_one(red.E, red.W, red.child, red.path_node, red.path_child, red.stats, red.cnt, red.touched,
-                b.indices, b.values, 0, len(idx), y, 1.0, 1.0, red.h, red.gh, red.lp)
+                b.indices, b.values, 0, len(idx), y, 1.0, 1.0, red.h, red.gh, red.lp, True)
     gE = E0 - red.E.astype(np.float64)
     gW = W0 - red.W.astype(np.float64)
     f = lambda E, W: R.loss(E, W, rows, tree, idx, np.float32(val), y)  # noqa: E731
@@ -117,13 +120,13 @@ def test_sgd_step_is_the_gradient(k, arity):
 class RefRun:
     """The reference learner: same initial tree, re-assignment at N, 2N, 4N, ... trained examples."""
 
-    def __init__(self, red0, reassign_after, eta, power):
+    def __init__(self, red0, reassign_after, eta, power, total=0.0):
         self.E = red0.E.copy()
         self.W = {}
         self.M, self.L, self.D = red0.M, red0.L, red0.D
         self.digits = red0.digits.copy()
         self.next = reassign_after
-        self.eta, self.power = eta, power
+        self.eta, self.power, self.total = eta, power, total
         self.clock = 0
         self.stats = {}
         self.tree = R.Tree(self.digits)
@@ -154,7 +157,7 @@ class RefRun:
             W, rows = self.arrays()
             probs = R.all_label_probs(self.E, W, rows, self.tree, idx, np.float32(val))
             preds.append(max(probs, key=lambda c: (probs[c], -c)))
-            lr = self.eta * (1 + self.clock / T.LR_SCALE) ** -self.power
+            lr = R.rate(self.eta, self.power, self.clock, 0.0, self.total)
             losses.append(-math.log(probs[y]))
             R.sgd_step(self.E, W, rows, self.tree, idx, np.float32(val), y, lr, self.stats)
             for p, r in rows.items():
@@ -163,16 +166,19 @@ class RefRun:
         return preds, losses
 
 
-@pytest.mark.parametrize("k,arity,reassign", [(9, 2, 16), (13, 3, 20), (12, 4, 0)])
-def test_progressive_run_matches_reference(k, arity, reassign):
+@pytest.mark.parametrize("k,arity,reassign,total", [(9, 2, 16, 0), (13, 3, 20, 0), (12, 4, 0, 0), (9, 2, 16, 150),
+                                                    (40, 64, 0, 150)])
+def test_progressive_run_matches_reference(k, arity, reassign, total):
     """Predictions, log-losses, the re-assigned tree and the weights equal the reference's, whole or
-    in chunks that cut through re-assignment points (beam wide enough to be exact)."""
+    in chunks that cut through re-assignment points (beam wide enough to be exact); ``total`` > 0:
+    the planned linear rate schedule over the whole stream (the floor: test_plan_sets_the_linear_schedule)."""
     ex = stream(k, 150, seed=k)
     red0 = make(k, arity=arity, dim=5, beam=64, reassign_after=reassign, seed=k)
-    ref = RefRun(red0, reassign, eta=0.5, power=0.5)
+    ref = RefRun(red0, reassign, eta=0.5, power=0.5, total=total)
     want_p, want_l = ref.process(ex)
     for chunk in (None, 7):
         red = make(k, arity=arity, dim=5, beam=64, reassign_after=reassign, seed=k)
+        red.params[T.PAR_TOTAL] = total
         p, lo = run(red, ex, chunk)
         assert p == want_p
         np.testing.assert_allclose(lo, want_l, rtol=1e-4)
@@ -282,6 +288,80 @@ def test_load_refuses_shared_leaves():
     arrays["digits"][2] = arrays["digits"][1]
     with pytest.raises(ValueError):
         make(5, arity=2, dim=3).load_state(arrays, red.meta())
+
+
+# -- the rate schedule and the tree shape -----------------------------------------------------------
+def test_plan_sets_the_linear_schedule(tmp_path):
+    """plan(): with passes > 1, T = passes x lines of plain files; a new model without -l gets
+    default_eta(T); after the first pass T = passes x the examples it trained; one pass or an
+    unknown length (standard input, a compressed file): the t**-power_t schedule at ETA_POWER; a
+    loaded model keeps its rate."""
+    from lomtree_cli.kernels.linear import HP_ETA
+    from lomtree_cli.reductions.mtree import ETA_POWER, count_lines, default_eta
+
+    f1, f2 = tmp_path / "a.vw", tmp_path / "b.vw"
+    f1.write_text("1 | a\n2 | b\n\n")
+    f2.write_text("3 | c\n1 | d")  # no final newline
+    assert count_lines([str(f1), str(f2)]) == 5
+    gz = tmp_path / "c.vw.gz"
+    gz.write_bytes(b"")
+    assert count_lines([str(f1), "-"]) == 0 and count_lines([str(gz)]) == 0
+    red = make(6, arity=2)
+    red.plan(3, [str(f1), str(f2)])
+    assert red.params[T.PAR_TOTAL] == 15 and red.params[T.PAR_START] == 0
+    assert red.learner.arrays.hp[HP_ETA] == pytest.approx(default_eta(15))
+    red.params[T.PAR_ETA] = red.learner.arrays.hp[HP_ETA]  # process() copies it
+    for t, want in ((0, 1.0), (6, 0.6), (15, 1e-4), (40, 1e-4)):
+        assert T.learning_rate(red.params, float(t)) == pytest.approx(default_eta(15) * want)
+    run(red, stream(6, 4, seed=1))
+    red.end_pass()
+    assert red.params[T.PAR_TOTAL] == 12  # 3 passes x the 4 examples the first pass trained
+    assert default_eta(1) == 2.5 and default_eta(10**12) == 0.05 and default_eta(124410) == pytest.approx(1.0, rel=1e-4)
+    one = make(6, arity=2)
+    one.plan(1, [str(f1)])
+    assert one.params[T.PAR_TOTAL] == 0 and one.learner.arrays.hp[HP_ETA] == ETA_POWER
+    other = make(6, arity=2)
+    other.plan(2, ["-"])
+    assert other.params[T.PAR_TOTAL] == 0 and other.learner.arrays.hp[HP_ETA] == ETA_POWER
+    other.params[T.PAR_ETA] = ETA_POWER
+    assert T.learning_rate(other.params, 30000.0) == pytest.approx(ETA_POWER * 4 ** -0.5)
+    loaded = make(6, arity=2)
+    loaded.load_state({n: np.asarray(a).copy() for n, a in red.state().items()}, red.meta())
+    loaded.learner.arrays.hp[HP_ETA] = 0.3
+    loaded.plan(2, [str(f1)])
+    assert loaded.learner.arrays.hp[HP_ETA] == 0.3 and loaded.params[T.PAR_TOTAL] == 6
+    explicit = MaryTree(ReductionConfig(name="mtree", k=6, arity=2),
+                        LinearLearner(LearnerConfig(learning_rate=0.7), BITS, 1, MaryTree.slot_mode))
+    explicit.plan(2, [str(f1)])
+    assert explicit.learner.arrays.hp[HP_ETA] == pytest.approx(0.7)
+
+
+def test_default_shape_is_flat_for_small_k():
+    from lomtree_cli.reductions.mtree import tree_shape
+
+    assert tree_shape(66, 32, 0) == (66, 1) and tree_shape(128, 32, 0) == (128, 1) and tree_shape(20, 32, 0) == (32, 1)
+    assert tree_shape(129, 32, 0) == (32, 2) and tree_shape(5001, 32, 0) == (32, 3)
+    assert tree_shape(66, 32, 2) == (32, 2) and tree_shape(66, 8, 0) == (8, 3)
+    red = MaryTree(ReductionConfig(name="mtree", k=66), LinearLearner(LearnerConfig(), BITS, 1, MaryTree.slot_mode))
+    assert (red.M, red.L) == (66, 1) and sorted(red.child[0, :].tolist()) == sorted(range(-67, -1))
+
+
+def test_model_from_before_the_flat_default_loads():
+    """A model saved with --depth 0 when that meant the least L with M**L >= k (k = 66, M = 32: a
+    two-level tree) loads as that tree and predicts as before."""
+    ex = stream(66, 200, seed=4)
+    old = MaryTree(ReductionConfig(name="mtree", k=66, depth=2, dim=4),
+                   LinearLearner(LearnerConfig(), BITS, 1, MaryTree.slot_mode))
+    run(old, ex[:150])
+    arrays = {n: np.asarray(a).copy() for n, a in old.state().items()}
+    new = MaryTree(ReductionConfig(name="mtree", k=66, depth=0, dim=4),
+                   LinearLearner(LearnerConfig(), BITS, 1, MaryTree.slot_mode))
+    assert (new.M, new.L) == (66, 1)
+    new.load_state(arrays, old.meta())
+    assert (new.M, new.L) == (32, 2)
+    assert run(new, ex[150:]) == run(old, ex[150:])
+    with pytest.raises(ValueError):  # anything else that disagrees still fails
+        make(66, arity=8, dim=4).load_state(arrays, old.meta())
 
 
 def test_depth_bound():

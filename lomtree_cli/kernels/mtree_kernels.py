@@ -18,7 +18,8 @@ weighted by the feature values). Node n's distribution over its non-empty childr
 ``softmax(W[n] h)`` (empty slots take no mass); ``P(y|x)`` is the product along y's path.
 Training is plain SGD on ``-log P(y|x)`` (fastText's hierarchical-softmax update: the gradient
 for h is accumulated with each node's weights before they are updated, then spread over the
-input rows), rate ``eta * (1 + t / LR_SCALE) ** -power_t`` at the t-th trained example.
+input rows), rate ``learning_rate(params, t)`` at the t-th trained example: fastText's linear
+decay to 0 when the run is planned (``PAR_TOTAL`` > 0), else ``eta * (1 + t / LR_SCALE) ** -power_t``.
 """
 
 from __future__ import annotations
@@ -35,13 +36,20 @@ PAR_CLOCK = 2      # trained examples so far
 PAR_NEXT = 3       # clock value at which the tree is re-assigned next (0 = never)
 PAR_BEAM = 4       # beam width of prediction
 PAR_NEED_PRED = 5  # 0: training discards progressive predictions (skip the search)
-N_PAR = 6
+PAR_START = 6      # clock value at the start of the planned schedule
+PAR_TOTAL = 7      # > 0: rate falls linearly to 0 over this many trained examples from PAR_START
+N_PAR = 8
 
 #: examples over which the rate falls by (1 + 1) ** -power_t
 LR_SCALE = 10_000.0
+#: the linear schedule's rate never falls below this fraction of eta
+LR_FLOOR = 1e-4
 #: floor of a probability in a log-loss (a label outside 1..k, or an underflow)
 PROB_FLOOR = 1e-10
 NEG = -1e300
+#: fastmath flags of the dot products (reassociation lets LLVM vectorise the sums; no
+#: assumptions about NaN or infinity)
+FAST = {"reassoc", "contract", "arcp", "nsz"}
 
 
 @kernel()
@@ -65,7 +73,7 @@ def init_rows(E, seed, lo, hi):
             E[r, c] = np.float32((2.0 * u - 1.0) * scale)
 
 
-@kernel()
+@kernel(fastmath=FAST)
 def hidden(E, indices, values, a, b, h):
     """h = the value-weighted average of the rows of E of features a:b (0 if none); returns
     the normaliser sum |v|."""
@@ -77,18 +85,19 @@ def hidden(E, indices, values, a, b, h):
         v = np.float64(values[j])
         s += abs(v)
         r = indices[j]
+        vf = np.float32(v)
         for c in range(D):
-            h[c] += v * E[r, c]
+            h[c] += vf * E[r, c]
     if s > 0.0:
-        inv = 1.0 / s
+        inv = np.float32(1.0 / s)
         for c in range(D):
             h[c] *= inv
     return s
 
 
-@kernel()
-def node_logsoftmax(W, child, n, h, out):
-    """out[j] = log P(child j | node n, h) over the non-empty children (NEG on empty slots)."""
+@kernel(fastmath=FAST)
+def node_logits(W, child, n, h, out):
+    """out[j] = W[n, j] . h over the non-empty children (NEG on empty slots); returns the largest."""
     M = child.shape[1]
     D = h.shape[0]
     mx = NEG
@@ -96,12 +105,20 @@ def node_logsoftmax(W, child, n, h, out):
         if child[n, j] == -1:
             out[j] = NEG
             continue
-        z = 0.0
+        z = np.float32(0.0)
         for c in range(D):
             z += W[n, j, c] * h[c]
         out[j] = z
         if z > mx:
             mx = z
+    return mx
+
+
+@kernel(fastmath=FAST)
+def node_logsoftmax(W, child, n, h, out):
+    """out[j] = log P(child j | node n, h) over the non-empty children (NEG on empty slots)."""
+    M = child.shape[1]
+    mx = node_logits(W, child, n, h, out)
     tot = 0.0
     for j in range(M):
         if child[n, j] != -1:
@@ -124,11 +141,31 @@ def path_logp(W, child, path_node, path_child, y, h, lp):
     return s
 
 
-@kernel()
+@kernel(fastmath=FAST)
+def node_softmax(W, child, n, h, out):
+    """out[j] = P(child j | node n, h) over the non-empty children (0 on empty slots); returns
+    the log-partition ``log sum_j exp(W[n, j] . h)`` (so log P(j) = W[n, j] . h - it)."""
+    M = child.shape[1]
+    mx = node_logits(W, child, n, h, out)
+    tot = 0.0
+    for j in range(M):
+        if child[n, j] != -1:
+            e = math.exp(out[j] - mx)
+            out[j] = e
+            tot += e
+        else:
+            out[j] = 0.0
+    inv = 1.0 / tot
+    for j in range(M):
+        out[j] *= inv
+    return mx + math.log(tot)
+
+
+@kernel(fastmath=FAST)
 def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b, y, iw, lr, h,
-              gh, lp):
-    """One SGD step on ``-iw log P(y|x)``; accumulates the label statistics; returns the loss
-    before the step (iw * -log P)."""
+              gh, lp, gather):
+    """One SGD step on ``-iw log P(y|x)``; accumulates the label statistics when ``gather`` (a
+    re-assignment is still to come); returns the loss before the step (iw * -log P)."""
     L = path_node.shape[1]
     M = child.shape[1]
     D = h.shape[0]
@@ -139,28 +176,32 @@ def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, 
     for d in range(L):
         n = path_node[y, d]
         t = path_child[y, d]
-        node_logsoftmax(W, child, n, h, lp)
-        loss -= lp[t]
-        cnt[y, d] += iw
+        node_softmax(W, child, n, h, lp)
+        loss -= math.log(max(lp[t], 1e-300))
+        if gather:
+            cnt[y, d] += iw
+            for j in range(M):
+                stats[y, d, j] += iw * lp[j]
         for j in range(M):
             if child[n, j] == -1:
                 continue
-            p = math.exp(lp[j])
-            stats[y, d, j] += iw * p
+            p = lp[j]
             g = lr * iw * (p - (1.0 if j == t else 0.0))
             if g == 0.0:
                 continue
+            gf = np.float32(g)
+            w = W[n, j]
             for c in range(D):
-                gh[c] += g * W[n, j, c]
-                W[n, j, c] -= np.float32(g * h[c])
+                gh[c] += gf * w[c]
+                w[c] -= gf * h[c]
     if s > 0.0:
         inv = 1.0 / s
         for j in range(a, b):
             r = indices[j]
-            f = np.float64(values[j]) * inv
+            f = np.float32(np.float64(values[j]) * inv)
             touched[r] = 1
             for c in range(D):
-                E[r, c] -= np.float32(f * gh[c])
+                E[r, c] -= f * gh[c]
     return iw * loss
 
 
@@ -212,6 +253,17 @@ def beam_search(W, child, h, width, bl, bn, cl, cn, lp):
         nb = m
 
 
+@kernel()
+def learning_rate(params, t):
+    """The rate at the t-th trained example: ``eta (1 - (t - start) / total)`` (at least
+    ``eta * LR_FLOOR``) when a schedule is planned (``PAR_TOTAL > 0``: fastText's linear decay to 0),
+    else ``eta (1 + t / LR_SCALE) ** -power_t``."""
+    eta = params[PAR_ETA]
+    if params[PAR_TOTAL] > 0.0:
+        return eta * max(LR_FLOOR, 1.0 - (t - params[PAR_START]) / params[PAR_TOTAL])
+    return eta * (1.0 + t / LR_SCALE) ** (-params[PAR_POWER])
+
+
 @kernel(nogil=True)
 def mtree_process(E, W, child, path_node, path_child, stats, cnt, touched, params, indptr, indices, values,
                   labels, weights, train, start, preds, losses, h, gh, lp, bl, bn, cl, cn):
@@ -223,6 +275,9 @@ def mtree_process(E, W, child, path_node, path_child, stats, cnt, touched, param
     k = path_node.shape[0] - 1
     width = int(params[PAR_BEAM])
     need = params[PAR_NEED_PRED] != 0.0
+    # label statistics only while a re-assignment is to come (within the planned run, if planned)
+    gather = params[PAR_NEXT] > 0.0 and (params[PAR_TOTAL] <= 0.0 or
+                                         params[PAR_NEXT] <= params[PAR_START] + params[PAR_TOTAL])
     for i in range(start, n):
         if train[i] and params[PAR_NEXT] > 0.0 and params[PAR_CLOCK] >= params[PAR_NEXT]:
             return i
@@ -235,9 +290,9 @@ def mtree_process(E, W, child, path_node, path_child, stats, cnt, touched, param
             preds[i] = -cn[0] - 1 if m > 0 else 1
         if train[i]:
             t = params[PAR_CLOCK]
-            lr = params[PAR_ETA] * (1.0 + t / LR_SCALE) ** (-params[PAR_POWER])
+            lr = learning_rate(params, t)
             losses[i] = learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b,
-                                  y, weights[i], lr, h, gh, lp)
+                                  y, weights[i], lr, h, gh, lp, gather)
             params[PAR_CLOCK] = t + 1.0
         elif 1 <= y <= k:
             hidden(E, indices, values, a, b, h)

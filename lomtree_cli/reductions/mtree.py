@@ -2,13 +2,15 @@
 
 After Jernite, Choromanska & Sontag, *Simultaneous Learning of Trees and Representations for
 Extreme Classification and Density Estimation* (ICML 2017): a tree of arity M (``--arity``) and
-depth L (``--depth``, default the least L with M**L >= k) whose leaves are the labels. Every
+depth L (``--depth``; default: a flat softmax when k <= 4 M, else the least L with M**L >= k)
+whose leaves are the labels. Every
 internal node is an M-way softmax over the children that hold labels, on a shared learned
 representation ``h(x)``: the value-weighted average of the embeddings (``--dim D``) of the
 example's hashed features, as fastText's bag of words. ``P(y|x)`` is the product of the softmax
 probabilities along y's path; everything (embeddings and node layers) is trained online by SGD on
 ``-log P(y|x)``; the progressive loss this reduction reports is that log-loss (natural log), so
-``exp(average loss)`` is the perplexity (the summary prints it).
+``exp(average loss)`` is the perplexity (the summary prints it). With ``--passes > 1`` over
+plain files the rate falls linearly to 0 over the run (``plan``), else as ``t ** -power_t``.
 
 The tree structure is learned online by the paper's label-assignment step
 (``kernels.mtree_kernels.assign_labels``): while training, each label accumulates the expected
@@ -43,6 +45,57 @@ from .base import Reduction, run_resuming
 
 #: a child may take at most SLACK * |I| / M of its parent's labels (balance cap of the assignment)
 SLACK = 2
+#: default rate (no ``-l``) of a new model: under the linear schedule over T = passes x examples
+#: ``ETA_C * T ** -ETA_EXP`` clipped to ETA_RANGE (fixed-horizon SGD takes steps ~ T**-0.5; the
+#: constants fit the best rates measured: KJV book T = 124k: 1.0, Sector 32k: 2-3, KJV next word
+#: 3.55M: 0.1), else (``t ** -power_t``: one pass, standard input) ETA_POWER; docs/MTREE.md
+ETA_C = 1140.0
+ETA_EXP = 0.6
+ETA_RANGE = (0.05, 2.5)
+ETA_POWER = 0.5
+_COMPRESSED = (".gz", ".bz2", ".xz")
+
+
+def default_eta(total: float) -> float:
+    """The default rate of the linear schedule over ``total`` trained examples."""
+    return float(min(max(ETA_C * max(total, 1.0) ** -ETA_EXP, ETA_RANGE[0]), ETA_RANGE[1]))
+
+
+def count_lines(paths) -> int:
+    """Lines of the input files (the examples of a pass, blank lines included), or 0 when one is
+    not a readable plain regular file (standard input, a pipe, a compressed file)."""
+    import os
+
+    n = 0
+    for path in paths:
+        if path == "-" or path.endswith(_COMPRESSED) or not os.path.isfile(path):
+            return 0
+        last = b"\n"
+        try:
+            with open(path, "rb") as f:
+                while True:
+                    buf = f.read(1 << 22)
+                    if not buf:
+                        break
+                    n += buf.count(b"\n")
+                    last = buf[-1:]
+        except OSError:  # unreadable: the driver reports it when it opens the input
+            return 0
+        n += last != b"\n"
+    return n
+
+
+#: ``--depth 0`` with k <= FLAT_ARITIES * arity: a flat softmax over the k labels (one level,
+#: arity raised to k; at most twice the cost of the two-level tree, and more accurate: docs/MTREE.md)
+FLAT_ARITIES = 4
+
+
+def tree_shape(k: int, M: int, depth: int) -> tuple[int, int]:
+    """(arity, depth): ``depth`` if given (> 0) with arity M; else a flat softmax (k, 1) when
+    k <= FLAT_ARITIES * M; else M and the least L with M**L >= k."""
+    if depth <= 0 and k <= FLAT_ARITIES * M:
+        return max(M, k), 1
+    return M, tree_depth(k, M, depth)
 
 
 def tree_depth(k: int, M: int, depth: int) -> int:
@@ -93,34 +146,37 @@ class MaryTree(Reduction):
 
     def __init__(self, rcfg, learner):
         super().__init__(rcfg, learner)
-        self.M = int(rcfg.arity)
         self.D = int(rcfg.dim)
-        self.L = tree_depth(self.k, self.M, int(rcfg.depth))
-        if self.M ** self.L < self.k:
-            from ..errors import ConfigError
-
-            raise ConfigError(f"--depth {self.L} is too small: {self.M}**{self.L} < k = {self.k}")
-        if self.L * math.log2(self.M) > 60:
-            from ..errors import ConfigError
-
-            raise ConfigError(f"--depth {self.L} is too large for arity {self.M}")
         rows = 1 << int(learner.bits)
-        self.E = np.empty((rows, self.D), dtype=np.float32)
-        T.init_rows(self.E, int(rcfg.seed), 0, rows)
-        self.touched = np.zeros(rows, dtype=np.uint8)
-        k1 = self.k + 1
-        self.stats = np.zeros((k1, self.L, self.M), dtype=np.float64)
-        self.cnt = np.zeros((k1, self.L), dtype=np.float64)
-        self.label_n = np.zeros(k1, dtype=np.float64)  # trained importance weight per label (inspect)
+        self.label_n = np.zeros(self.k + 1, dtype=np.float64)  # trained weight per label (inspect)
         self.params = np.zeros(T.N_PAR, dtype=np.float64)
         self.params[T.PAR_POWER] = float(learner.config.power_t)
         self.params[T.PAR_NEXT] = float(rcfg.reassign_after)
         self.params[T.PAR_BEAM] = int(rcfg.beam)
         self.params[T.PAR_NEED_PRED] = 1.0
         self.reassignments = 0
+        self.fresh = True  # a new model (not loaded): plan() may set the default rate
+        self.passes = 0  # planned passes of this run (0: no linear schedule)
+        self.passes_seen = 0
+        self._shape(*tree_shape(self.k, int(rcfg.arity), int(rcfg.depth)))
+        self.E = np.empty((rows, self.D), dtype=np.float32)
+        T.init_rows(self.E, int(rcfg.seed), 0, rows)
+        self.touched = np.zeros(rows, dtype=np.uint8)
+
+    def _shape(self, M: int, L: int) -> None:
+        """The tree of arity M and depth L: a random balanced assignment, no node weights yet."""
+        from ..errors import ConfigError
+
+        if M ** L < self.k:
+            raise ConfigError(f"--depth {L} is too small: {M}**{L} < k = {self.k}")
+        if L * math.log2(M) > 60:
+            raise ConfigError(f"--depth {L} is too large for arity {M}")
+        self.M, self.L = M, L
+        self.stats = np.zeros((self.k + 1, L, M), dtype=np.float64)
+        self.cnt = np.zeros((self.k + 1, L), dtype=np.float64)
         self.node_key = np.zeros(0, dtype=np.int64)
-        self.W = np.zeros((0, self.M, self.D), dtype=np.float32)
-        self._set_digits(initial_digits(self.k, self.M, self.L, int(rcfg.seed)))
+        self.W = np.zeros((0, M, self.D), dtype=np.float32)
+        self._set_digits(initial_digits(self.k, M, L, int(self.config.seed)))
         self._work(1)
 
     @staticmethod
@@ -166,12 +222,35 @@ class MaryTree(Reduction):
 
     def _work(self, width: int):
         w = max(int(self.params[T.PAR_BEAM]), int(width))
-        self.h = np.zeros(self.D, dtype=np.float64)
-        self.gh = np.zeros(self.D, dtype=np.float64)
+        self.h = np.zeros(self.D, dtype=np.float32)
+        self.gh = np.zeros(self.D, dtype=np.float32)
         self.lp = np.zeros(self.M, dtype=np.float64)
         self.beam = tuple(np.zeros(w, dtype=t) for t in (np.float64, np.int64, np.float64, np.int64))
 
     # -- training ----------------------------------------------------------------------------
+    def plan(self, passes: int, paths) -> None:
+        """Called by the driver before training ``passes`` passes over ``paths``. With
+        ``passes > 1`` over plain files (a data set of known length: their line count), the rate
+        falls linearly from eta to 0 over ``passes x lines`` trained examples (fastText's schedule;
+        after the first pass the length is the number of examples it trained); the run is planned
+        as a whole, so a later ``-i`` run starts a schedule of its own. One pass is a stream:
+        ``eta (1 + t/10000) ** -power_t``, so a stream split over runs (save, load, continue)
+        trains exactly as one run. A new model without ``-l`` gets the default rate of its
+        schedule."""
+        n = count_lines(paths) if passes > 1 else 0
+        if self.fresh and self.learner.config.learning_rate is None:
+            self.learner.arrays.hp[HP_ETA] = default_eta(passes * n) if n else ETA_POWER
+        self.passes, self.passes_seen = (int(passes), 0) if n else (0, 0)
+        self.params[T.PAR_START] = self.params[T.PAR_CLOCK]
+        self.params[T.PAR_TOTAL] = float(passes) * n if n else 0.0
+
+    def end_pass(self) -> None:
+        self.passes_seen += 1
+        if self.passes and self.passes_seen == 1:  # the exact length: what the first pass trained
+            trained = self.params[T.PAR_CLOCK] - self.params[T.PAR_START]
+            if trained > 0:
+                self.params[T.PAR_TOTAL] = self.passes * trained
+
     def set_need_predictions(self, need: bool) -> None:
         self.params[T.PAR_NEED_PRED] = 1.0 if need else 0.0
 
@@ -221,6 +300,10 @@ class MaryTree(Reduction):
         for name in need:
             if name not in arrays or arrays[name] is None:
                 raise ValueError(f"missing mtree array {name!r}")
+        M0, L0 = int(self.config.arity), int(self.config.depth)
+        if (int(meta.get("arity", -1)), int(meta.get("depth", -1))) == (M0, tree_depth(self.k, M0, L0)) \
+                and (self.M, self.L) != (M0, tree_depth(self.k, M0, L0)):
+            self._shape(M0, tree_depth(self.k, M0, L0))  # a model from before the flat default
         if int(meta.get("k", -1)) != self.k or int(meta.get("depth", -1)) != self.L \
                 or int(meta.get("arity", -1)) != self.M or int(meta.get("dim", -1)) != self.D:
             raise ValueError("mtree k/arity/depth/dim disagree with the header")
@@ -260,6 +343,7 @@ class MaryTree(Reduction):
         self.params[T.PAR_CLOCK] = clock[0]
         self.params[T.PAR_NEXT] = clock[1]
         self.reassignments = int(meta.get("reassignments", 0))
+        self.fresh = False
 
     # -- description ---------------------------------------------------------------------------
     def summary_extra(self) -> dict:

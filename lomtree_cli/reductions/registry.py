@@ -86,7 +86,8 @@ REGISTRY = {
     "mtree": ReductionSpec("lomtree_cli.reductions.mtree:MaryTree", options=(
         _ARITY, _BEAM,
         Option("dim", ("--dim",), help="width of the learned embeddings"),
-        Option("depth", ("--depth",), help="tree depth (0 = the least with arity^depth >= k)"),
+        Option("depth", ("--depth",), help="tree depth (0 = a flat softmax when k <= 4 arity, else the least with "
+                                                    "arity^depth >= k)"),
         Option("reassign_after", ("--reassign-after",),
                help="trained examples before the first label re-assignment, then at each doubling "
                     "(0 = keep the initial random tree)"))),

@@ -138,3 +138,11 @@ def assign(digits, stats, M, slack):
                     nxt.append(part)
         groups = nxt
     return np.array(new, dtype=np.int64)
+
+
+def rate(eta, power, t, start=0.0, total=0.0):
+    """The rate of the t-th trained example: fastText's linear decay to 0 over ``total`` examples
+    counted from ``start`` (never below 1e-4 eta) when ``total`` > 0, else eta (1 + t/10^4)^-power."""
+    if total > 0:
+        return eta * max(1e-4, 1.0 - (t - start) / total)
+    return eta * (1.0 + t / 10_000.0) ** -power
