@@ -1133,7 +1133,8 @@ def main(argv=None) -> int:
 
 def merge_results(res: dict, other: dict, name: str = "") -> dict:
     """``res`` with ``other``'s records added, each replacing a record of ``res`` with the same
-    ``id`` (in place, so table order stays); ``other``'s own argv is kept under ``merged``."""
+    ``id`` (in place, so table order stays), and its foundation rows (throughput, start-up) if it
+    has any; ``other``'s own argv is kept under ``merged``."""
     new = {r["id"]: r for r in other.get("results", []) if "id" in r}
     out = []
     for r in res.get("results", []):
@@ -1141,7 +1142,8 @@ def merge_results(res: dict, other: dict, name: str = "") -> dict:
     out += list(new.values())
     merged = list(res.get("merged", [])) + [{"file": name, "argv": other.get("argv"), "started": other.get("started"),
                                              "elapsed_seconds": other.get("elapsed_seconds")}]
-    return {**res, "results": out, "merged": merged}
+    found = {"foundation": other["foundation"]} if other.get("foundation") else {}  # a newer throughput run
+    return {**res, "results": out, "merged": merged, **found}
 
 
 def _anchors_only(args, json_path: Path, out: Path, argv=None) -> int:
