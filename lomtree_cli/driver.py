@@ -62,6 +62,9 @@ class RunOptions:
     threads: int = 1  # predict: threads that parse chunks and share each batch (train: 1)
     max_line_bytes: int | None = None  # predict: --max-line-bytes (None: the default)
     on_started: object = None  # called before the first example (the CLI: ``runtime.end_startup``)
+    #: batches from elsewhere than ``inputs`` (the Python API's arrays, a Dask shard):
+    #: ``source(pass_index)`` -> iterable of ExampleBatch; no example cache then
+    source: object = None
 
 
 class _StopFlag:
@@ -470,14 +473,12 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     from . import model_io
 
     start = opts.start_time or time.time()
-    err = opts.err if opts.err is not None else sys.stderr
     _check_train_options(opts)
     if initial_model is None:
         passes_before = 0
         learner, reduction = _new_model(input_cfg, learner_cfg, red_cfg)
     else:
         input_cfg, learner, reduction, passes_before = _continued_model(initial_model, input_cfg, explicit or {})
-    paths = list(opts.inputs) or ["-"]
 
     def save(passes_done: int) -> bool:
         if final_model is None:
@@ -485,6 +486,20 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
         model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + passes_done)
         return True
 
+    return fit(input_cfg, learner, reduction, opts, save, final_model, start)
+
+
+def fit(input_cfg: InputConfig, learner, reduction, opts: RunOptions, save, final_model: str | None = None,
+        start: float | None = None) -> dict:
+    """Train the model ``(learner, reduction)`` in place over ``opts.inputs`` (or ``opts.source``):
+    passes, holdout, progressive validation, report; ``save(passes_done) -> bool`` keeps the model
+    (a file for ``train``, a snapshot for the Python API) when a pass wins on holdout and at the
+    end (when no pass was kept). Returns the summary dict. ``train`` and ``api.Classifier.fit``
+    both run through here."""
+    start = start or opts.start_time or time.time()
+    err = opts.err if opts.err is not None else sys.stderr
+    _check_train_options(opts)
+    paths = list(opts.inputs) or ["-"]
     runner = Runner(input_cfg, learner, reduction, opts, learn=True)
     runner.need_predictions = opts.predictions is not None or not (opts.quiet or opts.progress_bar)
     reduction.set_need_predictions(runner.need_predictions)
@@ -579,7 +594,7 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: _StopFlag, holdou
     writer = PredictionWriter(opts.predictions, opts.flush)
     if opts.handle_signals:
         stop.install()
-    cache = _open_cache(opts, runner.input_cfg, paths, final_model)
+    cache = None if opts.source is not None else _open_cache(opts, runner.input_cfg, paths, final_model)
     if opts.progress_bar:
         from tqdm import tqdm
 
@@ -589,8 +604,9 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: _StopFlag, holdou
         runner.progress.start()
         for p in range(opts.passes):
             runner.progress.holdout_reporting = p > 0 and holdout.active
-            batches = prefetch(_batches_for_pass(paths, runner.input_cfg, opts, p, cache),
-                               should_stop=lambda: stop.signum != 0)
+            source = opts.source(p) if opts.source is not None else \
+                _batches_for_pass(paths, runner.input_cfg, opts, p, cache)
+            batches = prefetch(source, should_stop=lambda: stop.signum != 0)
             passes_used = p + 1
             if not runner.run_pass(batches, p, holdout.active, writer, stop):
                 break
