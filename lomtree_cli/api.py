@@ -65,7 +65,7 @@ import numpy as np
 
 from .batch import ExampleBatch
 from .config import InputConfig
-from .errors import LomtreeError
+from .errors import InputError, LomtreeError
 
 #: examples per batch handed to the driver (batches do not change results)
 CHUNK = 4096
@@ -111,9 +111,10 @@ def lines_batch(lines, cfg: InputConfig) -> ExampleBatch:
         parts.append(b)
     data = b"\n".join(parts) + b"\n"
     try:
-        batch = parse_bytes(data, cfg, source="line")
-    except LomtreeError as e:
-        raise _value_error(e) from None
+        batch = parse_bytes(data, cfg, source="<lines>")
+    except InputError as e:
+        col = f" (column {e.column})" if e.column else ""
+        raise ValueError(f"line {e.line}: {e.detail}{col}") from None
     if len(batch) != len(parts):  # a LIBSVM comment-only line
         raise ValueError("every line must be an example (a LIBSVM line holding only a comment is not)")
     return batch
@@ -166,16 +167,14 @@ def _check_matrix(X):
         n, d = csr.shape
         dense = None
     else:
-        if np.iscomplexobj(X):
-            raise ValueError("Complex data not supported")
         dense = np.asarray(X)
         if dense.dtype.kind in "OUS":
             dense = dense.astype(np.float64)
         if dense.dtype.kind == "c":
             raise ValueError("Complex data not supported")
         if dense.ndim != 2:
-            raise ValueError(f"Expected 2D array, got {dense.ndim}D array instead: reshape your data "
-                             f"(array.reshape(-1, 1) for one feature, array.reshape(1, -1) for one sample)")
+            raise ValueError(f"Expected 2D array, got {dense.ndim}D array instead. Reshape your data "
+                             f"(array.reshape(-1, 1) for one feature, array.reshape(1, -1) for one sample).")
         n, d = dense.shape
         csr = None
     if n == 0:
@@ -237,6 +236,8 @@ def _column_y(y) -> np.ndarray:
         warnings.warn("A column-vector y was passed when a 1d array was expected. Please change the shape "
                       "of y to (n_samples, ), for example using ravel().", _W, stacklevel=3)
         y = y.ravel()
+    if y.dtype.kind == "c":
+        raise ValueError("Complex data not supported")
     if y.ndim != 1:
         raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
     if y.dtype.kind == "f":
@@ -453,7 +454,10 @@ class Classifier:
 
     def _check_fitted(self):
         if getattr(self, "_model", None) is None:
-            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call fit, "
+            import sys
+
+            sk = sys.modules.get("sklearn.exceptions")  # scikit-learn's own class when it is in use
+            raise (getattr(sk, "NotFittedError", None) or NotFittedError)(f"This {type(self).__name__} instance is not fitted yet: call fit, "
                                  f"partial_fit, learn_one or load first.")
 
     # -- configs -------------------------------------------------------------------------------
@@ -530,6 +534,8 @@ class Classifier:
                 raise ValueError(f"sample_weight.shape == {w.shape}, expected ({n},)!")
             if not (np.isfinite(w).all() and (w >= 0).all()):
                 raise ValueError("sample_weight must be finite and >= 0")
+            if not (w > 0).any():
+                raise ValueError("Sample weights must contain at least one non-zero number (nothing to learn)")
             batch.weights = w.copy()
         return batch
 
