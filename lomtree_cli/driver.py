@@ -311,6 +311,9 @@ class Runner:
         self.need_predictions = True
         self._pool = None
         self.low_labels = 0  # predict: labels below 1 read as unlabeled
+        #: examples of the current pass seen so far (holdout positions); a pass starts at 0, a
+        #: Dask shard's segment goes on from where its last one ended
+        self.holdout_counter = 0
 
     def _process(self, batch: ExampleBatch, train: np.ndarray):
         """``reduction.process``; when only predicting, a large batch is cut into ``opts.threads``
@@ -377,7 +380,7 @@ class Runner:
         if self.opts.on_started is not None:
             self.opts.on_started()
         period = self.opts.holdout_period
-        counter = 0
+        counter = self.holdout_counter  # examples of this pass before these batches
         for batch in batches:
             self._handle_skipped(batch)
             if len(batch) == 0:
@@ -397,6 +400,7 @@ class Runner:
             else:
                 hold = np.zeros(n, dtype=bool)
             counter += n
+            self.holdout_counter = counter
             labels = batch.labels
             weights = batch.weights
             labeled = labels > 0
@@ -604,6 +608,7 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: _StopFlag, holdou
         runner.progress.start()
         for p in range(opts.passes):
             runner.progress.holdout_reporting = p > 0 and holdout.active
+            runner.holdout_counter = 0
             source = opts.source(p) if opts.source is not None else \
                 _batches_for_pass(paths, runner.input_cfg, opts, p, cache)
             batches = prefetch(source, should_stop=lambda: stop.signum != 0)
