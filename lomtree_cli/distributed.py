@@ -507,7 +507,7 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
 
     from . import model_io
     from .driver import (Runner, _check_train_options, _continued_model, _finish, _Holdout, _new_model,
-                         _preamble, _summary)
+                         _preamble, _summary, end_of_pass)
 
     start_t = opts.start_time or time.time()
     err = opts.err if opts.err is not None else sys.stderr
@@ -571,19 +571,13 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
                         del cursors[i]
                     else:
                         cursors[i] = r.cursor
-            current.reduction.end_pass()
-            current.learner.decay(current.learner.config.decay_learning_rate)
-            if holdout.active and holdout.end_pass(p, runner.progress.end_pass(), save) and p + 1 < opts.passes:
-                if not opts.quiet:
-                    err.write(f"early stopping after pass {p + 1}: no holdout improvement in "
-                              f"{holdout.no_win} passes; keeping pass {holdout.best_pass}\n")
+            if end_of_pass(runner, holdout, p, opts, save):
                 break
     if not holdout.saved:
         save(passes_used)
     if final_model is not None:
         best = model_io.load_model(io.BytesIO(kept["bytes"]))
         model_io.save_model(final_model, input_cfg, best.learner, best.reduction, best.passes_done)
-    runner.reduction = current.reduction
     summary = _summary(runner, current.reduction, input_cfg, passes_used, start_t,
                        holdout.best if holdout.active and math.isfinite(holdout.best) else None)
     if holdout.active:

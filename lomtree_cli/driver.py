@@ -615,12 +615,7 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: _StopFlag, holdou
             passes_used = p + 1
             if not runner.run_pass(batches, p, holdout.active, writer, stop):
                 break
-            runner.reduction.end_pass()
-            runner.learner.decay(runner.learner.config.decay_learning_rate)
-            if holdout.active and holdout.end_pass(p, runner.progress.end_pass(), save) and p + 1 < opts.passes:
-                if not opts.quiet:
-                    err.write(f"early stopping after pass {p + 1}: no holdout improvement in "
-                              f"{holdout.no_win} passes; keeping pass {holdout.best_pass}\n")
+            if end_of_pass(runner, holdout, p, opts, save):
                 break
     finally:
         if runner.bar is not None:
@@ -630,6 +625,19 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: _StopFlag, holdou
         if cache is not None:
             cache.close()
     return passes_used
+
+
+def end_of_pass(runner: Runner, holdout: _Holdout, p: int, opts: RunOptions, save) -> bool:
+    """After pass ``p`` (0-based): the reduction's pass hook, the learning-rate decay, the holdout
+    verdict (``save`` the best pass); True when the run stops early. (``distributed.train`` too.)"""
+    runner.reduction.end_pass()
+    runner.learner.decay(runner.learner.config.decay_learning_rate)
+    if holdout.active and holdout.end_pass(p, runner.progress.end_pass(), save) and p + 1 < opts.passes:
+        if not opts.quiet:
+            runner.err.write(f"early stopping after pass {p + 1}: no holdout improvement in "
+                             f"{holdout.no_win} passes; keeping pass {holdout.best_pass}\n")
+        return True
+    return False
 
 
 def _save_whole(save, passes_used: int, opts: RunOptions, stop: _StopFlag) -> None:
