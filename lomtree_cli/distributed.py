@@ -70,7 +70,8 @@ def _import_dask():
 @contextmanager
 def connect(address: str):
     """A ``dask.distributed.Client`` for ``address`` (closed on exit): ``local:N`` starts a
-    LocalCluster of N single-threaded worker processes on 127.0.0.1 (no dashboard)."""
+    LocalCluster of N single-threaded worker processes on 127.0.0.1; the scheduler's HTTP server
+    (which it always starts) listens on 127.0.0.1 at a free port, not on the shared 8787."""
     Client, LocalCluster = _import_dask()
     import logging
 
@@ -83,7 +84,7 @@ def connect(address: str):
         if not 1 <= n <= MAX_LOCAL_WORKERS:
             raise ConfigError(f"--dask local:N: N must be in 1..{MAX_LOCAL_WORKERS}, got {address!r}")
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None, silence_logs=logging.ERROR)
+                               dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
         client = Client(cluster)
     else:
         try:

@@ -22,7 +22,7 @@ def cluster():
     import logging
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None, silence_logs=logging.ERROR) as c:
+                                  dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR) as c:
         yield c.scheduler_address
 
 
