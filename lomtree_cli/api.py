@@ -435,7 +435,10 @@ class Classifier:
 
     def __repr__(self) -> str:
         defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
-        changed = [f"{k}={v!r}" for k, v in self.get_params().items() if v is not defaults.get(k) and v != defaults.get(k)]
+        def same(a, b) -> bool:
+            return a is b or (type(a) is type(b) and not isinstance(a, np.ndarray) and a == b)
+
+        changed = [f"{k}={v!r}" for k, v in self.get_params().items() if not same(v, defaults.get(k))]
         return f"{type(self).__name__}({', '.join(changed)})"
 
     _estimator_type = "classifier"

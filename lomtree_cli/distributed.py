@@ -46,7 +46,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .errors import ConfigError, InputError
+from .errors import ConfigError, InputError, LomtreeError
 
 #: target size of a prediction range
 RANGE_BYTES = 8 << 20
@@ -84,7 +84,7 @@ def connect(address: str):
         if not 1 <= n <= MAX_LOCAL_WORKERS:
             raise ConfigError(f"--dask local:N: N must be in 1..{MAX_LOCAL_WORKERS}, got {address!r}")
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
+                               dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
         client = Client(cluster)
     else:
         try:
@@ -174,9 +174,10 @@ def _lines_before(path: str, start: int) -> int:
 
 
 def _parse(raw: bytes, cfg, path: str, start: int):
-    """The batch of the complete lines ``raw``, which start at byte ``start`` of ``path``. Its
-    line numbers count from ``raw``'s first line (1); error messages name the file's lines. The
-    first error is raised in strict mode."""
+    """(batch, error) of the complete lines ``raw``, which start at byte ``start`` of ``path``. The
+    batch's line numbers count from ``raw``'s first line (1); error messages name the file's lines.
+    In strict mode the batch holds the lines before the first bad one and ``error`` is its
+    InputError (else None)."""
     from . import parsing
 
     if start == 0 and raw.startswith(parsing.BOM):
@@ -186,9 +187,9 @@ def _parse(raw: bytes, cfg, path: str, start: int):
         off = _lines_before(path, start)
         errs = [InputError(e.source, e.line + off, e.reason, e.detail, e.column) for e in errs]
     if errs and not cfg.skip_invalid:
-        raise errs[0]
+        return batch, errs[0]  # the lines before the bad one, then the error (as the CLI's reader)
     batch.skipped = errs
-    return batch
+    return batch, None
 
 
 def _batches(raw: bytes, cfg, path: str, start: int, chunk: int = 1 << 20):
@@ -202,7 +203,11 @@ def _batches(raw: bytes, cfg, path: str, start: int, chunk: int = 1 << 20):
             cut = raw.find(b"\n", pos + chunk)
             cut = n if cut < 0 else cut + 1
         piece = raw[pos:cut]
-        yield _parse(piece, cfg, path, start + pos), start + pos, piece
+        batch, err = _parse(piece, cfg, path, start + pos)
+        if len(batch) or batch.skipped:
+            yield batch, start + pos, piece
+        if err is not None:
+            raise err
         pos = cut
 
 
@@ -248,12 +253,32 @@ class _Recorder:
 
 
 @dataclass
+class _Failure:
+    """A ``LomtreeError`` met by a task, returned (not raised: no traceback in the workers' logs)."""
+
+    message: str
+    exit_code: int
+
+    def throw(self):
+        from .errors import LomtreeError
+
+        e = LomtreeError(self.message)
+        e.exit_code = self.exit_code
+        raise e
+
+
+def _failure(e) -> _Failure:
+    return _Failure(str(e), int(getattr(e, "exit_code", 1)))
+
+
+@dataclass
 class _PredictResult:
     text: str
     progress: dict
     low_labels: int
     skipped_messages: list
     warned_range: str | None
+    failure: _Failure | None = None
 
 
 def predict_range(key: str, data: bytes, path: str, start: int, end: int, skip_invalid: bool,
@@ -268,13 +293,17 @@ def predict_range(key: str, data: bytes, path: str, start: int, end: int, skip_i
     runner = Runner(cfg, loaded.learner, loaded.reduction, opts, learn=False)
     writer = PredictionWriter(None)
     writer.f = io.StringIO()
-    raw = _read(path, max(start, 0), end)
-    runner.run_pass((b for b, _, _ in _batches(raw, cfg, path, max(start, 0))), 0, False, writer, _StopFlag())
+    failure = None
+    try:
+        raw = _read(path, max(start, 0), end)
+        runner.run_pass((b for b, _, _ in _batches(raw, cfg, path, max(start, 0))), 0, False, writer, _StopFlag())
+    except LomtreeError as e:  # the predictions before it are kept, as by the CLI
+        failure = _failure(e)
     pr = runner.progress
     stats = {name: getattr(pr, name) for name in _PROGRESS_SUMS}
     messages = [ln for ln in opts.err.getvalue().splitlines() if ln.startswith("skipping ")]
     warned = next((ln for ln in opts.err.getvalue().splitlines() if ln.startswith("warning: ")), None)
-    return _PredictResult(writer.f.getvalue(), stats, runner.low_labels, messages, warned)
+    return _PredictResult(writer.f.getvalue(), stats, runner.low_labels, messages, warned, failure)
 
 
 #: ``metrics.Progress`` totals that add up over ranges
@@ -290,8 +319,16 @@ class _Segment:
     skipped: list
 
 
-def train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout: bool, holdout_period: int,
-                  skip_invalid: bool, max_line_bytes: int) -> _Segment:
+def train_segment(*args):
+    """(Worker) ``_train_segment``, a ``LomtreeError`` returned as a ``_Failure``."""
+    try:
+        return _train_segment(*args)
+    except LomtreeError as e:
+        return _failure(e)
+
+
+def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout: bool, holdout_period: int,
+                   skip_invalid: bool, max_line_bytes: int) -> _Segment:
     """(Worker) train the model ``data`` on shard ``shard`` (``[(path, start, end), ...]``) from
     ``cursor`` for ``limit`` examples (0: to the shard's end) with the normal online learner."""
     from . import model_io
@@ -403,15 +440,14 @@ def predict(model_path: str, opts, address: str, skip_invalid: bool = False) -> 
     start_t = opts.start_time or time.time()
     paths = list(opts.inputs)
     check_inputs(paths)
+    loaded = model_io.load_model(model_path, predict_only=True)  # the CLI's messages for a bad file
     try:
         with open(model_path, "rb") as f:
             data = f.read()
     except OSError as e:
         raise model_io.ModelFormatError(f"{model_path}: cannot read the model file: {e.strerror or e}") from None
-    try:
-        loaded = model_io.load_model(io.BytesIO(data), predict_only=True)
-    except model_io.ModelFormatError as e:
-        raise model_io.ModelFormatError(str(e).replace(repr(io.BytesIO), model_path)) from None
+    if model_io.load_model(io.BytesIO(data), predict_only=True, skip_unused=True).header != loaded.header:
+        raise model_io.ModelFormatError(f"{model_path}: the model file changed while it was read")
     if opts.probabilities or opts.top_k:
         from .batch import ExampleBatch
 
@@ -446,6 +482,8 @@ def predict(model_path: str, opts, address: str, skip_invalid: bool = False) -> 
                         wr.f.write(res.text)
                     except BrokenPipeError:
                         wr.broken, wr.f = True, None
+                if res.failure is not None:
+                    res.failure.throw()
                 for name in _PROGRESS_SUMS:
                     setattr(runner.progress, name, getattr(runner.progress, name) + res.progress[name])
                 runner.low_labels += res.low_labels
@@ -558,6 +596,9 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
                                          opts.holdout_period, input_cfg.skip_invalid, input_cfg.max_line_bytes,
                                          pure=False) for i in live]
                 results = client.gather(futures)
+                for r in results:
+                    if isinstance(r, _Failure):
+                        r.throw()
                 rounds += 1
                 average_models([model_io.load_model(io.BytesIO(r.model)) for r in results], current)
                 for i, r in zip(live, results):

@@ -239,3 +239,17 @@ def test_sklearn_check_estimator(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check(estimator)
+
+
+def test_parameters_are_the_registry_options():
+    """Every reduction option of the registry is a Classifier parameter (and nothing else is
+    hard-coded as one); repr works with array parameters."""
+    import inspect
+
+    from lomtree_cli.api import _REDUCTION_OPTIONS
+    from lomtree_cli.reductions.registry import reduction_options
+
+    assert set(_REDUCTION_OPTIONS) == set(reduction_options())
+    params = set(inspect.signature(Classifier.__init__).parameters)
+    assert set(_REDUCTION_OPTIONS) <= params
+    assert "classes=array" in repr(Classifier(classes=np.array([3, 5])))

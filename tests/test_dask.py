@@ -158,3 +158,27 @@ def test_local_cluster_and_usage_errors(data, tmp_path):
     assert "--sync-every needs --dask" in r.output
     r = cli(["predict", "-i", m, str(data / "test.vw"), "--dask", "local:0"], code=2)
     assert "local:N" in r.output
+
+
+def test_bad_line_is_one_error_line(cluster, data, tmp_path, monkeypatch):
+    """A malformed line: the predictions before it, then 'file:line: ...' and exit 1, as one process
+    (line numbers of the whole file, also in a later range); training stops the same way."""
+    import lomtree_cli.distributed as D
+
+    monkeypatch.setattr(D, "RANGE_BYTES", 2048)
+    lines = (data / "test.vw").read_text().splitlines()
+    lines[400] = "x | bad"
+    (tmp_path / "bad.vw").write_text("\n".join(lines) + "\n")
+    m = str(tmp_path / "m.lt")
+    cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), "-f", m, "--quiet"])
+    a = cli(["predict", "-i", m, str(tmp_path / "bad.vw"), "-p", str(tmp_path / "l.txt"), "--quiet"], code=1)
+    b = cli(["predict", "-i", m, str(tmp_path / "bad.vw"), "-p", str(tmp_path / "d.txt"), "--quiet",
+             "--dask", cluster], code=1)
+    assert "bad.vw:401: bad label 'x'" in a.output and "bad.vw:401: bad label 'x'" in b.output
+    assert (tmp_path / "d.txt").read_bytes() == (tmp_path / "l.txt").read_bytes()
+    # training reads label 0 (line 12) as an error, in one process and on Dask
+    one = cli(["train", "-r", "oaa", "-k", "12", str(tmp_path / "bad.vw"), "--quiet"], code=1)
+    r = cli(["train", "-r", "oaa", "-k", "12", str(tmp_path / "bad.vw"), "--dask", cluster, "--quiet"], code=1)
+    assert r.output == one.output and "bad.vw:12: bad label '0'" in r.output
+    r = cli(["predict", "-i", str(tmp_path / "none.lt"), str(tmp_path / "bad.vw"), "--dask", cluster], code=2)
+    assert "model file not found" in r.output
