@@ -28,9 +28,13 @@ Training (VW's AllReduce, done by the client)
     the SGD clock are averaged, node counts (Filter tree, Rtree) add up. At the end of a pass the
     client applies the reduction's pass hook and the learning-rate decay, and keeps the best
     pass on holdout, as ``lomtree train`` does. The progressive-validation table is merged:
-    every round's per-example results are added in shard order. Only fixed-structure reductions
-    (oaa, filter, rtree) train on Dask: the tree-growing ones (lomtree, cpt, plt, mtree) would
-    need their structure frozen after a first pass, which their kernels cannot do yet.
+    every round's per-example results are added in shard order. Fixed-structure reductions (oaa,
+    filter, rtree) are data-parallel from the first example. CPT and PLT grow their label tree in
+    pass 1, which runs the shards one after the other, each task continuing the previous one's
+    model on one worker (CPT: exactly the single-process model of the input in shard order; PLT
+    builds its k-means tree from the first shard's buffer); after pass 1 every label is in the
+    tree, which is then frozen (a worker that changed it is an error) and the node regressors train
+    data-parallel. LOMtree (its swaps go on in every pass) and mtree (label re-assignment) are refused.
 
 Averaging identical shards gives exactly the model of one shard (the weighted means of equal
 float32 values are exact); ``tests/test_dask.py`` checks it, and outputs equal to local runs.
@@ -54,6 +58,12 @@ RANGE_BYTES = 8 << 20
 MAX_LOCAL_WORKERS = 64
 #: reductions whose structure does not depend on the data (trainable on Dask)
 FIXED_STRUCTURE = ("oaa", "filter", "rtree")
+#: reductions whose label tree is complete after one pass over the data (every label inserted):
+#: pass 1 runs on one worker over the whole input (the structure grows as in one process), later
+#: passes are data-parallel over the frozen structure
+GROWN_IN_PASS_1 = ("cpt", "plt")
+#: reduction state arrays that count examples: the workers' increments add up when averaging
+COUNTS = ("node_counts", "gamma_stats")
 _COMPRESSED = (".gz", ".bz2", ".xz")
 
 
@@ -413,11 +423,12 @@ def average_models(models: list, base) -> None:
     arrays = {}
     for name, a0 in before.items():
         got = [mm.reduction.state()[name] for mm in models]
-        if name == "node_counts":
+        if name in COUNTS and all(g.shape == a0.shape for g in got):
             arrays[name] = a0 + sum(g - a0 for g in got)
         else:
             if any(not np.array_equal(g, got[0]) for g in got):
-                raise ConfigError(f"{base.reduction.name}: the workers' {name} differ: this reduction cannot be averaged")
+                raise ConfigError(f"{base.reduction.name}: the workers changed the label structure ({name}): "
+                                  f"the model cannot be averaged")
             arrays[name] = got[0]
     base.reduction.load_state(arrays, models[0].reduction.meta())
 
@@ -563,8 +574,8 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
         learner, reduction = _new_model(input_cfg, learner_cfg, red_cfg)
     else:
         input_cfg, learner, reduction, passes_before = _continued_model(initial_model, input_cfg, explicit or {})
-    if reduction.name not in FIXED_STRUCTURE:
-        raise ConfigError(f"--dask trains {', '.join(FIXED_STRUCTURE)} (fixed structure); -r {reduction.name} "
+    if reduction.name not in FIXED_STRUCTURE + GROWN_IN_PASS_1:
+        raise ConfigError(f"--dask trains {', '.join(FIXED_STRUCTURE + GROWN_IN_PASS_1)}; -r {reduction.name} "
                           f"grows its tree from the data and is not distributed yet")
     current = model_io.LoadedModel({"passes_done": passes_before}, input_cfg, learner, reduction)
     runner = Runner(input_cfg, learner, reduction, opts, learn=True)
@@ -587,12 +598,17 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
         for p in range(opts.passes):
             runner.progress.holdout_reporting = p > 0 and holdout.active
             passes_used = p + 1
-            cursors = {i: (0, shards[i][0][1] if shards[i] else 0, 0) for i in range(w) if shards[i]}
+            # a growing pass: the shards one after the other, each task continuing the last one's
+            # model (the same examples held out as in the data-parallel passes after it)
+            grow = p == 0 and passes_before == 0 and reduction.name in GROWN_IN_PASS_1
+            tasks = shards
+            cursors = {i: (0, tasks[i][0][1] if tasks[i] else 0, 0) for i in range(len(tasks)) if tasks[i]}
             while cursors:
                 data = model_io.model_bytes(input_cfg, current.learner, current.reduction)
                 shared = client.scatter(data, broadcast=True, hash=False)
-                live = sorted(cursors)
-                futures = [client.submit(train_segment, shared, shards[i], cursors[i], sync_every, holdout.active,
+                live = [min(cursors)] if grow else sorted(cursors)
+                futures = [client.submit(train_segment, shared, tasks[i], cursors[i], 0 if grow else sync_every,
+                                         holdout.active,
                                          opts.holdout_period, input_cfg.skip_invalid, input_cfg.max_line_bytes,
                                          pure=False) for i in live]
                 results = client.gather(futures)
@@ -600,7 +616,12 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
                     if isinstance(r, _Failure):
                         r.throw()
                 rounds += 1
-                average_models([model_io.load_model(io.BytesIO(r.model)) for r in results], current)
+                models = [model_io.load_model(io.BytesIO(r.model)) for r in results]
+                if len(models) == 1:  # one worker's model is the model (a growing pass, a last shard)
+                    current.learner, current.reduction = models[0].learner, models[0].reduction
+                    runner.learner, runner.reduction = current.learner, current.reduction
+                else:
+                    average_models(models, current)
                 for i, r in zip(live, results):
                     if r.record is not None:
                         runner.progress.add_batch(*r.record)

@@ -182,3 +182,26 @@ def test_bad_line_is_one_error_line(cluster, data, tmp_path, monkeypatch):
     assert r.output == one.output and "bad.vw:12: bad label '0'" in r.output
     r = cli(["predict", "-i", str(tmp_path / "none.lt"), str(tmp_path / "bad.vw"), "--dask", cluster], code=2)
     assert "model file not found" in r.output
+
+
+@pytest.mark.parametrize("red", ["cpt", "plt"])
+def test_growing_reductions(cluster, data, tmp_path, red):
+    """CPT and PLT grow their tree in pass 1, shard after shard on one worker at a time: for CPT
+    that is exactly the single-process model in one pass (PLT builds its k-means tree from the
+    first shard's buffer, not the whole input's); later passes are data-parallel over the frozen
+    tree (which must not change)."""
+    tr = str(data / "train.vw")
+    cli(["train", "-r", red, "-k", "12", tr, "-f", str(tmp_path / "one.lt"), "--quiet"])
+    cli(["train", "-r", red, "-k", "12", tr, "-f", str(tmp_path / "d.lt"), "--quiet", "--dask", cluster])
+    m1, m2 = load_model(str(tmp_path / "one.lt")), load_model(str(tmp_path / "d.lt"))
+    a, b = model_arrays(m1.learner, m1.reduction), model_arrays(m2.learner, m2.reduction)
+    assert set(a) == set(b)
+    if red == "cpt":
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    cli(["train", "-r", red, "-k", "12", tr, "-f", str(tmp_path / "d3.lt"), "--quiet", "--dask", cluster,
+         "--passes", "3", "--report", str(tmp_path / "r.json")])
+    assert json.loads((tmp_path / "r.json").read_text())["dask_syncs"] == 4  # 2 shards in turn, 2 passes
+    cli(["predict", "-i", str(tmp_path / "d3.lt"), str(data / "test.vw"), "--quiet", "-p", "/dev/null",
+         "--report", str(tmp_path / "p.json")])
+    assert json.loads((tmp_path / "p.json").read_text())["average_loss"] < 0.2
