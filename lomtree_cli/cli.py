@@ -173,7 +173,7 @@ def common_run_options(f):
 @click.option("--label-offset", "label_offset", type=int, default=0, show_default=True,
               help="Added to every label (1 for 0-based data, VW's --indexing 0).")
 @click.option("--dask", "dask", type=str, default=None, metavar="ADDRESS|local:N",
-              help="Train data-parallel on Dask (oaa, filter, rtree): a scheduler address, or local:N "
+              help="Train data-parallel on Dask (oaa, filter, rtree; cpt, plt after a first pass): a scheduler address, or local:N "
                    "worker processes on this machine. Needs pip install 'lomtree[dask]'.")
 @click.option("--sync-every", "sync_every", type=click.IntRange(min=0), default=0, show_default=True,
               help="--dask: average the workers' models every N examples of each shard (0 = after every pass).")
