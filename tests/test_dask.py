@@ -17,6 +17,16 @@ from tests.helpers import separable_lines
 distributed = pytest.importorskip("dask.distributed")
 
 
+@pytest.fixture(autouse=True)
+def bounded():
+    """A hung cluster must not hang the suite: after 120 s a test ends the run with its traceback."""
+    import faulthandler
+
+    faulthandler.dump_traceback_later(120, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
 @pytest.fixture(scope="module")
 def cluster():
     import logging
