@@ -656,8 +656,9 @@ class Classifier:
 
     @property
     def predict_proba(self):
-        """``predict_proba(X)``: (n, n_classes) probabilities, columns in ``classes_`` order; only
-        for reductions with probabilities (an AttributeError otherwise, so scikit-learn sees none)."""
+        """``predict_proba(X)``: (n, n_classes) probabilities, columns in ``classes_`` order, each
+        row the reduction's label probabilities normalised to sum 1; only for reductions with
+        probabilities (an AttributeError otherwise, so scikit-learn sees none)."""
         if getattr(self, "_model", None) is not None and not self._has_top():
             raise AttributeError(f"predict_proba is not available for reduction {self._model[2].name}")
         if getattr(self, "_model", None) is None and self.reduction not in _TOP_REDUCTIONS:
@@ -674,7 +675,10 @@ class Classifier:
         lab = labs.ravel()
         ok = (lab >= 1) & (lab <= k)
         np.add.at(out, (rows[ok], lab[ok] - 1), probs.ravel()[ok])
-        return out
+        # a distribution over classes_ (PLT's leaf probabilities are marginals that need not sum
+        # to 1); a row with no mass (no label reached) is uniform
+        tot = out.sum(axis=1, keepdims=True)
+        return np.where(tot > 0, out / np.where(tot > 0, tot, 1.0), 1.0 / k)
 
     def score(self, X, y, sample_weight=None) -> float:
         """Mean accuracy (weighted by ``sample_weight``) of ``predict(X)`` against ``y``."""
