@@ -573,7 +573,8 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
         passes_before = 0
         learner, reduction = _new_model(input_cfg, learner_cfg, red_cfg)
     else:
-        input_cfg, learner, reduction, passes_before = _continued_model(initial_model, input_cfg, explicit or {})
+        # ([:4]: main's issue #23 adds the label dictionary as a fifth value)
+        input_cfg, learner, reduction, passes_before = _continued_model(initial_model, input_cfg, explicit or {})[:4]
     if reduction.name not in FIXED_STRUCTURE + GROWN_IN_PASS_1:
         raise ConfigError(f"--dask trains {', '.join(FIXED_STRUCTURE + GROWN_IN_PASS_1)}; -r {reduction.name} "
                           f"grows its tree from the data and is not distributed yet")

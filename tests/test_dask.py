@@ -215,3 +215,14 @@ def test_growing_reductions(cluster, data, tmp_path, red):
     cli(["predict", "-i", str(tmp_path / "d3.lt"), str(data / "test.vw"), "--quiet", "-p", "/dev/null",
          "--report", str(tmp_path / "p.json")])
     assert json.loads((tmp_path / "p.json").read_text())["average_loss"] < 0.2
+
+
+def test_continue_a_model_on_dask(cluster, data, tmp_path):
+    """-i MODEL --dask: the model goes on learning (passes add up), options checked against it."""
+    m = str(tmp_path / "m.lt")
+    cli(["train", "-r", "rtree", "-k", "12", "--seed", "3", str(data / "train.vw"), "-f", m, "--quiet"])
+    cli(["train", "-i", m, str(data / "train.vw"), "-f", str(tmp_path / "m2.lt"), "--quiet", "--dask", cluster])
+    m2 = load_model(str(tmp_path / "m2.lt"))
+    assert m2.passes_done == 2 and m2.reduction.config.seed == 3
+    r = cli(["train", "-i", m, "-k", "5", str(data / "train.vw"), "--quiet", "--dask", cluster], code=2)
+    assert "conflicts with the initial model" in r.output
