@@ -16,8 +16,8 @@ all: test
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e '.[test]' --config-settings editable_mode=compat 2>/dev/null || \
-		$(PIP) install --quiet -e '.[test]'
+	$(PIP) install --quiet -e '.[test,dask]' --config-settings editable_mode=compat 2>/dev/null || \
+		$(PIP) install --quiet -e '.[test,dask]'
 	touch $(STAMP)
 
 install: $(STAMP)

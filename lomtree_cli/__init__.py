@@ -20,6 +20,16 @@ __version__ = "0.1.0"
 _KEY = []
 
 
+def __getattr__(name):
+    """``lomtree_cli.Classifier`` (and ``Model``): the Python API (``api.py``), imported on first
+    use so that the command line's start-up does not pay for it."""
+    if name in ("Classifier", "Model"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'lomtree_cli' has no attribute {name!r}")
+
+
 def _source_key() -> str:
     """Hash of the version and of every compiled-code source (kernels/, reductions/, and aot.py,
     whose compile options shape the ahead-of-time module); computed once per process."""

@@ -246,6 +246,11 @@ def vw_options(f):
 @click.option("--label-offset", "label_offset", type=int, default=0, show_default=True,
               help="Added to every label (1 for 0-based data, VW's --indexing 0).")
 @vw_options
+@click.option("--dask", "dask", type=str, default=None, metavar="ADDRESS|local:N",
+              help="Train data-parallel on Dask (oaa, filter, rtree; cpt, plt after a first pass): a scheduler address, or local:N "
+                   "worker processes on this machine. Needs pip install 'lomtree[dask]'.")
+@click.option("--sync-every", "sync_every", type=click.IntRange(min=0), default=0, show_default=True,
+              help="--dask: average the workers' models every N examples of each shard (0 = after every pass).")
 @common_run_options
 @click.pass_context
 def train(ctx, **params):
@@ -256,6 +261,7 @@ def train(ctx, **params):
       lomtree train -r lomtree -k 105 --format libsvm sector.scale -f m.lt
       lomtree train -r oaa -k 26 --passes 10 letter.vw -c -f m.lt --report run.json
       zcat big.vw.gz | lomtree train -r filter -k 5001 -b 24 -f m.lt
+      lomtree train -r oaa -k 105 --format libsvm part1 part2 --dask local:2 --sync-every 10000 -f m.lt
     """
     start = process_start_time()
     params = dict(params, progress_interval=_progress_interval(params["progress_interval"]))
@@ -282,6 +288,9 @@ def train(ctx, **params):
               help="--daemon: address to listen on (loopback unless you say otherwise).")
 @click.option("--socket", "socket_path", type=str, default=None,
               help="--daemon: listen on this Unix socket (mode 0600) instead of TCP.")
+@click.option("--dask", "dask", type=str, default=None, metavar="ADDRESS|local:N",
+              help="Predict the input files in line-aligned ranges on Dask (a scheduler address, or "
+                   "local:N worker processes); output identical to one process. -p DIR/: one file per input.")
 @common_run_options
 @click.pass_context
 def predict(ctx, **params):
@@ -293,6 +302,7 @@ def predict(ctx, **params):
       cat test.vw | lomtree predict -i m.lt -p - | head -3
       lomtree predict -i cpt.lt test.vw --top-k 5
       lomtree predict -i m.lt --daemon --port 26542 &   # then: nc 127.0.0.1 26542 < test.vw
+      lomtree predict -i m.lt big1.vw big2.vw --dask local:2 -p preds/
     """
     start = process_start_time()
     params = dict(params, progress_interval=_progress_interval(params["progress_interval"]))

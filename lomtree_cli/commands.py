@@ -42,6 +42,8 @@ def run_predict(p: dict, given: set, start: float) -> None:
     from .paths import check_outputs
 
     if p["daemon"]:
+        if p["dask"] is not None:
+            raise ConfigError("--daemon and --dask cannot be used together")
         return _run_daemon(p, given)
     if given & {"port", "socket_path", "host"}:
         raise ConfigError("--port, --socket and --host need --daemon")
@@ -56,6 +58,12 @@ def run_predict(p: dict, given: set, start: float) -> None:
                       chunk_bytes=(4096 if flush and chunk_bytes == 1 << 20 else chunk_bytes),
                       start_time=start, handle_signals=True, threads=resolve_threads(p["threads"]),
                       max_line_bytes=p["max_line_bytes"], on_started=end_startup)
+    if p["dask"] is not None:
+        if p["flush"]:
+            raise ConfigError("--flush cannot be used with --dask (ranges are predicted at once)")
+        from .distributed import predict as dask_predict
+
+        return dask_predict(p["model"], opts, p["dask"], skip_invalid=p["skip_invalid"])
     predict(p["model"], opts, skip_invalid=p["skip_invalid"])
 
 
@@ -131,6 +139,15 @@ def run_train(p: dict, given: set, start: float) -> None:
                       progress_interval=p["progress_interval"],
                       progress_bar=p["progress_bar"], report=p["report"], chunk_bytes=p["chunk_bytes"],
                       start_time=start, handle_signals=True, on_started=end_startup)
+    if p["dask"] is not None:
+        if p["cache"] is not None:
+            raise ConfigError("-c/--cache cannot be used with --dask (each worker reads its shard)")
+        from .distributed import train as dask_train
+
+        return dask_train(icfg, lcfg, rcfg, opts, p["dask"], p["sync_every"], initial_model=p["initial_model"],
+                          final_model=p["final_model"], explicit=_explicit(p, given))
+    if "sync_every" in given:
+        raise ConfigError("--sync-every needs --dask")
     train(icfg, lcfg, rcfg, opts, initial_model=p["initial_model"], final_model=p["final_model"],
           explicit=explicit)
     if p.get("readable_model") or p.get("invert_hash"):

@@ -62,6 +62,9 @@ class RunOptions:
     threads: int = 1  # predict: threads that parse chunks and share each batch (train: 1)
     max_line_bytes: int | None = None  # predict: --max-line-bytes (None: the default)
     on_started: object = None  # called before the first example (the CLI: ``runtime.end_startup``)
+    #: batches from elsewhere than ``inputs`` (the Python API's arrays, a Dask shard):
+    #: ``source(pass_index)`` -> iterable of ExampleBatch; no example cache then
+    source: object = None
 
 
 class _StopFlag:
@@ -312,6 +315,9 @@ class Runner:
         self._pool = None
         self.low_labels = 0  # predict: labels below 1 read as unlabeled
         self.label_dict = None  # labels.LabelDict with string labels
+        #: examples of the current pass seen so far (holdout positions); a pass starts at 0, a
+        #: Dask shard's segment goes on from where its last one ended
+        self.holdout_counter = 0
 
     def _process(self, batch: ExampleBatch, train: np.ndarray):
         """``reduction.process``; when only predicting, a large batch is cut into ``opts.threads``
@@ -384,7 +390,7 @@ class Runner:
         if self.opts.on_started is not None:
             self.opts.on_started()
         period = self.opts.holdout_period
-        counter = 0
+        counter = self.holdout_counter  # examples of this pass before these batches
         for batch in batches:
             self._handle_skipped(batch)
             if len(batch) == 0:
@@ -404,6 +410,7 @@ class Runner:
             else:
                 hold = np.zeros(n, dtype=bool)
             counter += n
+            self.holdout_counter = counter
             labels = batch.labels
             weights = batch.weights
             labeled = labels > 0
@@ -483,7 +490,6 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     from .labels import LabelDict
 
     start = opts.start_time or time.time()
-    err = opts.err if opts.err is not None else sys.stderr
     _check_train_options(opts)
     if initial_model is None:
         passes_before = 0
@@ -492,7 +498,6 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     else:
         input_cfg, learner, reduction, passes_before, label_dict = _continued_model(initial_model, input_cfg,
                                                                                     explicit or {})
-    paths = list(opts.inputs) or ["-"]
 
     def save(passes_done: int) -> bool:
         if final_model is None:
@@ -500,6 +505,20 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
         model_io.save_model(final_model, input_cfg, learner, reduction, passes_before + passes_done, label_dict)
         return True
 
+    return fit(input_cfg, learner, reduction, opts, save, final_model, start, label_dict)
+
+
+def fit(input_cfg: InputConfig, learner, reduction, opts: RunOptions, save, final_model: str | None = None,
+        start: float | None = None, label_dict=None) -> dict:
+    """Train the model ``(learner, reduction)`` in place over ``opts.inputs`` (or ``opts.source``):
+    passes, holdout, progressive validation, report; ``save(passes_done) -> bool`` keeps the model
+    (a file for ``train``, a snapshot for the Python API) when a pass wins on holdout and at the
+    end (when no pass was kept). Returns the summary dict. ``train`` and ``api.Classifier.fit``
+    both run through here."""
+    start = start or opts.start_time or time.time()
+    err = opts.err if opts.err is not None else sys.stderr
+    _check_train_options(opts)
+    paths = list(opts.inputs) or ["-"]
     runner = Runner(input_cfg, learner, reduction, opts, learn=True)
     runner.label_dict = label_dict
     runner.need_predictions = opts.predictions is not None or not (opts.quiet or opts.progress_bar)
@@ -596,7 +615,7 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: _StopFlag, holdou
     writer = PredictionWriter(opts.predictions, opts.flush, runner.label_dict)
     if opts.handle_signals:
         stop.install()
-    cache = _open_cache(opts, runner.input_cfg, paths, final_model)
+    cache = None if opts.source is not None else _open_cache(opts, runner.input_cfg, paths, final_model)
     if opts.progress_bar:
         from tqdm import tqdm
 
@@ -606,17 +625,14 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: _StopFlag, holdou
         runner.progress.start()
         for p in range(opts.passes):
             runner.progress.holdout_reporting = p > 0 and holdout.active
-            batches = prefetch(_batches_for_pass(paths, runner.input_cfg, opts, p, cache, runner.label_dict),
-                               should_stop=lambda: stop.signum != 0)
+            runner.holdout_counter = 0
+            source = opts.source(p) if opts.source is not None else \
+                _batches_for_pass(paths, runner.input_cfg, opts, p, cache, runner.label_dict)
+            batches = prefetch(source, should_stop=lambda: stop.signum != 0)
             passes_used = p + 1
             if not runner.run_pass(batches, p, holdout.active, writer, stop):
                 break
-            runner.reduction.end_pass()
-            runner.learner.decay(runner.learner.config.decay_learning_rate)
-            if holdout.active and holdout.end_pass(p, runner.progress.end_pass(), save) and p + 1 < opts.passes:
-                if not opts.quiet:
-                    err.write(f"early stopping after pass {p + 1}: no holdout improvement in "
-                              f"{holdout.no_win} passes; keeping pass {holdout.best_pass}\n")
+            if end_of_pass(runner, holdout, p, opts, save):
                 break
     finally:
         if runner.bar is not None:
@@ -626,6 +642,19 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: _StopFlag, holdou
         if cache is not None:
             cache.close()
     return passes_used
+
+
+def end_of_pass(runner: Runner, holdout: _Holdout, p: int, opts: RunOptions, save) -> bool:
+    """After pass ``p`` (0-based): the reduction's pass hook, the learning-rate decay, the holdout
+    verdict (``save`` the best pass); True when the run stops early. (``distributed.train`` too.)"""
+    runner.reduction.end_pass()
+    runner.learner.decay(runner.learner.config.decay_learning_rate)
+    if holdout.active and holdout.end_pass(p, runner.progress.end_pass(), save) and p + 1 < opts.passes:
+        if not opts.quiet:
+            runner.err.write(f"early stopping after pass {p + 1}: no holdout improvement in "
+                             f"{holdout.no_win} passes; keeping pass {holdout.best_pass}\n")
+        return True
+    return False
 
 
 def _save_whole(save, passes_used: int, opts: RunOptions, stop: _StopFlag) -> None:

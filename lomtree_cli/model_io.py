@@ -55,15 +55,10 @@ def model_arrays(learner, reduction) -> dict:
     return arrays
 
 
-def save_model(path: str, input_cfg: InputConfig, learner, reduction, passes_done: int = 0,
-               label_dict=None) -> None:
-    """Write the model atomically to ``path`` (with string labels, their dictionary:
-    ``labels.MEMBER``)."""
-    arrays = model_arrays(learner, reduction)
-    if label_dict is not None:
-        from .labels import MEMBER
-
-        arrays[MEMBER] = label_dict.to_array()
+def model_header(input_cfg: InputConfig, learner, reduction, arrays: dict, passes_done: int = 0,
+                 extra: dict | None = None) -> dict:
+    """The header of a model whose members are ``arrays`` (``model_arrays``); ``extra``: more
+    top-level keys (the API's label dictionary kind)."""
     header = {
         "format": MAGIC,
         "format_version": FORMAT_VERSION,
@@ -77,7 +72,42 @@ def save_model(path: str, input_cfg: InputConfig, learner, reduction, passes_don
         "passes_done": int(passes_done),
         "checksums": {name: _digest(a) for name, a in arrays.items()},
     }
+    if extra:
+        header.update(extra)
+    return header
+
+
+def write_model(f, input_cfg: InputConfig, learner, reduction, passes_done: int = 0,
+                extra_arrays: dict | None = None, extra_header: dict | None = None, label_dict=None) -> None:
+    """Write the model file's bytes to the binary file object ``f`` (``save_model``'s format; with
+    string labels, their dictionary: ``labels.MEMBER``)."""
+    arrays = model_arrays(learner, reduction)
+    arrays.update(extra_arrays or {})
+    if label_dict is not None:
+        from .labels import MEMBER
+
+        arrays[MEMBER] = label_dict.to_array()
+    header = model_header(input_cfg, learner, reduction, arrays, passes_done, extra_header)
     blob = np.frombuffer(json.dumps(header, sort_keys=True).encode("utf-8"), dtype=np.uint8)
+    np.savez(f, header=blob, **arrays)
+
+
+def model_bytes(input_cfg: InputConfig, learner, reduction, passes_done: int = 0,
+                extra_arrays: dict | None = None, extra_header: dict | None = None) -> bytes:
+    """The bytes of the model file ``save_model`` would write (``load_model(io.BytesIO(b))`` reads them)."""
+    import io
+
+    buf = io.BytesIO()
+    write_model(buf, input_cfg, learner, reduction, passes_done, extra_arrays, extra_header)
+    return buf.getvalue()
+
+
+def save_model(path: str, input_cfg: InputConfig, learner, reduction, passes_done: int = 0,
+               label_dict=None, extra_arrays: dict | None = None, extra_header: dict | None = None) -> None:
+    """Write the model atomically to ``path``. ``label_dict``: the string labels' dictionary
+    (``labels.LabelDict``); ``extra_arrays``: more members (e.g. the API's ``labels/names``),
+    verified on load like every member and ignored by readers that do not use them;
+    ``extra_header``: more header keys."""
     from .paths import remove_stale_writing, resolve_model_path
 
     target = resolve_model_path(path)
@@ -86,7 +116,7 @@ def save_model(path: str, input_cfg: InputConfig, learner, reduction, passes_don
     tmp = os.path.join(directory, f".{os.path.basename(target)}.{os.getpid()}.writing")
     try:
         with open(tmp, "wb") as f:
-            np.savez(f, header=blob, **arrays)
+            write_model(f, input_cfg, learner, reduction, passes_done, extra_arrays, extra_header, label_dict)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
@@ -109,14 +139,20 @@ class LoadedModel:
         self.input_config = input_cfg
         self.learner = learner
         self.reduction = reduction
+        self.extra = {}  # members besides learner/ and reduction/ (the API's labels/names)
 
     @property
     def passes_done(self) -> int:
         return int(self.header.get("passes_done", 0))
 
 
-def _open_model(path: str):
-    """``path`` opened for reading; ModelFormatError when it cannot be."""
+def _open_model(path):
+    """``path`` opened for reading (a binary file object, e.g. ``io.BytesIO`` of a model's bytes,
+    is used as it is); ModelFormatError when it cannot be."""
+    if hasattr(path, "read"):
+        import contextlib
+
+        return contextlib.nullcontext(path)
     try:
         return open(path, "rb")
     except FileNotFoundError:
@@ -211,11 +247,14 @@ def load_model(path: str, predict_only: bool = False, skip_unused: bool = False)
         if a.dtype.hasobject or _digest(a) != checks[name]:
             raise ModelFormatError(f"{path}: corrupt model file (checksum mismatch in {name})")
     try:
-        return _build(header, data, predict_only)
+        loaded = _build(header, data, predict_only)
     except LomtreeError as e:
         raise ModelFormatError(f"{path}: corrupt model file ({e})") from None
     except Exception as e:  # noqa: BLE001 - inconsistent but checksum-valid content
         raise ModelFormatError(f"{path}: corrupt model file ({type(e).__name__}: {e})") from None
+    loaded.extra = {name: a for name, a in data.items()
+                    if not name.startswith(("learner/", "reduction/")) and a is not None}
+    return loaded
 
 
 def _build(header: dict, data: dict, predict_only: bool = False) -> LoadedModel:
@@ -285,4 +324,4 @@ def inspect_model(path: str, gini_c: float = 1.0) -> dict:
     return info
 
 
-__all__ = ["save_model", "load_model", "inspect_model", "LoadedModel", "MAGIC", "FORMAT_VERSION"]
+__all__ = ["save_model", "write_model", "model_bytes", "load_model", "inspect_model", "LoadedModel", "MAGIC", "FORMAT_VERSION"]

@@ -1,0 +1,87 @@
+"""Issue #24 figures (a benchmark, not a test): Dask prediction and training against one process.
+
+    python -m data_scripts.bench_dask --data bench/data --out /tmp/lomtree_dask --json bench/dask_results.json
+
+1. prediction: a Filter-tree model of KJV next word (-b 24), the test file x10, ``lomtree predict``
+   (default threads, and --threads 1) against ``--dask local:1`` and ``--dask local:2``: wall time
+   (cluster start-up included), examples/s, identical output bytes;
+2. training with 2 local workers against one process at the same passes: Sector (oaa, libsvm) and
+   KJV next word (filter), synced after the pass only and every N examples: test error, wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+LT = [sys.executable, "-m", "lomtree_cli.launch"]
+
+
+def run(args) -> float:
+    t = time.time()
+    p = subprocess.run(LT + args, capture_output=True, text=True)
+    if p.returncode:
+        raise SystemExit(f"failed: lomtree {' '.join(args)}\n{p.stderr}")
+    return time.time() - t
+
+
+def test_error(model, test, out, fmt_args=()) -> float:
+    rep = os.path.join(out, "test.json")
+    run(["predict", "-i", model, test, "-p", "/dev/null", "--quiet", "--report", rep, *fmt_args])
+    return json.load(open(rep))["average_loss"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="bench/data")
+    ap.add_argument("--out", default="/tmp/lomtree_dask")
+    ap.add_argument("--json", default="bench/dask_results.json")
+    ap.add_argument("--copies", type=int, default=10)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    res = {"machine": f"{os.cpu_count()} CPUs", "predict": [], "train": []}
+    kjv_tr = os.path.join(a.data, "kjv_nextword.train.vw")
+    kjv_te = os.path.join(a.data, "kjv_nextword.test.vw")
+    ft = os.path.join(a.out, "ft.lt")
+    run(["train", "-r", "filter", "-k", "5001", "-b", "24", kjv_tr, "-f", ft, "--quiet"])
+    big = os.path.join(a.out, f"kjv_nextword.test.x{a.copies}.vw")
+    with open(kjv_te, "rb") as f:
+        raw = f.read()
+    with open(big, "wb") as f:
+        for _ in range(a.copies):
+            f.write(raw)
+    n = raw.count(b"\n") * a.copies
+    ref = os.path.join(a.out, "plain.txt")
+    for name, extra in (("plain (default threads)", []), ("plain --threads 1", ["--threads", "1"]),
+                        ("--dask local:1", ["--dask", "local:1"]), ("--dask local:2", ["--dask", "local:2"])):
+        out = ref if name.startswith("plain (") else os.path.join(a.out, "p.txt")
+        s = run(["predict", "-i", ft, big, "-p", out, "--quiet", *extra])
+        same = open(out, "rb").read() == open(ref, "rb").read()
+        res["predict"].append({"run": name, "seconds": round(s, 2), "examples": n,
+                               "examples_per_second": round(n / s), "identical_output": same})
+        print(res["predict"][-1], flush=True)
+    tasks = [("sector", "oaa", "105", os.path.join(a.data, "sector.train.libsvm"),
+              os.path.join(a.data, "sector.test.libsvm"), ["--format", "libsvm"], 1000),
+             ("kjv_nextword", "filter", "5001", kjv_tr, kjv_te, [], 50000)]
+    for task, red, k, tr, te, fmt, sync in tasks:
+        for passes in (1, 3):
+            for name, extra in (("one process", []), ("--dask local:2", ["--dask", "local:2"]),
+                                (f"--dask local:2 --sync-every {sync}",
+                                 ["--dask", "local:2", "--sync-every", str(sync)])):
+                m = os.path.join(a.out, "m.lt")
+                s = run(["train", "-r", red, "-k", k, "-b", "24", tr, "-f", m, "--quiet", "--passes", str(passes),
+                         *fmt, *extra])
+                err = test_error(m, te, a.out)
+                res["train"].append({"task": task, "reduction": red, "passes": passes, "run": name,
+                                     "seconds": round(s, 2), "test_error": round(100 * err, 2)})
+                print(res["train"][-1], flush=True)
+    with open(a.json, "w") as f:
+        json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

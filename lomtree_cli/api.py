@@ -1,0 +1,797 @@
+"""The Python API: ``Classifier``, in scikit-learn's shape and River's (issue #24).
+
+Hyper-parameters are the command line's options under the same names (CLI.md): ``reduction``,
+``classes`` (``-k``), ``bits``, ``learning_rate``, ``power_t``, ``loss_function``, ``passes``,
+``seed``, every reduction option of the registry (``max_internal_nodes``, ``cpt_alpha``,
+``arity``, ...), with the same defaults (None = the reduction's default, as on the command line).
+Nothing is checked in ``__init__`` (scikit-learn's rule); ``fit`` checks everything and raises
+``ValueError`` with the CLI's one-line message.
+
+>>> import numpy as np
+>>> from lomtree_cli import Classifier
+>>> X = np.array([[1.0, 0.0], [0.0, 1.0]] * 20)
+>>> y = np.array([1, 2] * 20)
+>>> clf = Classifier(reduction="oaa", passes=3).fit(X, y)
+>>> clf.predict([[1.0, 0.0], [0.0, 1.0]]).tolist()
+[1, 2]
+>>> clf.predict_one({"b": 1.0}) in (1, 2)
+True
+
+Inputs (``X``)
+--------------
+- a 2-D array (numpy, anything ``np.asarray`` takes) or a scipy.sparse matrix/array (any
+  format): **column j is the LIBSVM feature index j + 1**, hashed exactly as the LIBSVM parser
+  hashes it (``(j + 1) & (2**bits - 1)``, hash seed not added), zero values dropped, entries in
+  the row's stored order (ascending columns for dense and canonical CSR), the constant feature
+  last. So a model fitted on a CSR matrix equals ``lomtree train --format libsvm`` on the same
+  data written as LIBSVM with 1-based indices (``sklearn.datasets.dump_svmlight_file(X, y, f,
+  zero_based=False)``). NaN, infinite and float32-overflowing values are a ValueError;
+- a list of text lines (``str`` or ``bytes``, one example each, no newline inside) in the
+  model's ``format`` (VW by default; ``format="libsvm"``): parsed by the CLI's parser, their
+  labels used when ``y`` is None;
+- River's ``learn_one(x: dict, y)`` / ``predict_one(x)``: a feature dict is the VW line
+  ``| key:value ...`` (keys are VW feature names in the default namespace: the key ``"3"`` hashes
+  as the number 3; a string value ``{"color": "red"}`` is VW's ``color:red``, the feature
+  ``color^red`` of value 1; a bool is 0/1).
+
+Labels (``y`` and ``classes``)
+------------------------------
+- ``classes=K`` (an int, the CLI's ``-k``): the labels are the integers 1..K, used as the CLI
+  uses them (``label_offset`` added first); ``classes_`` is ``1..K`` (less ``label_offset``).
+- ``classes=[...]`` (a sequence, VW's ``--named_labels``): label ``classes[i]`` is class i + 1;
+  strings or integers.
+- ``classes=None``: ``classes_`` = the sorted distinct labels of ``y`` at the first ``fit`` (or
+  ``partial_fit``'s ``classes=`` argument, scikit-learn's convention); class i + 1 is
+  ``classes_[i]``. Integer labels 1..K with every one present give the CLI's model exactly.
+A label outside ``classes_`` is a ValueError, before anything is learned (it never reaches a kernel).
+
+Model files: ``save(path)`` writes the CLI's model file (``lomtree predict -i`` reads it);
+``Classifier.load(path)`` reads any CLI model. A label list other than ``1..K`` is stored as the
+member ``labels/names`` (the UTF-8 names joined by ``\\n``, issue #23's member) and a header key
+``api_labels`` ("int" or "str"); the CLI ignores both and prints class ids until #23's label
+dictionary is merged. Pickling a Classifier stores its model file's bytes (never a pickle of the
+model's objects).
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import math
+import numbers
+import warnings
+
+import numpy as np
+
+from .batch import ExampleBatch
+from .config import InputConfig
+from .errors import InputError, LomtreeError
+
+#: examples per batch handed to the driver (batches do not change results)
+CHUNK = 4096
+#: labels member of a model file (issue #23 uses the same)
+LABELS_MEMBER = "labels/names"
+
+
+class NotFittedError(ValueError, AttributeError):
+    """The classifier is used before ``fit``/``partial_fit``/``load`` (scikit-learn's meaning)."""
+
+
+def _value_error(e: Exception) -> ValueError:
+    return ValueError(str(e))
+
+
+# -- inputs -----------------------------------------------------------------------------------
+
+def _is_lines(X) -> bool:
+    if isinstance(X, (str, bytes)):
+        raise ValueError("X is one string: give a list of lines")
+    if isinstance(X, (list, tuple)) and len(X) and isinstance(X[0], (str, bytes)):
+        return True
+    return False
+
+
+def _is_dicts(X) -> bool:
+    return isinstance(X, (list, tuple)) and len(X) > 0 and isinstance(X[0], dict)
+
+
+def lines_batch(lines, cfg: InputConfig) -> ExampleBatch:
+    """One batch of the text ``lines`` (one example each) by the CLI's parser; ValueError on a bad
+    line (``line N: ...``), an empty line or a line with a newline inside."""
+    from .parsing import parse_bytes
+
+    parts = []
+    for i, ln in enumerate(lines):
+        b = ln.encode("utf-8") if isinstance(ln, str) else bytes(ln)
+        if b"\n" in b.rstrip(b"\r\n") or b"\r" in b.rstrip(b"\r\n")[-1:]:
+            raise ValueError(f"line {i + 1}: a newline inside a line (give one example per line)")
+        b = b.rstrip(b"\r\n")
+        if not b.strip(b" \t") and (cfg.format == "libsvm" or not b):
+            raise ValueError(f"line {i + 1}: an empty line is no example")
+        parts.append(b)
+    data = b"\n".join(parts) + b"\n"
+    try:
+        batch = parse_bytes(data, cfg, source="<lines>")
+    except InputError as e:
+        col = f" (column {e.column})" if e.column else ""
+        raise ValueError(f"line {e.line}: {e.detail}{col}") from None
+    if len(batch) != len(parts):  # a LIBSVM comment-only line
+        raise ValueError("every line must be an example (a LIBSVM line holding only a comment is not)")
+    return batch
+
+
+def _feature_name(key) -> str:
+    s = str(key)
+    if not s or any(c.isspace() or c in ":|" for c in s):
+        raise ValueError(f"feature name {s!r}: must be non-empty, without whitespace, ':' or '|'")
+    return s
+
+
+def dict_line(x: dict) -> str:
+    """The VW line (no label) of the feature dict ``x``: ``| key:value ...``."""
+    if not isinstance(x, dict):
+        raise ValueError(f"x must be a dict of features, got {type(x).__name__}")
+    parts = ["|"]
+    for key, v in x.items():
+        name = _feature_name(key)
+        if isinstance(v, (bool, np.bool_)):
+            v = int(v)
+        if isinstance(v, str):
+            parts.append(f"{name}:{_feature_name(v)}")
+            continue
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"feature {name!r}: value {v!r} is not a number or a string") from None
+        if not math.isfinite(f):
+            raise ValueError(f"feature {name!r}: value {f} is not finite")
+        if f != 0.0:
+            parts.append(f"{name}:{f!r}")
+    return " ".join(parts)
+
+
+def dicts_batch(xs, cfg: InputConfig) -> ExampleBatch:
+    """One batch of feature dicts (each the VW line ``dict_line`` makes)."""
+    from dataclasses import replace
+
+    return lines_batch([dict_line(x) for x in xs], replace(cfg, format="vw"))
+
+
+def _check_matrix(X):
+    """(scipy CSR or None, dense float64 array or None, n_rows, n_cols) of ``X``; ValueError on
+    anything that is not a 2-D array of finite numbers."""
+    if hasattr(X, "tocsr") and hasattr(X, "nnz"):  # scipy.sparse, any format
+        csr = X.tocsr()
+        if np.iscomplexobj(csr.data):
+            raise ValueError("Complex data not supported")
+        n, d = csr.shape
+        dense = None
+    else:
+        dense = np.asarray(X)
+        if dense.dtype.kind in "OUS":
+            dense = dense.astype(np.float64)
+        if dense.dtype.kind == "c":
+            raise ValueError("Complex data not supported")
+        if dense.ndim != 2:
+            raise ValueError(f"Expected 2D array, got {dense.ndim}D array instead. Reshape your data "
+                             f"(array.reshape(-1, 1) for one feature, array.reshape(1, -1) for one sample).")
+        n, d = dense.shape
+        csr = None
+    if n == 0:
+        raise ValueError(f"Found array with 0 sample(s) (shape=({n}, {d})) while a minimum of 1 is required.")
+    if d == 0:
+        raise ValueError(f"Found array with 0 feature(s) (shape=({n}, {d})) while a minimum of 1 is required.")
+    return csr, dense, n, d
+
+
+def matrix_batch(X, cfg: InputConfig) -> ExampleBatch:
+    """The batch of a 2-D array or scipy.sparse matrix: column j is LIBSVM index j + 1 (module
+    docstring). Vectorised numpy over the whole matrix; no Python loop over rows or features."""
+    csr, dense, n, _ = _check_matrix(X)
+    if csr is not None:
+        indptr = np.asarray(csr.indptr, dtype=np.int64)
+        cols = np.asarray(csr.indices, dtype=np.int64)
+        data = np.asarray(csr.data, dtype=np.float64)
+        rows_of = np.repeat(np.arange(n), np.diff(indptr))
+    else:
+        rows_of, cols = np.nonzero(dense)
+        data = np.asarray(dense[rows_of, cols], dtype=np.float64)
+    if not np.isfinite(data).all():
+        raise ValueError("Input X contains NaN or infinity (lomtree refuses them: they would make the weights NaN)")
+    with np.errstate(over="ignore"):
+        v32 = data.astype(np.float32)
+    if not np.isfinite(v32).all():
+        raise ValueError("Input X contains a value out of float32 range")
+    keep = v32 != 0
+    rows_of, cols, v32 = rows_of[keep], cols[keep], v32[keep]
+    counts = np.bincount(rows_of, minlength=n).astype(np.int64)
+    extra = 0 if cfg.noconstant else 1
+    new_indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts + extra, out=new_indptr[1:])
+    total = int(new_indptr[-1])
+    indices = np.empty(total, dtype=np.int64)
+    values = np.empty(total, dtype=np.float32)
+    is_feat = np.ones(total, dtype=bool)
+    if extra:
+        const_pos = new_indptr[1:] - 1
+        is_feat[const_pos] = False
+        indices[const_pos] = cfg.constant_index
+        values[const_pos] = 1.0
+    indices[is_feat] = (cols + 1) & cfg.mask
+    values[is_feat] = v32
+    return ExampleBatch(labels=np.zeros(n, np.int64), weights=np.ones(n, np.float64), indptr=new_indptr,
+                        indices=indices, values=values, line_numbers=np.arange(1, n + 1, dtype=np.int64),
+                        source="<array>")
+
+
+# -- labels -----------------------------------------------------------------------------------
+
+def _column_y(y) -> np.ndarray:
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        try:
+            from sklearn.exceptions import DataConversionWarning as _W
+        except ImportError:  # pragma: no cover - scikit-learn is optional
+            _W = UserWarning
+        warnings.warn("A column-vector y was passed when a 1d array was expected. Please change the shape "
+                      "of y to (n_samples, ), for example using ravel().", _W, stacklevel=3)
+        y = y.ravel()
+    if y.dtype.kind == "c":
+        raise ValueError("Complex data not supported")
+    if y.ndim != 1:
+        raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
+    if y.dtype.kind == "f":
+        if not np.isfinite(y).all():
+            raise ValueError("Input y contains NaN or infinity.")
+        if (y != np.round(y)).any():
+            raise ValueError("Unknown label type: continuous (lomtree is a classifier: labels are integers or strings)")
+        y = y.astype(np.int64)
+    elif y.dtype.kind == "O":
+        if any(isinstance(v, float) and not math.isfinite(v) for v in y.tolist()):
+            raise ValueError("Input y contains NaN or infinity.")
+    elif y.dtype.kind not in "iuUSb":
+        raise ValueError(f"Unknown label type: {y.dtype}")
+    return y
+
+
+def _py(v):
+    """A numpy scalar as the Python value (for messages)."""
+    return v.item() if hasattr(v, "item") else v
+
+
+class Labels:
+    """Class names <-> ids 1..k. ``names``: array (classes_); ``int_offset``: not None when the
+    names are the integers ``1 - offset .. k - offset`` (the CLI's labels: id = label + offset)."""
+
+    def __init__(self, names, int_offset: int | None = None):
+        self.names = np.asarray(names)
+        self.int_offset = int_offset
+        self._sorted = None
+
+    @property
+    def k(self) -> int:
+        return int(self.names.shape[0])
+
+    @staticmethod
+    def from_param(classes, label_offset: int, y=None) -> "Labels":
+        if isinstance(classes, numbers.Integral) and not isinstance(classes, bool):
+            k = int(classes)
+            if not 1 <= k < 2**31:
+                raise ValueError(f"classes (-k) must be in 1..2^31-1, got {k}")
+            return Labels(np.arange(1, k + 1, dtype=np.int64) - int(label_offset), int(label_offset))
+        if classes is None:
+            if y is None:
+                raise ValueError("the classes are not known: give classes=K or a list of labels "
+                                 "(or fit with y first)")
+            names = np.unique(_column_y(y))
+        else:
+            names = np.asarray(list(classes))
+            if names.ndim != 1 or names.shape[0] == 0:
+                raise ValueError("classes must be an int K or a non-empty list of labels")
+            if np.unique(names).shape[0] != names.shape[0]:
+                raise ValueError("classes: a label is given twice")
+        if names.dtype.kind in "iu":
+            k = names.shape[0]
+            if np.array_equal(names, np.arange(1, k + 1) - int(label_offset)):
+                return Labels(names.astype(np.int64), int(label_offset))
+        return Labels(names)
+
+    def ids(self, y) -> np.ndarray:
+        """int64 ids 1..k of the labels ``y``; ValueError for a label not in the classes."""
+        y = _column_y(y)
+        if self.int_offset is not None and y.dtype.kind in "iub":
+            ids = y.astype(np.int64) + self.int_offset
+            bad = (ids < 1) | (ids > self.k)
+            if bad.any():
+                v = y[np.flatnonzero(bad)[0]]
+                raise ValueError(f"label {_py(v)!r} is not one of the classes ({self.describe()})")
+            return ids
+        names = self.names
+        if self._sorted is None:
+            order = np.argsort(names, kind="stable")
+            self._sorted = (names[order], order)
+        s, order = self._sorted
+        try:
+            pos = np.searchsorted(s, y)
+        except TypeError:
+            raise ValueError(f"labels of type {y.dtype} do not match the classes ({self.describe()})") from None
+        pos = np.minimum(pos, s.shape[0] - 1)
+        ok = s[pos] == y
+        if not np.all(ok):
+            v = y[np.flatnonzero(~np.asarray(ok))[0]]
+            raise ValueError(f"label {_py(v)!r} is not one of the classes ({self.describe()})")
+        return order[pos].astype(np.int64) + 1
+
+    def decode(self, ids: np.ndarray) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        return self.names[np.clip(ids, 1, self.k) - 1]
+
+    def describe(self) -> str:
+        if self.int_offset is not None:
+            return f"{self.names[0]}..{self.names[-1]}"
+        shown = ", ".join(map(str, self.names[:10].tolist()))
+        return shown + (f", ... ({self.k} labels)" if self.k > 10 else "")
+
+    # model file members
+    def to_members(self) -> tuple[dict, dict]:
+        if self.int_offset is not None:
+            return {}, {}
+        kind = "str" if self.names.dtype.kind in "USO" else "int"
+        text = "\n".join(str(v) for v in self.names.tolist())
+        if kind == "str" and any("\n" in str(v) for v in self.names.tolist()):
+            raise ValueError("a label containing a newline cannot be saved")
+        return ({LABELS_MEMBER: np.frombuffer(text.encode("utf-8"), dtype=np.uint8).copy()},
+                {"api_labels": kind})
+
+    @staticmethod
+    def from_model(loaded) -> "Labels":
+        k = loaded.reduction.config.k
+        a = loaded.extra.get(LABELS_MEMBER)
+        kind = loaded.header.get("api_labels")
+        if a is None:
+            if k is None:
+                raise ValueError("the model has no -k: its classes are not known")
+            return Labels(np.arange(1, int(k) + 1, dtype=np.int64) - int(loaded.input_config.label_offset),
+                          int(loaded.input_config.label_offset))
+        names = bytes(np.asarray(a, np.uint8)).decode("utf-8").split("\n")
+        return Labels(np.array([int(v) for v in names], dtype=np.int64) if kind == "int" else np.array(names))
+
+
+# -- the estimator ------------------------------------------------------------------------------
+
+_REDUCTION_OPTIONS = ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up", "cpt_alpha",
+                      "cpt_predict", "cpt_random_insert", "arity", "beam", "tree_buffer", "path_weight",
+                      "leaf_negatives", "dim", "depth", "reassign_after")
+
+
+class Classifier:
+    """A lomtree model: scikit-learn's estimator conventions and River's ``learn_one``/``predict_one``.
+
+    Parameters are the CLI's options (``lomtree train --help``); see the module docstring for
+    ``classes`` and the inputs. ``verbose=True`` prints the CLI's progress table and summary on
+    stderr. After fitting: ``classes_``, ``n_features_in_`` (array inputs), ``summary_`` (the
+    JSON report of the last fit), ``passes_done_``.
+    """
+
+    def __init__(self, reduction="lomtree", classes=None, bits=18, learning_rate=None, power_t=None,
+                 initial_t=None, loss_function=None, quantile_tau=0.5, sgd=False, decay_learning_rate=1.0,
+                 passes=1, holdout_period=10, holdout_off=False, early_terminate=3, seed=0, hash_seed=0,
+                 noconstant=False, label_offset=0, format=None, max_internal_nodes=None, swap_resistance=None,
+                 leaf_labels=None, candidates_up=None, cpt_alpha=None, cpt_predict=None, cpt_random_insert=None,
+                 arity=None, beam=None, tree_buffer=None, path_weight=None, leaf_negatives=None, dim=None,
+                 depth=None, reassign_after=None, verbose=False):
+        self.reduction = reduction
+        self.classes = classes
+        self.bits = bits
+        self.learning_rate = learning_rate
+        self.power_t = power_t
+        self.initial_t = initial_t
+        self.loss_function = loss_function
+        self.quantile_tau = quantile_tau
+        self.sgd = sgd
+        self.decay_learning_rate = decay_learning_rate
+        self.passes = passes
+        self.holdout_period = holdout_period
+        self.holdout_off = holdout_off
+        self.early_terminate = early_terminate
+        self.seed = seed
+        self.hash_seed = hash_seed
+        self.noconstant = noconstant
+        self.label_offset = label_offset
+        self.format = format
+        self.max_internal_nodes = max_internal_nodes
+        self.swap_resistance = swap_resistance
+        self.leaf_labels = leaf_labels
+        self.candidates_up = candidates_up
+        self.cpt_alpha = cpt_alpha
+        self.cpt_predict = cpt_predict
+        self.cpt_random_insert = cpt_random_insert
+        self.arity = arity
+        self.beam = beam
+        self.tree_buffer = tree_buffer
+        self.path_weight = path_weight
+        self.leaf_negatives = leaf_negatives
+        self.dim = dim
+        self.depth = depth
+        self.reassign_after = reassign_after
+        self.verbose = verbose
+
+    # -- scikit-learn's plumbing ---------------------------------------------------------------
+    @classmethod
+    def _get_param_names(cls):
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+
+    def get_params(self, deep: bool = True) -> dict:
+        return {name: getattr(self, name) for name in self._get_param_names()}
+
+    def set_params(self, **params):
+        names = set(self._get_param_names())
+        for key, value in params.items():
+            if key not in names:
+                raise ValueError(f"Invalid parameter {key!r} for estimator {type(self).__name__}. "
+                                 f"Valid parameters are: {sorted(names)!r}.")
+            setattr(self, key, value)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
+        def same(a, b) -> bool:
+            return a is b or (type(a) is type(b) and not isinstance(a, np.ndarray) and a == b)
+
+        changed = [f"{k}={v!r}" for k, v in self.get_params().items() if not same(v, defaults.get(k))]
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    _estimator_type = "classifier"
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
+
+        return Tags(estimator_type="classifier", target_tags=TargetTags(required=True),
+                    classifier_tags=ClassifierTags(), input_tags=InputTags(sparse=True, two_d_array=True))
+
+    def _more_tags(self):  # scikit-learn < 1.6
+        return {"requires_y": True, "X_types": ["2darray", "sparse"]}
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return getattr(self, "_model", None) is not None
+
+    def _check_fitted(self):
+        if getattr(self, "_model", None) is None:
+            import sys
+
+            sk = sys.modules.get("sklearn.exceptions")  # scikit-learn's own class when it is in use
+            raise (getattr(sk, "NotFittedError", None) or NotFittedError)(f"This {type(self).__name__} instance is not fitted yet: call fit, "
+                                 f"partial_fit, learn_one or load first.")
+
+    # -- configs -------------------------------------------------------------------------------
+    def _configs(self, k: int, fmt: str):
+        """(InputConfig, LearnerConfig, ReductionConfig) of a new model with ``k`` classes; the
+        CLI's own defaults and checks (``commands._new_model_configs``)."""
+        from .commands import _new_model_configs
+
+        p = {name: getattr(self, name) for name in _REDUCTION_OPTIONS}
+        p.update(reduction=self.reduction, k=k, seed=self.seed, learning_rate=self.learning_rate,
+                 initial_t=self.initial_t, power_t=self.power_t, loss=self.loss_function,
+                 quantile_tau=self.quantile_tau, sgd=bool(self.sgd), decay_learning_rate=self.decay_learning_rate)
+        try:
+            icfg = InputConfig(format=fmt, bits=int(self.bits), hash_seed=int(self.hash_seed),
+                               noconstant=bool(self.noconstant), label_offset=int(self.label_offset))
+            rcfg, lcfg = _new_model_configs(p)
+        except LomtreeError as e:
+            raise _value_error(e) from None
+        except TypeError as e:
+            raise ValueError(f"bad parameter value: {e}") from None
+        return icfg, lcfg, rcfg
+
+    def _new_model(self, labels: Labels, fmt: str):
+        from .driver import _new_model
+
+        icfg, lcfg, rcfg = self._configs(labels.k, fmt)
+        try:
+            learner, reduction = _new_model(icfg, lcfg, rcfg)
+        except LomtreeError as e:
+            raise _value_error(e) from None
+        self._set_model(icfg, learner, reduction, labels)
+        self.passes_done_ = 0
+
+    def _set_model(self, icfg, learner, reduction, labels: Labels):
+        self._model = (icfg, learner, reduction)
+        self._labels = labels
+        self.classes_ = labels.names
+
+    # -- examples ------------------------------------------------------------------------------
+    def _batch(self, X, y=None, sample_weight=None, fitting: bool = False) -> ExampleBatch:
+        """The batch of ``X`` with ids of ``y`` (or the lines' own labels) and weights."""
+        icfg = self._model[0]
+        if _is_lines(X):
+            batch = lines_batch(X, icfg)
+            if y is None and fitting and self._labels.int_offset is None:
+                raise ValueError("labels in the lines are class ids 1..k: with a list of classes, give y")
+        elif _is_dicts(X):
+            batch = dicts_batch(X, icfg)
+        else:
+            _, _, _, d = _check_matrix(X)
+            have = getattr(self, "n_features_in_", None)
+            if fitting and have is None:
+                self.n_features_in_ = d
+            elif have is not None and d != have:
+                raise ValueError(f"X has {d} features, but {type(self).__name__} is expecting {have} features as input.")
+            batch = matrix_batch(X, icfg)
+        n = len(batch)
+        if y is not None:
+            ids = self._labels.ids(y)
+            if ids.shape[0] != n:
+                raise ValueError(f"X has {n} examples but y has {ids.shape[0]} labels")
+            batch.labels = ids
+        elif fitting and not (_is_lines(X) or _is_dicts(X)):
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        elif fitting:
+            bad = (batch.labels < 0) | (batch.labels > self._labels.k)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise ValueError(f"line {int(batch.line_numbers[i])}: label {int(batch.labels[i])} is outside "
+                                 f"1..{self._labels.k}")
+        if sample_weight is not None:
+            w = np.asarray(sample_weight, dtype=np.float64)
+            if w.ndim != 1 or w.shape[0] != n:
+                raise ValueError(f"sample_weight.shape == {w.shape}, expected ({n},)!")
+            if not (np.isfinite(w).all() and (w >= 0).all()):
+                raise ValueError("sample_weight must be finite and >= 0")
+            if not (w > 0).any():
+                raise ValueError("Sample weights must contain at least one non-zero number (nothing to learn)")
+            batch.weights = w.copy()
+        return batch
+
+    def _source(self, batch: ExampleBatch):
+        n = len(batch)
+        return lambda _pass: (batch.slice(a, min(a + CHUNK, n)) for a in range(0, n, CHUNK))
+
+    def _run_options(self, passes: int, source):
+        import sys
+
+        from .driver import RunOptions
+
+        return RunOptions(passes=int(passes), holdout_period=int(self.holdout_period),
+                          holdout_off=bool(self.holdout_off), early_terminate=int(self.early_terminate),
+                          quiet=not self.verbose, err=sys.stderr, source=source)
+
+    def _train(self, batch: ExampleBatch, passes: int):
+        """Passes over ``batch`` through the driver (``driver.fit``: the CLI's loop, holdout and
+        best-pass model included); the model continues from its current state."""
+        from . import driver, model_io
+
+        icfg, learner, reduction = self._model
+        kept = {}
+
+        def save(passes_done: int) -> bool:
+            kept["bytes"] = model_io.model_bytes(icfg, learner, reduction)
+            kept["passes"] = passes_done
+            return True
+
+        opts = self._run_options(passes, self._source(batch))
+        try:
+            summary = driver.fit(icfg, learner, reduction, opts, save)
+        except LomtreeError as e:
+            raise _value_error(e) from None
+        if "bytes" in kept:  # the best pass on holdout (the CLI's model file holds the same)
+            loaded = model_io.load_model(io.BytesIO(kept["bytes"]))
+            self._model = (icfg, loaded.learner, loaded.reduction)
+        self.passes_done_ = getattr(self, "passes_done_", 0) + int(kept.get("passes", summary["passes"]))
+        self.summary_ = summary
+        return summary
+
+    # -- scikit-learn API ----------------------------------------------------------------------
+    def fit(self, X, y=None, sample_weight=None):
+        """A new model trained on ``X``, ``y`` for ``passes`` passes (as ``lomtree train``)."""
+        if y is None and not (_is_lines(X) or _is_dicts(X)):
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        for attr in ("n_features_in_", "_model"):
+            self.__dict__.pop(attr, None)
+        labels = Labels.from_param(self.classes, int(self.label_offset), y if self.classes is None else None)
+        self._new_model(labels, self._format_for(X))
+        self._train(self._batch(X, y, sample_weight, fitting=True), self.passes)
+        return self
+
+    def partial_fit(self, X, y=None, classes=None, sample_weight=None):
+        """One online pass over ``X``, ``y``, continuing the model (no holdout). At the first
+        call the classes come from ``classes`` (scikit-learn), else the ``classes`` parameter,
+        else ``y``."""
+        if getattr(self, "_model", None) is None:
+            if y is None and not (_is_lines(X) or _is_dicts(X)):
+                raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+            spec = classes if classes is not None else self.classes
+            labels = Labels.from_param(spec, int(self.label_offset), y if spec is None else None)
+            self._new_model(labels, self._format_for(X))
+        self._train(self._batch(X, y, sample_weight, fitting=True), 1)
+        return self
+
+    def _format_for(self, X) -> str:
+        if self.format is not None:
+            return self.format
+        return "vw" if (_is_lines(X) or _is_dicts(X)) else "libsvm"
+
+    def predict(self, X) -> np.ndarray:
+        """The predicted label of every example (nothing in the model changes)."""
+        self._check_fitted()
+        ids = self._predict_ids(self._batch(X))
+        return self._labels.decode(ids)
+
+    def _predict_ids(self, batch: ExampleBatch) -> np.ndarray:
+        red = self._model[2]
+        batch.labels = np.zeros(len(batch), np.int64)
+        out = [red.predict(batch.slice(a, min(a + CHUNK, len(batch)))) for a in range(0, len(batch), CHUNK)]
+        return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+    def _has_top(self) -> bool:
+        return type(self._model[2]).predict_top is not _base_predict_top()
+
+    def predict_top(self, X, k: int = 5):
+        """(labels, probabilities): the ``k`` most probable labels of each example, best first,
+        shapes (n, k); where a reduction gives fewer, probability 0 and the first class fill the
+        row. Only for reductions with probabilities (OAA, CPT, PLT, mtree, table)."""
+        self._check_fitted()
+        if not self._has_top():
+            raise ValueError(f"predict_top is not available for reduction {self._model[2].name}")
+        k = int(k)
+        if k < 1:
+            raise ValueError("k must be >= 1")
+        labs, probs = self._top_ids(self._batch(X), k)
+        return self._labels.decode(labs), probs
+
+    def _top_ids(self, batch: ExampleBatch, k: int):
+        red = self._model[2]
+        batch.labels = np.zeros(len(batch), np.int64)
+        labs, probs = [], []
+        for a in range(0, len(batch), CHUNK):
+            lab, p, _ = red.predict_top(batch.slice(a, min(a + CHUNK, len(batch))), k)
+            lab = np.asarray(lab, dtype=np.int64)
+            p = np.asarray(p, dtype=np.float64)
+            if lab.shape[1] < k:  # pad
+                pad = k - lab.shape[1]
+                lab = np.hstack([lab, np.zeros((lab.shape[0], pad), np.int64)])
+                p = np.hstack([p, np.zeros((p.shape[0], pad))])
+            labs.append(lab[:, :k])
+            probs.append(np.where(lab[:, :k] > 0, p[:, :k], 0.0))
+        return np.vstack(labs), np.vstack(probs)
+
+    @property
+    def predict_proba(self):
+        """``predict_proba(X)``: (n, n_classes) probabilities, columns in ``classes_`` order, each
+        row the reduction's label probabilities normalised to sum 1; only for reductions with
+        probabilities (an AttributeError otherwise, so scikit-learn sees none)."""
+        if getattr(self, "_model", None) is not None and not self._has_top():
+            raise AttributeError(f"predict_proba is not available for reduction {self._model[2].name}")
+        if getattr(self, "_model", None) is None and self.reduction not in _TOP_REDUCTIONS:
+            raise AttributeError(f"predict_proba is not available for reduction {self.reduction}")
+        return self._predict_proba
+
+    def _predict_proba(self, X) -> np.ndarray:
+        self._check_fitted()
+        batch = self._batch(X)
+        k = self._labels.k
+        labs, probs = self._top_ids(batch, k)
+        out = np.zeros((len(batch), k))
+        rows = np.repeat(np.arange(len(batch)), labs.shape[1])
+        lab = labs.ravel()
+        ok = (lab >= 1) & (lab <= k)
+        np.add.at(out, (rows[ok], lab[ok] - 1), probs.ravel()[ok])
+        # a distribution over classes_ (PLT's leaf probabilities are marginals that need not sum
+        # to 1); a row with no mass (no label reached) is uniform
+        tot = out.sum(axis=1, keepdims=True)
+        return np.where(tot > 0, out / np.where(tot > 0, tot, 1.0), 1.0 / k)
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """Mean accuracy (weighted by ``sample_weight``) of ``predict(X)`` against ``y``."""
+        pred = self.predict(X)
+        y = _column_y(y)
+        hit = (pred == y).astype(np.float64)
+        if sample_weight is None:
+            return float(hit.mean())
+        w = np.asarray(sample_weight, dtype=np.float64)
+        return float((hit * w).sum() / w.sum())
+
+    # -- River's API ---------------------------------------------------------------------------
+    def learn_one(self, x: dict, y):
+        """Learn one example: ``x`` a feature dict (module docstring), ``y`` its label. The
+        classes must be known (the ``classes`` parameter, or an earlier fit)."""
+        if getattr(self, "_model", None) is None:
+            if self.classes is None:
+                raise ValueError("learn_one needs the classes first: Classifier(classes=K or [labels...])")
+            self._new_model(Labels.from_param(self.classes, int(self.label_offset)), self.format or "vw")
+        self._train(self._batch([x], np.asarray([y]), fitting=True), 1)
+        return self
+
+    def predict_one(self, x: dict):
+        """The predicted label of the feature dict ``x`` (None before any learning, as River)."""
+        if getattr(self, "_model", None) is None:
+            return None
+        v = self.predict([x])[0]
+        return v.item() if hasattr(v, "item") else v
+
+    def predict_proba_one(self, x: dict) -> dict:
+        """{label: probability} of the feature dict ``x`` (reductions with probabilities)."""
+        if getattr(self, "_model", None) is None:
+            return {}
+        p = self.predict_proba([x])[0]
+        return {(c.item() if hasattr(c, "item") else c): float(v) for c, v in zip(self.classes_, p) if v > 0}
+
+    # -- model files ---------------------------------------------------------------------------
+    def save(self, path: str) -> None:
+        """Write the model file (the CLI's format; ``lomtree predict -i path`` reads it)."""
+        from . import model_io
+
+        self._check_fitted()
+        icfg, learner, reduction = self._model
+        arrays, header = self._labels.to_members()
+        try:
+            model_io.save_model(path, icfg, learner, reduction, self.passes_done_, extra_arrays=arrays, extra_header=header)
+        except LomtreeError as e:
+            raise _value_error(e) from None
+
+    def to_bytes(self) -> bytes:
+        """The model file's bytes (``save``'s format)."""
+        from . import model_io
+
+        self._check_fitted()
+        icfg, learner, reduction = self._model
+        arrays, header = self._labels.to_members()
+        return model_io.model_bytes(icfg, learner, reduction, self.passes_done_, arrays, header)
+
+    @classmethod
+    def load(cls, path, verbose: bool = False) -> "Classifier":
+        """A fitted Classifier from a model file written by the CLI or by ``save`` (a path, or a
+        binary file object); its parameters are the model's. ValueError on a bad file."""
+        from . import model_io
+
+        try:
+            loaded = model_io.load_model(path)
+        except LomtreeError as e:
+            raise _value_error(e) from None
+        return cls._from_loaded(loaded, verbose)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Classifier":
+        return cls.load(io.BytesIO(data))
+
+    @classmethod
+    def _from_loaded(cls, loaded, verbose: bool = False) -> "Classifier":
+        icfg, rcfg, lcfg = loaded.input_config, loaded.reduction.config, loaded.learner.config
+        labels = Labels.from_model(loaded)
+        params = {name: getattr(rcfg, name) for name in _REDUCTION_OPTIONS}
+        clf = cls(reduction=rcfg.name, classes=labels.k if labels.int_offset is not None else labels.names.tolist(),
+                  bits=icfg.bits, learning_rate=lcfg.learning_rate, power_t=lcfg.power_t, initial_t=lcfg.initial_t,
+                  loss_function=lcfg.loss, quantile_tau=lcfg.quantile_tau, sgd=lcfg.sgd,
+                  decay_learning_rate=lcfg.decay_learning_rate, seed=rcfg.seed, hash_seed=icfg.hash_seed,
+                  noconstant=icfg.noconstant, label_offset=icfg.label_offset, format=icfg.format,
+                  verbose=verbose, **params)
+        clf._set_model(icfg, loaded.learner, loaded.reduction, labels)
+        clf.passes_done_ = loaded.passes_done
+        return clf
+
+    # pickling: the model file's bytes, never the model's objects
+    def __getstate__(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_model", "_labels")}
+        if getattr(self, "_model", None) is not None:
+            state["_model_bytes"] = self.to_bytes()
+        return state
+
+    def __setstate__(self, state):
+        data = state.pop("_model_bytes", None)
+        self.__dict__.update(state)
+        if data is not None:
+            other = type(self).from_bytes(data)
+            self._set_model(*other._model, other._labels)
+
+
+def _base_predict_top():
+    from .reductions.base import Reduction
+
+    return Reduction.predict_top
+
+
+#: reductions whose ``predict_top`` gives probabilities
+_TOP_REDUCTIONS = ("oaa", "cpt", "plt", "mtree", "table")
+
+Model = Classifier
+
+__all__ = ["Classifier", "Model", "NotFittedError", "matrix_batch", "lines_batch", "dict_line"]

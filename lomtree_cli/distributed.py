@@ -1,0 +1,653 @@
+"""Prediction and data-parallel training on Dask (issue #24 items 2 and 3; ``pip install lomtree[dask]``).
+
+``lomtree predict -i MODEL FILES... --dask ADDRESS`` and ``lomtree train ... --dask ADDRESS
+[--sync-every N]``; ``ADDRESS`` is a scheduler (``tcp://host:8786``) or ``local:N``, a
+``LocalCluster`` of N worker processes on this machine, listening on 127.0.0.1 only. Workers must
+read the input files at the same paths (a shared file system, as ``dask.bag.read_text`` assumes);
+the model travels as its file's bytes (``client.scatter``: once per worker), never as a pickle of
+the model's objects.
+
+Prediction
+    The inputs are cut into line-aligned byte ranges (``line_ranges``: about ``RANGE_BYTES`` each,
+    at least four per worker; a compressed file is one range). A task predicts one range with the
+    model loaded once per worker process (``_MODELS``), through the same ``driver.Runner`` and
+    ``PredictionWriter`` as ``lomtree predict``, and returns the answer text; the client writes the
+    ranges in input order: the output bytes equal a single-process ``lomtree predict``'s. With
+    ``-p DIR/`` each input gets ``DIR/<its file name>.pred``. The summary (and ``--report``) adds
+    up every range's counts; there is no progress table (ranges finish out of order).
+
+Training (VW's AllReduce, done by the client)
+    Data-parallel over W shards, W = the workers: each input file is cut into W line-aligned
+    ranges and shard i takes range i of every file. In each round every unfinished shard's task
+    loads the current model (bytes), runs the normal online learner (``driver.Runner``, holdout
+    included) on its next ``--sync-every`` examples (0: the whole shard: one sync per pass), and
+    returns its model; the client averages them (``average_models``) and starts the next round.
+    Weights are averaged as VW's ``accumulate_weighted_avg`` does under the adaptive update:
+    per slot, weighted by each worker's adaptive sum G, and G and the normaliser N become their
+    G-weighted means; under ``--sgd`` a plain mean. The per-regressor normaliser sums (S, T) and
+    the SGD clock are averaged, node counts (Filter tree, Rtree) add up. At the end of a pass the
+    client applies the reduction's pass hook and the learning-rate decay, and keeps the best
+    pass on holdout, as ``lomtree train`` does. The progressive-validation table is merged:
+    every round's per-example results are added in shard order. Fixed-structure reductions (oaa,
+    filter, rtree) are data-parallel from the first example. CPT and PLT grow their label tree in
+    pass 1, which runs the shards one after the other, each task continuing the previous one's
+    model on one worker (CPT: exactly the single-process model of the input in shard order; PLT
+    builds its k-means tree from the first shard's buffer); after pass 1 every label is in the
+    tree, which is then frozen (a worker that changed it is an error) and the node regressors train
+    data-parallel. LOMtree (its swaps go on in every pass) and mtree (label re-assignment) are refused.
+
+Averaging identical shards gives exactly the model of one shard (the weighted means of equal
+float32 values are exact); ``tests/test_dask.py`` checks it, and outputs equal to local runs.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .errors import ConfigError, InputError, LomtreeError
+
+#: target size of a prediction range
+RANGE_BYTES = 8 << 20
+#: most local workers (``local:N``)
+MAX_LOCAL_WORKERS = 64
+#: reductions whose structure does not depend on the data (trainable on Dask)
+FIXED_STRUCTURE = ("oaa", "filter", "rtree")
+#: reductions whose label tree is complete after one pass over the data (every label inserted):
+#: pass 1 runs on one worker over the whole input (the structure grows as in one process), later
+#: passes are data-parallel over the frozen structure
+GROWN_IN_PASS_1 = ("cpt", "plt")
+#: reduction state arrays that count examples: the workers' increments add up when averaging
+COUNTS = ("node_counts", "gamma_stats")
+_COMPRESSED = (".gz", ".bz2", ".xz")
+
+
+# -- the cluster ----------------------------------------------------------------------------------
+
+def _import_dask():
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise ConfigError("--dask needs Dask: pip install 'lomtree[dask]'") from None
+    return Client, LocalCluster
+
+
+@contextmanager
+def connect(address: str):
+    """A ``dask.distributed.Client`` for ``address`` (closed on exit): ``local:N`` starts a
+    LocalCluster of N single-threaded worker processes on 127.0.0.1; the scheduler's HTTP server
+    (which it always starts) listens on 127.0.0.1 at a free port, not on the shared 8787."""
+    Client, LocalCluster = _import_dask()
+    import logging
+
+    cluster = None
+    if address.startswith("local:"):
+        try:
+            n = int(address[len("local:"):])
+        except ValueError:
+            n = 0
+        if not 1 <= n <= MAX_LOCAL_WORKERS:
+            raise ConfigError(f"--dask local:N: N must be in 1..{MAX_LOCAL_WORKERS}, got {address!r}")
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
+        client = Client(cluster)
+    else:
+        try:
+            client = Client(address, timeout="30s")
+        except (OSError, TimeoutError, ValueError) as e:
+            raise ConfigError(f"--dask: cannot reach the scheduler at {address}: {e}") from None
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def n_workers(client) -> int:
+    return max(1, len(client.scheduler_info().get("workers", {})))
+
+
+# -- inputs ---------------------------------------------------------------------------------------
+
+def check_inputs(paths: list) -> None:
+    if not paths or "-" in paths:
+        raise ConfigError("--dask reads input files (the workers open them): standard input cannot be split")
+    for p in paths:
+        if not os.path.isfile(p):
+            raise ConfigError(f"--dask: input {p} is not a file")
+
+
+def line_ranges(path: str, parts: int) -> list:
+    """``[(start, end), ...]``: ``path`` cut into at most ``parts`` byte ranges, each ending just
+    after a newline (or at the end of the file); a compressed file is one range ``(0, -1)``."""
+    if path.endswith(_COMPRESSED):
+        return [(0, -1)]
+    size = os.path.getsize(path)
+    cuts = [0]
+    with open(path, "rb") as f:
+        for i in range(1, max(1, parts)):
+            target = size * i // parts
+            if target <= cuts[-1]:
+                continue
+            f.seek(target - 1)
+            pos = target - 1
+            while True:
+                block = f.read(1 << 16)
+                if not block:
+                    pos = size
+                    break
+                j = block.find(b"\n")
+                if j >= 0:
+                    pos += j + 1
+                    break
+                pos += len(block)
+            if cuts[-1] < pos < size:
+                cuts.append(pos)
+    cuts.append(size)
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _read(path: str, start: int, end: int) -> bytes:
+    """Bytes ``start:end`` of ``path``; a compressed file (``end`` -1): its decompressed bytes from ``start``."""
+    if end < 0:
+        from .parsing import open_input
+
+        f, _ = open_input(path)
+        with f:
+            return f.read()[start:]
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(end - start)
+
+
+def _lines_before(path: str, start: int) -> int:
+    """Newlines before byte ``start`` of ``path`` (decompressed), for messages only."""
+    from .parsing import open_input
+
+    n = 0
+    f, _ = open_input(path)
+    with f:
+        left = start
+        while left > 0:
+            b = f.read(min(left, 1 << 20))
+            if not b:
+                break
+            n += b.count(b"\n")
+            left -= len(b)
+    return n
+
+
+def _parse(raw: bytes, cfg, path: str, start: int):
+    """(batch, error) of the complete lines ``raw``, which start at byte ``start`` of ``path``. The
+    batch's line numbers count from ``raw``'s first line (1); error messages name the file's lines.
+    In strict mode the batch holds the lines before the first bad one and ``error`` is its
+    InputError (else None)."""
+    from . import parsing
+
+    if start == 0 and raw.startswith(parsing.BOM):
+        raw = raw[3:]
+    batch, errs = parsing._build(raw, parsing._parse_chunk(raw, cfg, 1), path, cfg)
+    if errs and start > 0:
+        off = _lines_before(path, start)
+        errs = [InputError(e.source, e.line + off, e.reason, e.detail, e.column) for e in errs]
+    if errs and not cfg.skip_invalid:
+        return batch, errs[0]  # the lines before the bad one, then the error (as the CLI's reader)
+    batch.skipped = errs
+    return batch, None
+
+
+def _batches(raw: bytes, cfg, path: str, start: int, chunk: int = 1 << 20):
+    """``(batch, chunk start, chunk bytes)`` of ``raw`` (complete lines from byte ``start`` of
+    ``path``) in chunks of about ``chunk`` bytes."""
+    pos = 0
+    n = len(raw)
+    while pos < n:
+        cut = n if n - pos <= chunk else raw.rfind(b"\n", pos, pos + chunk) + 1
+        if cut <= pos:  # a line longer than chunk
+            cut = raw.find(b"\n", pos + chunk)
+            cut = n if cut < 0 else cut + 1
+        piece = raw[pos:cut]
+        batch, err = _parse(piece, cfg, path, start + pos)
+        if len(batch) or batch.skipped:
+            yield batch, start + pos, piece
+        if err is not None:
+            raise err
+        pos = cut
+
+
+# -- worker side ------------------------------------------------------------------------------------
+
+#: worker process: model key -> LoadedModel (the last model used: loaded once per worker)
+_MODELS: dict = {}
+
+
+def _worker_model(key: str, data: bytes, predict_only: bool):
+    from . import model_io
+
+    m = _MODELS.get((key, predict_only))
+    if m is None:
+        m = model_io.load_model(io.BytesIO(data), predict_only=predict_only)
+        _MODELS.clear()
+        _MODELS[(key, predict_only)] = m
+    return m
+
+
+class _Recorder:
+    """Stands in for ``metrics.Progress`` on a worker: keeps the per-example results so that the
+    client can add them to its merged table."""
+
+    def __init__(self):
+        self.parts = []
+        self.skipped = 0
+        self.holdout_reporting = False
+
+    def add_batch(self, labels, weights, preds, losses, nfeat, holdout, zero_one=None):
+        self.parts.append((labels, weights, preds, losses, nfeat, holdout, zero_one))
+
+    def start(self):
+        pass
+
+    def record(self):
+        if not self.parts:
+            return None
+        cols = list(zip(*self.parts))
+        out = [np.concatenate(c) for c in cols[:6]]
+        out.append(None if any(z is None for z in cols[6]) else np.concatenate(cols[6]))
+        return out
+
+
+@dataclass
+class _Failure:
+    """A ``LomtreeError`` met by a task, returned (not raised: no traceback in the workers' logs)."""
+
+    message: str
+    exit_code: int
+
+    def throw(self):
+        from .errors import LomtreeError
+
+        e = LomtreeError(self.message)
+        e.exit_code = self.exit_code
+        raise e
+
+
+def _failure(e) -> _Failure:
+    return _Failure(str(e), int(getattr(e, "exit_code", 1)))
+
+
+@dataclass
+class _PredictResult:
+    text: str
+    progress: dict
+    low_labels: int
+    skipped_messages: list
+    warned_range: str | None
+    failure: _Failure | None = None
+
+
+def predict_range(key: str, data: bytes, path: str, start: int, end: int, skip_invalid: bool,
+                  probabilities: bool, top_k: int, max_line_bytes) -> _PredictResult:
+    """(Worker) predict the lines of ``path[start:end]`` (``end`` -1: the whole, compressed file)."""
+    from .driver import PredictionWriter, RunOptions, Runner, _predict_input, _StopFlag
+
+    loaded = _worker_model(key, data, True)
+    opts = RunOptions(quiet=False, probabilities=probabilities, top_k=top_k, max_line_bytes=max_line_bytes,
+                      err=io.StringIO(), progress_interval=float("inf"))
+    cfg = _predict_input(loaded.input_config, skip_invalid, opts)
+    runner = Runner(cfg, loaded.learner, loaded.reduction, opts, learn=False)
+    writer = PredictionWriter(None)
+    writer.f = io.StringIO()
+    failure = None
+    try:
+        raw = _read(path, max(start, 0), end)
+        runner.run_pass((b for b, _, _ in _batches(raw, cfg, path, max(start, 0))), 0, False, writer, _StopFlag())
+    except LomtreeError as e:  # the predictions before it are kept, as by the CLI
+        failure = _failure(e)
+    pr = runner.progress
+    stats = {name: getattr(pr, name) for name in _PROGRESS_SUMS}
+    messages = [ln for ln in opts.err.getvalue().splitlines() if ln.startswith("skipping ")]
+    warned = next((ln for ln in opts.err.getvalue().splitlines() if ln.startswith("warning: ")), None)
+    return _PredictResult(writer.f.getvalue(), stats, runner.low_labels, messages, warned, failure)
+
+
+#: ``metrics.Progress`` totals that add up over ranges
+_PROGRESS_SUMS = ("wl", "wu", "L", "ex", "feats", "wh", "Lh", "skipped", "zero_one")
+
+
+@dataclass
+class _Segment:
+    model: bytes
+    cursor: tuple  # (range index, byte offset, holdout counter)
+    done: bool
+    record: list | None
+    skipped: list
+
+
+def train_segment(*args):
+    """(Worker) ``_train_segment``, a ``LomtreeError`` returned as a ``_Failure``."""
+    try:
+        return _train_segment(*args)
+    except LomtreeError as e:
+        return _failure(e)
+
+
+def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout: bool, holdout_period: int,
+                   skip_invalid: bool, max_line_bytes: int) -> _Segment:
+    """(Worker) train the model ``data`` on shard ``shard`` (``[(path, start, end), ...]``) from
+    ``cursor`` for ``limit`` examples (0: to the shard's end) with the normal online learner."""
+    from . import model_io
+    from .driver import PredictionWriter, RunOptions, Runner, _StopFlag
+
+    loaded = model_io.load_model(io.BytesIO(data))
+    cfg = replace(loaded.input_config, skip_invalid=skip_invalid, max_line_bytes=max_line_bytes)
+    opts = RunOptions(quiet=True, holdout_period=holdout_period, err=io.StringIO())
+    runner = Runner(cfg, loaded.learner, loaded.reduction, opts, learn=True)
+    runner.progress = rec = _Recorder()
+    loaded.reduction.set_need_predictions(True)
+    r, offset, counter = cursor
+    runner.holdout_counter = counter
+    writer = PredictionWriter(None)
+    seen = 0
+    skipped = []
+    while r < len(shard) and (limit <= 0 or seen < limit):
+        path, start, end = shard[r]
+        raw = _read(path, offset, end if end < 0 else max(end, offset))
+        for batch, at, piece in _batches(raw, cfg, path, offset):
+            skipped.extend(e.message() for e in batch.skipped)
+            after = at + len(piece)
+            if limit > 0 and seen + len(batch) > limit:
+                keep = limit - seen
+                nl = np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10)
+                line = int(batch.line_numbers[keep - 1])  # 1-based in piece
+                after = at + (int(nl[line - 1]) + 1 if line - 1 < nl.shape[0] else len(piece))
+                batch = batch.slice(0, keep)
+            runner.run_pass(iter([batch]), 0, holdout, writer, _StopFlag())
+            seen += len(batch)
+            offset = after
+            if limit > 0 and seen >= limit:
+                break
+        else:
+            r += 1
+            offset = shard[r][1] if r < len(shard) else 0
+            continue
+        if end >= 0 and offset >= end:
+            r += 1
+            offset = shard[r][1] if r < len(shard) else 0
+    done = r >= len(shard)
+    model = model_io.model_bytes(loaded.input_config, loaded.learner, loaded.reduction, loaded.passes_done)
+    return _Segment(model, (r, offset, runner.holdout_counter), done, rec.record(), skipped)
+
+
+# -- averaging ----------------------------------------------------------------------------------------
+
+def average_models(models: list, base) -> None:
+    """Replace the state of ``base`` (a ``LoadedModel``) by the average of ``models`` (LoadedModels
+    trained from ``base``'s state): VW's AllReduce averaging (module docstring)."""
+    states = [m.learner.state() for m in models]
+    lcfg = base.learner.config
+    nz_all = np.concatenate([s["nz"] for s in states])
+    nz, inv = np.unique(nz_all, return_inverse=True)
+    m = nz.shape[0]
+    count = float(len(states))
+
+    def total(values):
+        return np.bincount(inv, weights=values, minlength=m)
+
+    w_cat = np.concatenate([s["w"].astype(np.float64) for s in states])
+    out = {"nz": nz, "size": states[0]["size"]}
+    if lcfg.sgd:
+        out["w"] = (total(w_cat) / count).astype(np.float32)
+    else:
+        G_cat = np.concatenate([s["G"].astype(np.float64) for s in states])
+        N_cat = np.concatenate([s["N"].astype(np.float64) for s in states])
+        sumG = total(G_cat)
+        pos = sumG > 0
+        safe = np.where(pos, sumG, 1.0)
+        out["w"] = np.where(pos, total(G_cat * w_cat) / safe, total(w_cat) / count).astype(np.float32)
+        out["G"] = np.where(pos, total(G_cat * G_cat) / safe, 0.0).astype(np.float32)
+        out["N"] = np.where(pos, total(G_cat * N_cat) / safe, total(N_cat) / count).astype(np.float32)
+    out["model_S"] = np.mean([s["model_S"] for s in states], axis=0)
+    out["model_T"] = np.mean([s["model_T"] for s in states], axis=0)
+    meta = dict(models[0].learner.meta())
+    meta["sgd_t"] = float(np.mean([mm.learner.meta()["sgd_t"] for mm in models]))
+    base.learner.arrays.table[:] = 0
+    base.learner.load_state(out, meta)
+    # the reduction: node counts add up (each model's counts since base), the rest must agree
+    before = base.reduction.state()
+    arrays = {}
+    for name, a0 in before.items():
+        got = [mm.reduction.state()[name] for mm in models]
+        if name in COUNTS and all(g.shape == a0.shape for g in got):
+            arrays[name] = a0 + sum(g - a0 for g in got)
+        else:
+            if any(not np.array_equal(g, got[0]) for g in got):
+                raise ConfigError(f"{base.reduction.name}: the workers changed the label structure ({name}): "
+                                  f"the model cannot be averaged")
+            arrays[name] = got[0]
+    base.reduction.load_state(arrays, models[0].reduction.meta())
+
+
+# -- client side ----------------------------------------------------------------------------------------
+
+def _model_key(data: bytes) -> str:
+    import xxhash
+
+    return xxhash.xxh3_128_hexdigest(data)
+
+
+def predict(model_path: str, opts, address: str, skip_invalid: bool = False) -> dict:
+    """``lomtree predict --dask``: predictions equal to ``driver.predict``'s (module docstring)."""
+    import time
+
+    from . import model_io
+    from .driver import PredictionWriter, Runner, _finish, _predict_input, _summary
+
+    start_t = opts.start_time or time.time()
+    paths = list(opts.inputs)
+    check_inputs(paths)
+    loaded = model_io.load_model(model_path, predict_only=True)  # the CLI's messages for a bad file
+    try:
+        with open(model_path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise model_io.ModelFormatError(f"{model_path}: cannot read the model file: {e.strerror or e}") from None
+    if model_io.load_model(io.BytesIO(data), predict_only=True, skip_unused=True).header != loaded.header:
+        raise model_io.ModelFormatError(f"{model_path}: the model file changed while it was read")
+    if opts.probabilities or opts.top_k:
+        from .batch import ExampleBatch
+
+        loaded.reduction.predict_top(ExampleBatch.empty(), max(1, opts.top_k))  # unsupported: fail now
+    outputs = _outputs(opts.predictions, paths)
+    key = _model_key(data)
+    err = opts.err if opts.err is not None else sys.stderr
+    input_cfg = _predict_input(loaded.input_config, skip_invalid, opts)
+    runner = Runner(input_cfg, loaded.learner, loaded.reduction, replace(opts, quiet=True), learn=False)
+    with connect(address) as client:
+        w = n_workers(client)
+        jobs = []
+        for p in paths:
+            size = os.path.getsize(p)
+            parts = max(4 * w, -(-size // RANGE_BYTES))
+            jobs += [(p, s, e) for s, e in line_ranges(p, parts)]
+        shared = client.scatter(data, broadcast=True, hash=False)
+        futures = [client.submit(predict_range, key, shared, p, s, e, skip_invalid, opts.probabilities,
+                                 opts.top_k, opts.max_line_bytes, pure=False) for p, s, e in jobs]
+        writers = {}
+        shown = 0
+        try:
+            for (p, _, _), fut in zip(jobs, futures):
+                res = fut.result()
+                fut.release()
+                target = outputs[p]
+                if target not in writers:
+                    writers[target] = PredictionWriter(target)
+                wr = writers[target]
+                if wr.f is not None and res.text:
+                    try:
+                        wr.f.write(res.text)
+                    except BrokenPipeError:
+                        wr.broken, wr.f = True, None
+                if res.failure is not None:
+                    res.failure.throw()
+                for name in _PROGRESS_SUMS:
+                    setattr(runner.progress, name, getattr(runner.progress, name) + res.progress[name])
+                runner.low_labels += res.low_labels
+                if not opts.quiet:
+                    for msg in res.skipped_messages:
+                        if shown < 10:
+                            err.write(msg + "\n")
+                            shown += 1
+                    if res.warned_range and not runner.warned_range:
+                        err.write(res.warned_range + "\n")
+                        runner.warned_range = True
+        finally:
+            for wr in writers.values():
+                wr.close()
+    summary = _summary(runner, loaded.reduction, input_cfg, 1, start_t, None)
+    if runner.low_labels:
+        summary["labels_below_1"] = runner.low_labels
+    summary["dask_workers"] = w
+    summary["dask_ranges"] = len(jobs)
+    _finish(err, opts, runner, summary)
+    return summary
+
+
+def _outputs(predictions: str | None, paths: list) -> dict:
+    """input path -> where its predictions go: ``-p DIR/`` (or an existing directory) gives
+    ``DIR/<file name>.pred`` per input, otherwise every input goes to ``predictions``."""
+    if predictions is None:
+        return {p: None for p in paths}
+    if predictions != "-" and (predictions.endswith(os.sep) or os.path.isdir(predictions)):
+        os.makedirs(predictions, exist_ok=True)
+        out = {p: os.path.join(predictions, os.path.basename(p) + ".pred") for p in paths}
+        if len(set(out.values())) != len(out):
+            raise ConfigError("-p DIR/: two inputs have the same file name (their predictions would share a file)")
+        return out
+    return {p: predictions for p in paths}
+
+
+def shards_of(paths: list, w: int) -> list:
+    """W shards ``[[(path, start, end), ...], ...]``: shard i takes range i of every file (a file
+    in fewer ranges gives them to the shards in turn)."""
+    shards = [[] for _ in range(w)]
+    turn = 0
+    for p in paths:
+        ranges = line_ranges(p, w)
+        if len(ranges) == w:
+            for i, (s, e) in enumerate(ranges):
+                shards[i].append((p, s, e))
+        else:
+            for s, e in ranges:
+                shards[turn % w].append((p, s, e))
+                turn += 1
+    return shards
+
+
+def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int = 0,
+          initial_model: str | None = None, final_model: str | None = None, explicit: dict | None = None) -> dict:
+    """``lomtree train --dask``: data-parallel training (module docstring); returns the summary."""
+    import math
+    import time
+
+    from . import model_io
+    from .driver import (Runner, _check_train_options, _continued_model, _finish, _Holdout, _new_model,
+                         _preamble, _summary, end_of_pass)
+
+    start_t = opts.start_time or time.time()
+    err = opts.err if opts.err is not None else sys.stderr
+    _check_train_options(opts)
+    paths = list(opts.inputs)
+    check_inputs(paths)
+    if sync_every < 0:
+        raise ConfigError("--sync-every must be >= 0")
+    if opts.predictions is not None:
+        raise ConfigError("-p (progressive predictions) cannot be used with --dask: shards run at once, "
+                          "not in input order")
+    if initial_model is None:
+        passes_before = 0
+        learner, reduction = _new_model(input_cfg, learner_cfg, red_cfg)
+    else:
+        # ([:4]: main's issue #23 adds the label dictionary as a fifth value)
+        input_cfg, learner, reduction, passes_before = _continued_model(initial_model, input_cfg, explicit or {})[:4]
+    if reduction.name not in FIXED_STRUCTURE + GROWN_IN_PASS_1:
+        raise ConfigError(f"--dask trains {', '.join(FIXED_STRUCTURE + GROWN_IN_PASS_1)}; -r {reduction.name} "
+                          f"grows its tree from the data and is not distributed yet")
+    current = model_io.LoadedModel({"passes_done": passes_before}, input_cfg, learner, reduction)
+    runner = Runner(input_cfg, learner, reduction, opts, learn=True)
+    if not opts.quiet:
+        _preamble(err, input_cfg, learner, reduction, paths)
+    holdout = _Holdout(opts.passes > 1 and not opts.holdout_off, opts.early_terminate)
+    kept = {}
+
+    def save(passes_done: int) -> bool:
+        kept["bytes"] = model_io.model_bytes(input_cfg, current.learner, current.reduction, passes_before + passes_done)
+        return True
+
+    shown = 0
+    passes_used = 0
+    rounds = 0
+    with connect(address) as client:
+        w = n_workers(client)
+        shards = shards_of(paths, w)
+        runner.progress.start()
+        for p in range(opts.passes):
+            runner.progress.holdout_reporting = p > 0 and holdout.active
+            passes_used = p + 1
+            # a growing pass: the shards one after the other, each task continuing the last one's
+            # model (the same examples held out as in the data-parallel passes after it)
+            grow = p == 0 and passes_before == 0 and reduction.name in GROWN_IN_PASS_1
+            tasks = shards
+            cursors = {i: (0, tasks[i][0][1] if tasks[i] else 0, 0) for i in range(len(tasks)) if tasks[i]}
+            while cursors:
+                data = model_io.model_bytes(input_cfg, current.learner, current.reduction)
+                shared = client.scatter(data, broadcast=True, hash=False)
+                live = [min(cursors)] if grow else sorted(cursors)
+                futures = [client.submit(train_segment, shared, tasks[i], cursors[i], 0 if grow else sync_every,
+                                         holdout.active,
+                                         opts.holdout_period, input_cfg.skip_invalid, input_cfg.max_line_bytes,
+                                         pure=False) for i in live]
+                results = client.gather(futures)
+                for r in results:
+                    if isinstance(r, _Failure):
+                        r.throw()
+                rounds += 1
+                models = [model_io.load_model(io.BytesIO(r.model)) for r in results]
+                if len(models) == 1:  # one worker's model is the model (a growing pass, a last shard)
+                    current.learner, current.reduction = models[0].learner, models[0].reduction
+                    runner.learner, runner.reduction = current.learner, current.reduction
+                else:
+                    average_models(models, current)
+                for i, r in zip(live, results):
+                    if r.record is not None:
+                        runner.progress.add_batch(*r.record)
+                    for msg in r.skipped:
+                        runner.progress.skipped += 1
+                        if shown < 10 and not opts.quiet:
+                            err.write(f"skipping {msg}\n")
+                            shown += 1
+                    if r.done:
+                        del cursors[i]
+                    else:
+                        cursors[i] = r.cursor
+            if end_of_pass(runner, holdout, p, opts, save):
+                break
+    if not holdout.saved:
+        save(passes_used)
+    if final_model is not None:
+        best = model_io.load_model(io.BytesIO(kept["bytes"]))
+        model_io.save_model(final_model, input_cfg, best.learner, best.reduction, best.passes_done)
+    summary = _summary(runner, current.reduction, input_cfg, passes_used, start_t,
+                       holdout.best if holdout.active and math.isfinite(holdout.best) else None)
+    if holdout.active:
+        summary["best_pass"] = holdout.best_pass
+        summary["holdout_losses"] = holdout.losses
+    summary["dask_workers"] = w
+    summary["dask_syncs"] = rounds
+    _finish(err, opts, runner, summary)
+    return summary

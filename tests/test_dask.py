@@ -1,0 +1,228 @@
+"""Prediction and training on Dask (issue #24 items 2, 3, 6): a LocalCluster of 2 worker processes
+on 127.0.0.1, started once for the module; outputs must equal the single-process ones."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from lomtree_cli.cli import main
+from lomtree_cli.model_io import load_model, model_arrays
+from tests.helpers import separable_lines
+
+distributed = pytest.importorskip("dask.distributed")
+
+
+@pytest.fixture(autouse=True)
+def bounded():
+    """A hung cluster must not hang the suite: after 120 s a test ends the run with its traceback."""
+    import faulthandler
+
+    faulthandler.dump_traceback_later(120, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    import logging
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR) as c:
+        yield c.scheduler_address
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dask")
+    train = separable_lines(12, 1200, seed=0, noise_feats=3)
+    (d / "train.vw").write_text("\n".join(train) + "\n")
+    test = separable_lines(12, 700, seed=1, noise_feats=3)
+    # tags, an unlabeled line and a label below 1 (read as unlabeled by predict)
+    test[5] = test[5].replace(" |", " 'tag5 |", 1)
+    test[9] = "| c3 n4"
+    test[11] = "0 | c2"
+    (d / "test.vw").write_text("\n".join(test) + "\n")
+    (d / "test2.vw").write_text("\n".join(test[:333]) + "\n")
+    return d
+
+
+def cli(args, code=0):
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == code, r.output
+    return r
+
+
+@pytest.mark.parametrize("extra", [[], ["--top-k", "3"], ["--probabilities"]])
+def test_predict_equals_local(cluster, data, tmp_path, extra):
+    m = str(tmp_path / "m.lt")
+    cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), "-f", m, "--quiet"])
+    ins = [str(data / "test.vw"), str(data / "test2.vw")]
+    cli(["predict", "-i", m, *ins, "-p", str(tmp_path / "local.txt"), "--quiet",
+         "--report", str(tmp_path / "local.json")] + extra)
+    cli(["predict", "-i", m, *ins, "-p", str(tmp_path / "dask.txt"), "--quiet", "--dask", cluster,
+         "--report", str(tmp_path / "dask.json")] + extra)
+    assert (tmp_path / "dask.txt").read_bytes() == (tmp_path / "local.txt").read_bytes()
+    a = json.loads((tmp_path / "local.json").read_text())
+    b = json.loads((tmp_path / "dask.json").read_text())
+    for key in ("examples", "average_loss", "total_features", "weighted_examples", "labels_below_1"):
+        assert a[key] == b[key], key
+
+
+def test_predict_one_file_per_input(cluster, data, tmp_path, monkeypatch):
+    import lomtree_cli.distributed as D
+
+    monkeypatch.setattr(D, "RANGE_BYTES", 4096)  # many ranges per file
+    m = str(tmp_path / "m.lt")
+    cli(["train", "-r", "filter", "-k", "12", str(data / "train.vw"), "-f", m, "--quiet"])
+    out = tmp_path / "preds"
+    cli(["predict", "-i", m, str(data / "test.vw"), str(data / "test2.vw"), "-p", str(out) + "/", "--quiet",
+         "--dask", cluster])
+    for name in ("test.vw", "test2.vw"):
+        cli(["predict", "-i", m, str(data / name), "-p", str(tmp_path / f"{name}.local"), "--quiet"])
+        assert (out / f"{name}.pred").read_bytes() == (tmp_path / f"{name}.local").read_bytes()
+
+
+def test_line_ranges_cover_the_file(data):
+    from lomtree_cli.distributed import line_ranges
+
+    raw = (data / "test.vw").read_bytes()
+    for parts in (1, 2, 3, 7, 50):
+        r = line_ranges(str(data / "test.vw"), parts)
+        assert r[0][0] == 0 and r[-1][1] == len(raw)
+        assert all(a[1] == b[0] for a, b in zip(r, r[1:]))
+        assert all(raw[e - 1:e] == b"\n" for _, e in r)
+
+
+def _fit(lines, red="oaa", k=12):
+    from lomtree_cli import Classifier
+
+    return Classifier(reduction=red, classes=k, format="vw").fit(lines)
+
+
+@pytest.mark.parametrize("red", ["oaa", "filter", "rtree"])
+def test_average_of_identical_models_is_the_model(data, red):
+    from lomtree_cli.distributed import average_models
+
+    lines = (data / "train.vw").read_text().splitlines()[:300]
+    trained = _fit(lines, red)
+    base = load_model(io.BytesIO(_fit(lines[:1], red).to_bytes()))  # any model of the same shape
+    base.learner.arrays.table[:] = 0
+    copies = [load_model(io.BytesIO(trained.to_bytes())) for _ in range(2)]
+    average_models(copies, base)
+    got, want = model_arrays(base.learner, base.reduction), model_arrays(*trained._model[1:])
+    for name in want:
+        if name == "reduction/node_counts":
+            continue  # counts add up (each worker's examples since the base)
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+@pytest.mark.parametrize("red", ["oaa", "filter"])
+def test_two_identical_shards_train_one_shards_model(cluster, data, tmp_path, red):
+    """A file made of the same half twice, on 2 workers (one half each, synced after the pass
+    only): the averaged model is exactly the model of one half trained in one process."""
+    half = (data / "train.vw").read_text().splitlines()[:500]
+    (tmp_path / "half.vw").write_text("\n".join(half) + "\n")
+    (tmp_path / "twice.vw").write_text("\n".join(half + half) + "\n")
+    cli(["train", "-r", red, "-k", "12", str(tmp_path / "half.vw"), "-f", str(tmp_path / "one.lt"), "--quiet"])
+    cli(["train", "-r", red, "-k", "12", str(tmp_path / "twice.vw"), "-f", str(tmp_path / "two.lt"), "--quiet",
+         "--dask", cluster, "--report", str(tmp_path / "r.json")])
+    m1 = load_model(str(tmp_path / "one.lt"))
+    one = model_arrays(m1.learner, m1.reduction)
+    m2 = load_model(str(tmp_path / "two.lt"))
+    two = model_arrays(m2.learner, m2.reduction)
+    for name in one:
+        if name == "reduction/node_counts":
+            np.testing.assert_array_equal(two[name], 2 * one[name])
+            continue
+        np.testing.assert_array_equal(two[name], one[name], err_msg=name)
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["examples"] == 1000 and r["dask_workers"] == 2
+
+
+def test_train_sync_every_and_passes(cluster, data, tmp_path):
+    """--sync-every and --passes with holdout: a normal model file, predictions close to one process."""
+    cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), "-f", str(tmp_path / "d.lt"), "--quiet",
+         "--dask", cluster, "--sync-every", "100", "--passes", "2", "--report", str(tmp_path / "r.json")])
+    r = json.loads((tmp_path / "r.json").read_text())
+    # every 10th example of each shard is held out (the shards' line counts differ by a few)
+    assert r["dask_syncs"] >= 12 and abs(r["examples"] - 2160) <= 4 and r["best_pass"] in (1, 2)
+    cli(["predict", "-i", str(tmp_path / "d.lt"), str(data / "test.vw"), "--quiet", "-p", "/dev/null",
+         "--report", str(tmp_path / "p.json")])
+    assert json.loads((tmp_path / "p.json").read_text())["average_loss"] < 0.1
+    assert load_model(str(tmp_path / "d.lt")).passes_done == r["best_pass"]
+
+
+def test_local_cluster_and_usage_errors(data, tmp_path):
+    m = str(tmp_path / "m.lt")
+    cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), "-f", m, "--quiet", "--dask", "local:2"])
+    r = cli(["train", "-r", "lomtree", "-k", "12", str(data / "train.vw"), "--dask", "local:2"], code=2)
+    assert "not distributed yet" in r.output
+    r = cli(["predict", "-i", m, "--dask", "local:2"], code=2)
+    assert "standard input" in r.output
+    r = cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), "--sync-every", "5"], code=2)
+    assert "--sync-every needs --dask" in r.output
+    r = cli(["predict", "-i", m, str(data / "test.vw"), "--dask", "local:0"], code=2)
+    assert "local:N" in r.output
+
+
+def test_bad_line_is_one_error_line(cluster, data, tmp_path, monkeypatch):
+    """A malformed line: the predictions before it, then 'file:line: ...' and exit 1, as one process
+    (line numbers of the whole file, also in a later range); training stops the same way."""
+    import lomtree_cli.distributed as D
+
+    monkeypatch.setattr(D, "RANGE_BYTES", 2048)
+    lines = (data / "test.vw").read_text().splitlines()
+    lines[400] = "x | bad"
+    (tmp_path / "bad.vw").write_text("\n".join(lines) + "\n")
+    m = str(tmp_path / "m.lt")
+    cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), "-f", m, "--quiet"])
+    a = cli(["predict", "-i", m, str(tmp_path / "bad.vw"), "-p", str(tmp_path / "l.txt"), "--quiet"], code=1)
+    b = cli(["predict", "-i", m, str(tmp_path / "bad.vw"), "-p", str(tmp_path / "d.txt"), "--quiet",
+             "--dask", cluster], code=1)
+    assert "bad.vw:401: bad label 'x'" in a.output and "bad.vw:401: bad label 'x'" in b.output
+    assert (tmp_path / "d.txt").read_bytes() == (tmp_path / "l.txt").read_bytes()
+    # training reads label 0 (line 12) as an error, in one process and on Dask
+    one = cli(["train", "-r", "oaa", "-k", "12", str(tmp_path / "bad.vw"), "--quiet"], code=1)
+    r = cli(["train", "-r", "oaa", "-k", "12", str(tmp_path / "bad.vw"), "--dask", cluster, "--quiet"], code=1)
+    assert r.output == one.output and "bad.vw:12: bad label '0'" in r.output
+    r = cli(["predict", "-i", str(tmp_path / "none.lt"), str(tmp_path / "bad.vw"), "--dask", cluster], code=2)
+    assert "model file not found" in r.output
+
+
+@pytest.mark.parametrize("red", ["cpt", "plt"])
+def test_growing_reductions(cluster, data, tmp_path, red):
+    """CPT and PLT grow their tree in pass 1, shard after shard on one worker at a time: for CPT
+    that is exactly the single-process model in one pass (PLT builds its k-means tree from the
+    first shard's buffer, not the whole input's); later passes are data-parallel over the frozen
+    tree (which must not change)."""
+    tr = str(data / "train.vw")
+    cli(["train", "-r", red, "-k", "12", tr, "-f", str(tmp_path / "one.lt"), "--quiet"])
+    cli(["train", "-r", red, "-k", "12", tr, "-f", str(tmp_path / "d.lt"), "--quiet", "--dask", cluster])
+    m1, m2 = load_model(str(tmp_path / "one.lt")), load_model(str(tmp_path / "d.lt"))
+    a, b = model_arrays(m1.learner, m1.reduction), model_arrays(m2.learner, m2.reduction)
+    assert set(a) == set(b)
+    if red == "cpt":
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    cli(["train", "-r", red, "-k", "12", tr, "-f", str(tmp_path / "d3.lt"), "--quiet", "--dask", cluster,
+         "--passes", "3", "--report", str(tmp_path / "r.json")])
+    assert json.loads((tmp_path / "r.json").read_text())["dask_syncs"] == 4  # 2 shards in turn, 2 passes
+    cli(["predict", "-i", str(tmp_path / "d3.lt"), str(data / "test.vw"), "--quiet", "-p", "/dev/null",
+         "--report", str(tmp_path / "p.json")])
+    assert json.loads((tmp_path / "p.json").read_text())["average_loss"] < 0.2
+
+
+def test_continue_a_model_on_dask(cluster, data, tmp_path):
+    """-i MODEL --dask: the model goes on learning (passes add up), options checked against it."""
+    m = str(tmp_path / "m.lt")
+    cli(["train", "-r", "rtree", "-k", "12", "--seed", "3", str(data / "train.vw"), "-f", m, "--quiet"])
+    cli(["train", "-i", m, str(data / "train.vw"), "-f", str(tmp_path / "m2.lt"), "--quiet", "--dask", cluster])
+    m2 = load_model(str(tmp_path / "m2.lt"))
+    assert m2.passes_done == 2 and m2.reduction.config.seed == 3
+    r = cli(["train", "-i", m, "-k", "5", str(data / "train.vw"), "--quiet", "--dask", cluster], code=2)
+    assert "conflicts with the initial model" in r.output
