@@ -100,7 +100,7 @@ def test_only(p: dict, start: float) -> None:
         raise ConfigError("-t/--testonly does not train: -f would write the model unchanged")
     q = {"inputs": p["inputs"], "model": p["initial_model"], "predictions": p["predictions"],
          "probabilities": False, "top_k": None, "flush": False, "threads": 0, "daemon": False, "port": None,
-         "socket_path": None, "host": None}
+         "socket_path": None, "host": None, "dask": None}
     for name in ("skip_invalid", "quiet", "progress_bar", "progress_interval", "report", "chunk_bytes",
                  "max_line_bytes"):
         q[name] = p[name]
