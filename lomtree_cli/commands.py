@@ -144,10 +144,8 @@ def run_train(p: dict, given: set, start: float) -> None:
             raise ConfigError("-c/--cache cannot be used with --dask (each worker reads its shard)")
         from .distributed import train as dask_train
 
-        import os
         return dask_train(icfg, lcfg, rcfg, opts, p["dask"], p["sync_every"], initial_model=p["initial_model"],
-                          final_model=p["final_model"], explicit=_explicit(p, given), shards=p["shards"] or 0,
-                          mix=os.environ.get("LOMTREE_DASK_MIX", "mean"))
+                          final_model=p["final_model"], explicit=_explicit(p, given), shards=p["shards"] or 0)
     for name in ("sync_every", "shards"):
         if name in given:
             raise ConfigError(f"--{name.replace('_', '-')} needs --dask")

@@ -390,38 +390,24 @@ def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout:
 
 # -- averaging ----------------------------------------------------------------------------------------
 
-#: how the workers' models combine (``average_models``): "mean" is VW's AllReduce average; "sum"
-#: adds the workers' changes since the last synced model (w = w0 + sum_i (w_i - w0))
-MIXES = ("mean", "sum")
-
-
-def average_models(models, base, mix: str = "mean") -> None:
-    """Replace the state of ``base`` (a ``LoadedModel``) by the combination of ``models``
-    (LoadedModels trained from ``base``'s state; any iterable, consumed one model at a time: only
-    dense running sums over the 2^bits slots are kept): VW's AllReduce averaging (module
-    docstring), or with ``mix="sum"`` the base plus the sum of the workers' changes."""
-    lcfg = base.learner.config
+def average_models(models, base) -> None:
+    """Replace the state of ``base`` (a ``LoadedModel``) by the average of ``models`` (LoadedModels
+    trained from ``base``'s state): VW's AllReduce averaging (module docstring). ``models`` is any
+    iterable, consumed one model at a time: only dense running sums over the 2^bits slots are kept
+    (float64, about 0.8 GB at -b 24), so many shards' models never sit in memory at once."""
     size = 1 << base.learner.bits
-    sgd = lcfg.sgd
-    names = ("w",) if sgd else ("w", "G", "N", "Gw", "GG", "GN") + (("D", "Dw", "DD", "DN") if mix == "delta" else ())
-    acc = {n: np.zeros(size, dtype=np.float64) for n in names}
-    if mix in ("sum", "delta"):
-        b = base.learner.state()
-        w0 = np.zeros(size)
-        w0[b["nz"]] = b["w"]
-        if not sgd:
-            G0 = np.zeros(size)
-            G0[b["nz"]] = b["G"]
+    sgd = base.learner.config.sgd
+    acc = {n: np.zeros(size, dtype=np.float64) for n in (("w",) if sgd else ("w", "G", "N", "Gw", "GG", "GN"))}
     present = np.zeros(size, dtype=bool)
     count = 0
-    S = T = None
+    S = T = meta = red_meta = None
     sgd_t = 0.0
-    meta = red_meta = None
+    # the reduction: node counts add up (each model's counts since base), the rest must agree
     before = base.reduction.state()
     red_first, red_counts = {}, {}
     for mm in models:
         s = mm.learner.state()
-        nz = s["nz"]
+        nz = s["nz"]  # no repeats within a model: fancy-index += is a per-slot sum
         present[nz] = True
         w = s["w"].astype(np.float64)
         acc["w"][nz] += w
@@ -431,70 +417,39 @@ def average_models(models, base, mix: str = "mean") -> None:
             acc["G"][nz] += G
             acc["Gw"][nz] += G * w
             acc["GG"][nz] += G * G
-            if mix == "sum":
-                acc["N"][nz] = np.maximum(acc["N"][nz], N)  # nz has no repeats within a model
-            else:
-                acc["N"][nz] += N
-                acc["GN"][nz] += G * N
-            if mix == "delta":  # weights: the worker's own adaptive increments since the base
-                D = G - G0[nz]
-                acc["D"][nz] += D
-                acc["Dw"][nz] += D * (w - w0[nz])
-                acc["DD"][nz] += D * D
-                acc["DN"][nz] += D * N
+            acc["N"][nz] += N
+            acc["GN"][nz] += G * N
         S = s["model_S"].copy() if S is None else S + s["model_S"]
         T = s["model_T"].copy() if T is None else T + s["model_T"]
-        m_meta = mm.learner.meta()
-        sgd_t += m_meta["sgd_t"]
+        sgd_t += mm.learner.meta()["sgd_t"]
         if meta is None:
-            meta, red_meta = dict(m_meta), mm.reduction.meta()
-        # the reduction: node counts add up (each model's counts since base), the rest must agree
+            meta, red_meta = dict(mm.learner.meta()), mm.reduction.meta()
+        state = mm.reduction.state()
         for name, a0 in before.items():
-            g = mm.reduction.state()[name]
-            if name in COUNTS and g.shape == a0.shape:
+            g = state[name]
+            counted = name in COUNTS and g.shape == a0.shape
+            if counted:
                 red_counts[name] = red_counts.get(name, 0) + (g - a0)
             if name not in red_first:
                 red_first[name] = g
-            elif not (name in COUNTS and g.shape == a0.shape) and not np.array_equal(g, red_first[name]):
+            elif not counted and not np.array_equal(g, red_first[name]):
                 raise ConfigError(f"{base.reduction.name}: the workers changed the label structure ({name}): "
                                   f"the model cannot be averaged")
         count += 1
     if count == 0:
         raise ValueError("average_models: no models")
     nz = np.flatnonzero(present).astype(np.int64)
-    out = {"nz": nz, "size": np.array([size], dtype=np.int64)}
-    if mix == "sum":
-        extra = count - 1  # w = sum_i w_i - (count - 1) w0
-        out["w"] = (acc["w"] - extra * w0)[nz].astype(np.float32)
-        if not sgd:
-            out["G"] = (acc["G"] - extra * G0)[nz].astype(np.float32)
-            out["N"] = acc["N"][nz].astype(np.float32)
-        out["model_S"] = S - extra * b["model_S"]
-        out["model_T"] = T - extra * b["model_T"]
-        meta["sgd_t"] = sgd_t - extra * base.learner.meta()["sgd_t"]
+    out = {"nz": nz, "size": np.array([size], dtype=np.int64), "model_S": S / count, "model_T": T / count}
+    if sgd:
+        out["w"] = (acc["w"][nz] / count).astype(np.float32)
     else:
-        if sgd or mix == "uniform":  # iterative parameter mixing with uniform weights (McDonald et al. 2010)
-            out["w"] = (acc["w"][nz] / count).astype(np.float32)
-            if not sgd:
-                out["G"] = (acc["G"][nz] / count).astype(np.float32)
-                out["N"] = (acc["N"][nz] / count).astype(np.float32)
-        else:
-            sumG = acc["G"][nz]
-            pos = sumG > 0
-            safe = np.where(pos, sumG, 1.0)
-            out["w"] = np.where(pos, acc["Gw"][nz] / safe, acc["w"][nz] / count).astype(np.float32)
-            out["G"] = np.where(pos, acc["GG"][nz] / safe, 0.0).astype(np.float32)
-            out["N"] = np.where(pos, acc["GN"][nz] / safe, acc["N"][nz] / count).astype(np.float32)
-            if mix == "delta":
-                sumD = acc["D"][nz]
-                dpos = sumD > 0
-                dsafe = np.where(dpos, sumD, 1.0)
-                out["w"] = np.where(dpos, w0[nz] + acc["Dw"][nz] / dsafe, out["w"]).astype(np.float32)
-                out["G"] = np.where(dpos, G0[nz] + acc["DD"][nz] / dsafe, out["G"]).astype(np.float32)
-                out["N"] = np.where(dpos, acc["DN"][nz] / dsafe, out["N"]).astype(np.float32)
-        out["model_S"] = S / count
-        out["model_T"] = T / count
-        meta["sgd_t"] = sgd_t / count
+        sumG = acc["G"][nz]
+        pos = sumG > 0
+        safe = np.where(pos, sumG, 1.0)
+        out["w"] = np.where(pos, acc["Gw"][nz] / safe, acc["w"][nz] / count).astype(np.float32)
+        out["G"] = np.where(pos, acc["GG"][nz] / safe, 0.0).astype(np.float32)
+        out["N"] = np.where(pos, acc["GN"][nz] / safe, acc["N"][nz] / count).astype(np.float32)
+    meta["sgd_t"] = sgd_t / count
     del acc, present
     base.learner.arrays.table[:] = 0
     base.learner.load_state(out, meta)
@@ -620,7 +575,7 @@ def shards_of(paths: list, w: int) -> list:
 
 def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int = 0,
           initial_model: str | None = None, final_model: str | None = None, explicit: dict | None = None,
-          shards: int = 0, mix: str = "mean") -> dict:
+          shards: int = 0) -> dict:
     """``lomtree train --dask``: data-parallel training (module docstring); returns the summary."""
     import math
     import time
@@ -711,7 +666,7 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
                     current.learner, current.reduction = only.learner, only.reduction
                     runner.learner, runner.reduction = current.learner, current.reduction
                 else:
-                    average_models(results(), current, mix)
+                    average_models(results(), current)
                 rounds += 1
                 for i, r in done:
                     if r.record is not None:
