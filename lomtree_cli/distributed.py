@@ -394,11 +394,14 @@ def average_models(models, base) -> None:
     """Replace the state of ``base`` (a ``LoadedModel``) by the average of ``models`` (LoadedModels
     trained from ``base``'s state): VW's AllReduce averaging (module docstring). ``models`` is any
     iterable, consumed one model at a time: only running sums over the union of the models'
-    non-zero slots are kept (float64), so many shards' models never sit in memory at once."""
+    non-zero slots are kept (float64, in order of first appearance; a 2^bits int32 array maps a
+    slot to its column), so many shards' models never sit in memory at once."""
     size = 1 << base.learner.bits
     sgd = base.learner.config.sgd
-    nz_acc = np.zeros(0, dtype=np.int64)  # sorted slots with their sums: w (, G, N, Gw, GG, GN)
-    acc = np.zeros((0, 1 if sgd else 6))
+    row_of = np.full(size, -1, dtype=np.int32)
+    slots = np.zeros(0, dtype=np.int64)  # the slot of each column of acc; its rows: w (, G, N, Gw, GG, GN)
+    acc = np.zeros((1 if sgd else 6, 0))
+    used = 0
     count = 0
     S = T = meta = red_meta = None
     sgd_t = 0.0
@@ -407,23 +410,27 @@ def average_models(models, base) -> None:
     red_first, red_counts = {}, {}
     for mm in models:
         s = mm.learner.state()
-        nz = s["nz"]  # sorted, no repeats
+        nz = s["nz"]  # no repeats: fancy-index += is a per-slot sum
+        new = nz[row_of[nz] < 0]
+        if new.shape[0]:
+            if used + new.shape[0] > acc.shape[1]:
+                cap = max(2 * acc.shape[1], used + new.shape[0])
+                acc = np.concatenate([acc[:, :used], np.zeros((acc.shape[0], cap - used))], axis=1)
+                slots = np.concatenate([slots[:used], np.zeros(cap - used, dtype=np.int64)])
+            row_of[new] = np.arange(used, used + new.shape[0], dtype=np.int32)
+            slots[used:used + new.shape[0]] = new
+            used += new.shape[0]
+        rows = row_of[nz]
         w = s["w"].astype(np.float64)
-        if sgd:
-            vals = w[:, None]
-        else:
+        acc[0, rows] += w
+        if not sgd:
             G = s["G"].astype(np.float64)
             N = s["N"].astype(np.float64)
-            vals = np.stack([w, G, N, G * w, G * G, G * N], axis=1)
-        if np.array_equal(nz, nz_acc):
-            acc += vals
-        else:
-            union = np.union1d(nz_acc, nz)
-            merged = np.zeros((union.shape[0], acc.shape[1]))
-            merged[np.searchsorted(union, nz_acc)] = acc
-            merged[np.searchsorted(union, nz)] += vals
-            nz_acc, acc = union, merged
-        del vals
+            acc[1, rows] += G
+            acc[2, rows] += N
+            acc[3, rows] += G * w
+            acc[4, rows] += G * G
+            acc[5, rows] += G * N
         S = s["model_S"].copy() if S is None else S + s["model_S"]
         T = s["model_T"].copy() if T is None else T + s["model_T"]
         sgd_t += mm.learner.meta()["sgd_t"]
@@ -443,17 +450,20 @@ def average_models(models, base) -> None:
         count += 1
     if count == 0:
         raise ValueError("average_models: no models")
-    nz = nz_acc
+    del row_of
+    order = np.argsort(slots[:used], kind="stable")
+    nz = slots[order]
+    acc = acc[:, order]
     out = {"nz": nz, "size": np.array([size], dtype=np.int64), "model_S": S / count, "model_T": T / count}
     if sgd:
-        out["w"] = (acc[:, 0] / count).astype(np.float32)
+        out["w"] = (acc[0] / count).astype(np.float32)
     else:
-        sumG = acc[:, 1]
+        sumG = acc[1]
         pos = sumG > 0
         safe = np.where(pos, sumG, 1.0)
-        out["w"] = np.where(pos, acc[:, 3] / safe, acc[:, 0] / count).astype(np.float32)
-        out["G"] = np.where(pos, acc[:, 4] / safe, 0.0).astype(np.float32)
-        out["N"] = np.where(pos, acc[:, 5] / safe, acc[:, 2] / count).astype(np.float32)
+        out["w"] = np.where(pos, acc[3] / safe, acc[0] / count).astype(np.float32)
+        out["G"] = np.where(pos, acc[4] / safe, 0.0).astype(np.float32)
+        out["N"] = np.where(pos, acc[5] / safe, acc[2] / count).astype(np.float32)
     meta["sgd_t"] = sgd_t / count
     del acc
     base.learner.arrays.table[:] = 0
