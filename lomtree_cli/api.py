@@ -359,8 +359,8 @@ class Labels:
 
 # -- the estimator ------------------------------------------------------------------------------
 
-_REDUCTION_OPTIONS = ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up", "cpt_alpha",
-                      "cpt_predict", "cpt_random_insert", "arity", "beam", "tree_buffer", "path_weight",
+_REDUCTION_OPTIONS = ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up", "label_prior",
+                      "cpt_alpha", "cpt_predict", "cpt_random_insert", "arity", "beam", "tree_buffer", "path_weight",
                       "leaf_negatives", "dim", "depth", "reassign_after")
 
 
@@ -377,7 +377,8 @@ class Classifier:
                  initial_t=None, loss_function=None, quantile_tau=0.5, sgd=False, decay_learning_rate=1.0,
                  passes=1, holdout_period=10, holdout_off=False, early_terminate=3, seed=0, hash_seed=0,
                  noconstant=False, label_offset=0, format=None, max_internal_nodes=None, swap_resistance=None,
-                 leaf_labels=None, candidates_up=None, cpt_alpha=None, cpt_predict=None, cpt_random_insert=None,
+                 leaf_labels=None, candidates_up=None, label_prior=None, cpt_alpha=None, cpt_predict=None,
+                 cpt_random_insert=None,
                  arity=None, beam=None, tree_buffer=None, path_weight=None, leaf_negatives=None, dim=None,
                  depth=None, reassign_after=None, verbose=False):
         self.reduction = reduction
@@ -403,6 +404,7 @@ class Classifier:
         self.swap_resistance = swap_resistance
         self.leaf_labels = leaf_labels
         self.candidates_up = candidates_up
+        self.label_prior = label_prior
         self.cpt_alpha = cpt_alpha
         self.cpt_predict = cpt_predict
         self.cpt_random_insert = cpt_random_insert

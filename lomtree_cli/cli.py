@@ -55,7 +55,7 @@ TRAIN_HELP_GROUPS = (
     ("Output Options", ("predictions",)),
     ("Input Options", ("data", "cache", "cache_file")),
     ("Reduction Options", ("reduction", "k", "oaa", "ect", "log_multi")),
-    ("[Reduction] LOMtree Options", ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up")),
+    ("[Reduction] LOMtree Options", ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up", "label_prior")),
     ("[Reduction] CPT Options", ("cpt_alpha", "cpt_predict", "cpt_random_insert")),
     ("[Reduction] PLT Options", ("arity", "beam", "tree_buffer", "path_weight", "no_leaf_negatives")),
     ("[Reduction] mtree Options", ("dim", "depth", "reassign_after")),

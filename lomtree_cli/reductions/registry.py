@@ -62,7 +62,10 @@ REGISTRY = {
         Option("leaf_labels", ("--leaf-labels",),
                help="candidate labels kept per leaf, rescored one-against-some (0 = the leaf's majority label)"),
         Option("candidates_up", ("--candidates-up",),
-               help="take the candidate labels from the node this many levels above the leaf")),
+               help="take the candidate labels from the node this many levels above the leaf"),
+        Option("label_prior", ("--label-prior",), float,
+               help="weight of a candidate's log share of the candidates' counts in its score (0 = the label "
+                    "regressors alone; -1 = chosen by progressive validation among 0, 0.02, 0.05, 0.1, 0.2)")),
         defaults={"power_t": 0.75, "leaf_labels": 32, "candidates_up": 2}),
     "filter": ReductionSpec("lomtree_cli.reductions.filter_tree:FilterTree"),
     "rtree": ReductionSpec("lomtree_cli.reductions.random_tree:RandomTree"),
