@@ -222,7 +222,7 @@ def vw_options(f):
 @click.option("-p", "--predictions", type=str, help="Progressive predictions, one per line ('-' = stdout).")
 @click.option("--format", "fmt", type=click.Choice(["vw", "libsvm"]), default="vw", show_default=True)
 @click.option("-b", "--bits", type=int, default=18, show_default=True, help="Hash bits.")
-@click.option("-l", "--learning-rate", "learning_rate", type=float, help="Learning rate [0.5; --sgd: 10].")
+@click.option("-l", "--learning-rate", "learning_rate", type=float, help="Learning rate [0.5; lomtree: 0.25; --sgd: 10].")
 @click.option("--power-t", "--power_t", "power_t", type=float, default=None, help=_defaults_text("power_t", 0.5))
 @click.option("--initial-t", "--initial_t", "initial_t", type=float, help="[0; --sgd: 1]")
 @click.option("--loss-function", "--loss_function", "loss",

@@ -167,7 +167,10 @@ def _new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
     base = {f.name: f.default for f in fields(ReductionConfig)}
     own = {f: (p[f] if p[f] is not None else default(name, f, base[f])) for f in reduction_options()}
     rcfg = ReductionConfig(name=name, k=p["k"], seed=p["seed"], **own)
-    lcfg = LearnerConfig(learning_rate=p["learning_rate"], initial_t=p["initial_t"],
+    lr = p["learning_rate"]
+    if lr is None and not p["sgd"]:  # the reduction's default (--sgd keeps its own, 10)
+        lr = default(name, "learning_rate", None)
+    lcfg = LearnerConfig(learning_rate=lr, initial_t=p["initial_t"],
                          power_t=p["power_t"] if p["power_t"] is not None else default(name, "power_t", 0.5),
                          loss=p["loss"] if p["loss"] is not None else default(name, "loss", "squared"),
                          quantile_tau=p["quantile_tau"], sgd=p["sgd"], decay_learning_rate=p["decay_learning_rate"])

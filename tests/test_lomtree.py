@@ -607,7 +607,8 @@ def test_cli_defaults_are_the_measured_best(tmp_path):
     assert r.exit_code == 0, r.output
     got = load_model(m)
     assert got.learner.config.loss == "squared" and got.learner.config.power_t == 0.75
-    assert got.reduction.config.leaf_labels == 32 and got.reduction.config.candidates_up == 2
+    assert got.learner.config.learning_rate == 0.25 and got.reduction.config.label_prior == -1.0
+    assert got.reduction.config.leaf_labels == 32 and got.reduction.config.candidates_up == 3
     assert got.reduction.meta()["leaf_labels"] == 32
     r = CliRunner().invoke(main, ["train", "-r", "lomtree", "-k", "3", "-b", "12", str(data), "-f", m, "--quiet",
                                   "--loss-function", "quantile", "--power-t", "0.5", "--leaf-labels", "0",
@@ -615,4 +616,13 @@ def test_cli_defaults_are_the_measured_best(tmp_path):
     assert r.exit_code == 0, r.output
     got = load_model(m)
     assert got.learner.config.loss == "quantile" and got.learner.config.power_t == 0.5
+    assert got.learner.config.learning_rate == 0.25
+    r = CliRunner().invoke(main, ["train", "-r", "lomtree", "-k", "3", "-b", "12", str(data), "-f", m, "--quiet",
+                                  "-l", "0.5"])
+    assert r.exit_code == 0 and load_model(m).learner.config.learning_rate == 0.5
+    r = CliRunner().invoke(main, ["train", "-r", "lomtree", "-k", "3", "-b", "12", str(data), "-f", m, "--quiet",
+                                  "--sgd"])
+    assert r.exit_code == 0 and load_model(m).learner.config.eta == 10.0
+    r = CliRunner().invoke(main, ["train", "-r", "filter", "-k", "3", "-b", "12", str(data), "-f", m, "--quiet"])
+    assert r.exit_code == 0 and load_model(m).learner.config.eta == 0.5
     assert got.reduction.config == ReductionConfig(name="lomtree", k=3)

@@ -75,11 +75,14 @@ those candidates' regressors learns toward +1 if it is the example's label, else
 that adds ``L`` regressor calls (score, and learn when training) to the ``O(depth)`` of routing,
 so cost stays ``O(log k + L)``. While the candidate node has no record the leaf's ``maxlab`` is
 predicted. Everything else (routing, splits, swaps, records) is the paper's Algorithm 1 unchanged;
-``L = 0`` gives it exactly. The command line's defaults for ``-r lomtree`` are ``L = 32``, ``U = 2``,
-squared loss (VW forces quantile, which lost: see the doc) and ``power_t = 0.75`` (as CPT; 0.5 for the others);
-one pass, -b 24, test error: Sector 17.34 (paper's rule with quantile: 25.66; Filter tree 20.21),
-KJV book 50.11 (64.47; 52.83), synth k=1000 26.16 (31.05; 26.43), KJV next word 76.42 (81.56;
-75.75: still behind; 77.51 without the prior). Every variant measured: ``docs/LOMTREE_ACCURACY.md``.
+``L = 0`` gives it exactly. The command line's defaults for ``-r lomtree`` are ``L = 32``, ``U = 3``,
+the learned prior, squared loss (VW forces quantile, which lost: see the doc), ``power_t = 0.75``
+(as CPT; 0.5 for the others) and learning rate 0.25 (0.5 for the others); one pass, -b 24, test
+error (paper's rule with quantile; Filter tree): Sector 18.52 (25.66; 20.21), KJV book 49.84
+(64.47; 52.83), synth k=1000 25.45 (31.05; 26.43), KJV next word 75.55 (81.56; 75.75), Letter
+38.20 (49.96; 55.34), Pendigits 25.27 (20.73; 43.42). ``U = 2`` and rate 0.5 are better on the
+small-k tasks (Sector 17.34, Letter 34.96, Pendigits 22.13) but lose to the Filter tree on next
+word (76.42): the defaults serve many classes. Every variant: ``docs/LOMTREE_ACCURACY.md``.
 
 Model state (``state()``): node arrays ``parent, left, right, internal, model, C, En, maxcnt,
 maxlab`` (int64) and ``Esum`` (float64), each of length ``n_nodes``; class records in CSR form

@@ -38,7 +38,7 @@ class Option:
 class ReductionSpec:
     """``target``: ``"module:Class"``; ``needs_k``: ``-k`` is required; ``options``: the
     reduction's own options; ``defaults``: its defaults where they differ from
-    ``ReductionConfig``'s and ``LearnerConfig``'s (keys ``loss``, ``power_t`` and reduction fields)."""
+    ``ReductionConfig``'s and ``LearnerConfig``'s (keys ``loss``, ``power_t``, ``learning_rate`` (not under ``--sgd``) and reduction fields)."""
 
     target: str
     needs_k: bool = True
@@ -50,7 +50,8 @@ _ARITY = Option("arity", ("--arity",), help="most children of a node")
 _BEAM = Option("beam", ("--beam",), help="beam width of the prediction search")
 
 #: reduction name -> its entry. Defaults measured best (docs/LOMTREE_ACCURACY.md): LOMtree's
-#: (VW forces quantile loss on log_multi; squared loss and power_t 0.75 measured better here);
+#: (VW forces quantile loss on log_multi; squared loss, power_t 0.75, learning rate 0.25 and
+#: candidates 3 levels up measured better here, the last two for k >= 1000, at a cost for k <= 105);
 #: CPT's power_t 0.75 was better than 0.5 on 5 of 6 benchmark tasks (one pass, -b 24; worse on
 #: Pendigits) and on their mean.
 REGISTRY = {
@@ -66,7 +67,7 @@ REGISTRY = {
         Option("label_prior", ("--label-prior",), float,
                help="weight of a candidate's log share of the candidates' counts in its score (0 = the label "
                     "regressors alone; -1 = chosen by progressive validation among 0, 0.02, 0.05, 0.1, 0.2)")),
-        defaults={"power_t": 0.75, "leaf_labels": 32, "candidates_up": 2}),
+        defaults={"power_t": 0.75, "learning_rate": 0.25, "leaf_labels": 32, "candidates_up": 3}),
     "filter": ReductionSpec("lomtree_cli.reductions.filter_tree:FilterTree"),
     "rtree": ReductionSpec("lomtree_cli.reductions.random_tree:RandomTree"),
     "cpt": ReductionSpec("lomtree_cli.reductions.cpt:ConditionalProbabilityTree", needs_k=False, options=(
