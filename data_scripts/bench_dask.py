@@ -6,7 +6,12 @@
    (default threads, and --threads 1) against ``--dask local:1`` and ``--dask local:2``: wall time
    (cluster start-up included), examples/s, identical output bytes;
 2. training with 2 local workers against one process at the same passes: Sector (oaa, libsvm) and
-   KJV next word (filter), synced after the pass only and every N examples: test error, wall time.
+   KJV next word (filter), synced after the pass only and every N examples: test error, wall time;
+3. ``--only shards``: error against shard count, N = 1..64 shards on ``--dask local:2 --shards N``
+   (N machines simulated by N shards run two at a time, averaged by the same code as N workers),
+   synced after every pass, 1 and 3 passes.
+
+``--only`` runs some sections and keeps the others' results already in ``--json``.
 """
 
 from __future__ import annotations
@@ -41,11 +46,58 @@ def main():
     ap.add_argument("--out", default="/tmp/lomtree_dask")
     ap.add_argument("--json", default="bench/dask_results.json")
     ap.add_argument("--copies", type=int, default=10)
+    ap.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    ap.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    res = {"machine": f"{os.cpu_count()} CPUs", "predict": [], "train": []}
+    res = {}
+    if set(a.only) != set(SECTIONS) and os.path.exists(a.json):
+        res = json.load(open(a.json))
+    res["machine"] = f"{os.cpu_count()} CPUs"
     kjv_tr = os.path.join(a.data, "kjv_nextword.train.vw")
     kjv_te = os.path.join(a.data, "kjv_nextword.test.vw")
+    tasks = [("sector", "oaa", "105", os.path.join(a.data, "sector.train.libsvm"),
+              os.path.join(a.data, "sector.test.libsvm"), ["--format", "libsvm"], 1000),
+             ("kjv_nextword", "filter", "5001", kjv_tr, kjv_te, [], 50000)]
+    if "predict" in a.only:
+        bench_predict(a, res, kjv_tr, kjv_te)
+    if "train" in a.only:
+        bench_train(a, res, tasks)
+    if "shards" in a.only:
+        bench_shards(a, res, tasks)
+
+
+SECTIONS = ("predict", "train", "shards")
+
+
+def save(a, res):
+    with open(a.json, "w") as f:
+        json.dump(res, f, indent=1)
+
+
+def train_and_test(a, red, k, tr, te, fmt, passes, extra) -> tuple:
+    """(wall seconds of ``lomtree train``, test error %)."""
+    m = os.path.join(a.out, "m.lt")
+    s = run(["train", "-r", red, "-k", k, "-b", "24", tr, "-f", m, "--quiet", "--passes", str(passes), *fmt, *extra])
+    return round(s, 2), round(100 * test_error(m, te, a.out), 2)
+
+
+def bench_shards(a, res, tasks):
+    res["shards"] = []
+    for task, red, k, tr, te, fmt, _ in tasks:
+        for passes in (1, 3):
+            for n in a.shards:
+                extra = [] if n == 1 else ["--dask", "local:2", "--shards", str(n)]
+                s, err = train_and_test(a, red, k, tr, te, fmt, passes, extra)
+                res["shards"].append({"task": task, "reduction": red, "passes": passes, "shards": n,
+                                      "run": "one process" if n == 1 else f"--dask local:2 --shards {n}",
+                                      "seconds": s, "test_error": err})
+                print(res["shards"][-1], flush=True)
+                save(a, res)
+
+
+def bench_predict(a, res, kjv_tr, kjv_te):
+    res["predict"] = []
     ft = os.path.join(a.out, "ft.lt")
     run(["train", "-r", "filter", "-k", "5001", "-b", "24", kjv_tr, "-f", ft, "--quiet"])
     big = os.path.join(a.out, f"kjv_nextword.test.x{a.copies}.vw")
@@ -64,23 +116,21 @@ def main():
         res["predict"].append({"run": name, "seconds": round(s, 2), "examples": n,
                                "examples_per_second": round(n / s), "identical_output": same})
         print(res["predict"][-1], flush=True)
-    tasks = [("sector", "oaa", "105", os.path.join(a.data, "sector.train.libsvm"),
-              os.path.join(a.data, "sector.test.libsvm"), ["--format", "libsvm"], 1000),
-             ("kjv_nextword", "filter", "5001", kjv_tr, kjv_te, [], 50000)]
+    save(a, res)
+
+
+def bench_train(a, res, tasks):
+    res["train"] = []
     for task, red, k, tr, te, fmt, sync in tasks:
         for passes in (1, 3):
             for name, extra in (("one process", []), ("--dask local:2", ["--dask", "local:2"]),
                                 (f"--dask local:2 --sync-every {sync}",
                                  ["--dask", "local:2", "--sync-every", str(sync)])):
-                m = os.path.join(a.out, "m.lt")
-                s = run(["train", "-r", red, "-k", k, "-b", "24", tr, "-f", m, "--quiet", "--passes", str(passes),
-                         *fmt, *extra])
-                err = test_error(m, te, a.out)
+                s, err = train_and_test(a, red, k, tr, te, fmt, passes, extra)
                 res["train"].append({"task": task, "reduction": red, "passes": passes, "run": name,
-                                     "seconds": round(s, 2), "test_error": round(100 * err, 2)})
+                                     "seconds": s, "test_error": err})
                 print(res["train"][-1], flush=True)
-    with open(a.json, "w") as f:
-        json.dump(res, f, indent=1)
+    save(a, res)
 
 
 if __name__ == "__main__":

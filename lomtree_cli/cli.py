@@ -251,6 +251,9 @@ def vw_options(f):
                    "worker processes on this machine. Needs pip install 'lomtree[dask]'.")
 @click.option("--sync-every", "sync_every", type=click.IntRange(min=0), default=0, show_default=True,
               help="--dask: average the workers' models every N examples of each shard (0 = after every pass).")
+@click.option("--shards", "shards", type=click.IntRange(min=1), default=None,
+              help="--dask: split the data into N shards [one per worker]; more shards than workers run "
+                   "a few at a time (N machines simulated on fewer).")
 @common_run_options
 @click.pass_context
 def train(ctx, **params):

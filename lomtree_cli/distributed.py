@@ -17,11 +17,14 @@ Prediction
     up every range's counts; there is no progress table (ranges finish out of order).
 
 Training (VW's AllReduce, done by the client)
-    Data-parallel over W shards, W = the workers: each input file is cut into W line-aligned
+    Data-parallel over W shards, W = the workers or ``--shards W`` (more shards than workers
+    simulate W machines on fewer: the tasks queue, at most 2 per worker in flight, and are averaged
+    exactly as W workers' models): each input file is cut into W line-aligned
     ranges and shard i takes range i of every file. In each round every unfinished shard's task
     loads the current model (bytes), runs the normal online learner (``driver.Runner``, holdout
     included) on its next ``--sync-every`` examples (0: the whole shard: one sync per pass), and
-    returns its model; the client averages them (``average_models``) and starts the next round.
+    returns its model; the client averages them (``average_models``: the models in shard order,
+    loaded one at a time into dense running sums) and starts the next round.
     Weights are averaged as VW's ``accumulate_weighted_avg`` does under the adaptive update:
     per slot, weighted by each worker's adaptive sum G, and G and the normaliser N become their
     G-weighted means; under ``--sgd`` a plain mean. The per-regressor normaliser sums (S, T) and
@@ -45,6 +48,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -386,51 +390,71 @@ def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout:
 
 # -- averaging ----------------------------------------------------------------------------------------
 
-def average_models(models: list, base) -> None:
+def average_models(models, base) -> None:
     """Replace the state of ``base`` (a ``LoadedModel``) by the average of ``models`` (LoadedModels
-    trained from ``base``'s state): VW's AllReduce averaging (module docstring)."""
-    states = [m.learner.state() for m in models]
-    lcfg = base.learner.config
-    nz_all = np.concatenate([s["nz"] for s in states])
-    nz, inv = np.unique(nz_all, return_inverse=True)
-    m = nz.shape[0]
-    count = float(len(states))
-
-    def total(values):
-        return np.bincount(inv, weights=values, minlength=m)
-
-    w_cat = np.concatenate([s["w"].astype(np.float64) for s in states])
-    out = {"nz": nz, "size": states[0]["size"]}
-    if lcfg.sgd:
-        out["w"] = (total(w_cat) / count).astype(np.float32)
-    else:
-        G_cat = np.concatenate([s["G"].astype(np.float64) for s in states])
-        N_cat = np.concatenate([s["N"].astype(np.float64) for s in states])
-        sumG = total(G_cat)
-        pos = sumG > 0
-        safe = np.where(pos, sumG, 1.0)
-        out["w"] = np.where(pos, total(G_cat * w_cat) / safe, total(w_cat) / count).astype(np.float32)
-        out["G"] = np.where(pos, total(G_cat * G_cat) / safe, 0.0).astype(np.float32)
-        out["N"] = np.where(pos, total(G_cat * N_cat) / safe, total(N_cat) / count).astype(np.float32)
-    out["model_S"] = np.mean([s["model_S"] for s in states], axis=0)
-    out["model_T"] = np.mean([s["model_T"] for s in states], axis=0)
-    meta = dict(models[0].learner.meta())
-    meta["sgd_t"] = float(np.mean([mm.learner.meta()["sgd_t"] for mm in models]))
-    base.learner.arrays.table[:] = 0
-    base.learner.load_state(out, meta)
+    trained from ``base``'s state): VW's AllReduce averaging (module docstring). ``models`` is any
+    iterable, consumed one model at a time: only dense running sums over the 2^bits slots are kept
+    (float64, about 0.8 GB at -b 24), so many shards' models never sit in memory at once."""
+    size = 1 << base.learner.bits
+    sgd = base.learner.config.sgd
+    acc = {n: np.zeros(size, dtype=np.float64) for n in (("w",) if sgd else ("w", "G", "N", "Gw", "GG", "GN"))}
+    present = np.zeros(size, dtype=bool)
+    count = 0
+    S = T = meta = red_meta = None
+    sgd_t = 0.0
     # the reduction: node counts add up (each model's counts since base), the rest must agree
     before = base.reduction.state()
-    arrays = {}
-    for name, a0 in before.items():
-        got = [mm.reduction.state()[name] for mm in models]
-        if name in COUNTS and all(g.shape == a0.shape for g in got):
-            arrays[name] = a0 + sum(g - a0 for g in got)
-        else:
-            if any(not np.array_equal(g, got[0]) for g in got):
+    red_first, red_counts = {}, {}
+    for mm in models:
+        s = mm.learner.state()
+        nz = s["nz"]  # no repeats within a model: fancy-index += is a per-slot sum
+        present[nz] = True
+        w = s["w"].astype(np.float64)
+        acc["w"][nz] += w
+        if not sgd:
+            G = s["G"].astype(np.float64)
+            N = s["N"].astype(np.float64)
+            acc["G"][nz] += G
+            acc["Gw"][nz] += G * w
+            acc["GG"][nz] += G * G
+            acc["N"][nz] += N
+            acc["GN"][nz] += G * N
+        S = s["model_S"].copy() if S is None else S + s["model_S"]
+        T = s["model_T"].copy() if T is None else T + s["model_T"]
+        sgd_t += mm.learner.meta()["sgd_t"]
+        if meta is None:
+            meta, red_meta = dict(mm.learner.meta()), mm.reduction.meta()
+        state = mm.reduction.state()
+        for name, a0 in before.items():
+            g = state[name]
+            counted = name in COUNTS and g.shape == a0.shape
+            if counted:
+                red_counts[name] = red_counts.get(name, 0) + (g - a0)
+            if name not in red_first:
+                red_first[name] = g
+            elif not counted and not np.array_equal(g, red_first[name]):
                 raise ConfigError(f"{base.reduction.name}: the workers changed the label structure ({name}): "
                                   f"the model cannot be averaged")
-            arrays[name] = got[0]
-    base.reduction.load_state(arrays, models[0].reduction.meta())
+        count += 1
+    if count == 0:
+        raise ValueError("average_models: no models")
+    nz = np.flatnonzero(present).astype(np.int64)
+    out = {"nz": nz, "size": np.array([size], dtype=np.int64), "model_S": S / count, "model_T": T / count}
+    if sgd:
+        out["w"] = (acc["w"][nz] / count).astype(np.float32)
+    else:
+        sumG = acc["G"][nz]
+        pos = sumG > 0
+        safe = np.where(pos, sumG, 1.0)
+        out["w"] = np.where(pos, acc["Gw"][nz] / safe, acc["w"][nz] / count).astype(np.float32)
+        out["G"] = np.where(pos, acc["GG"][nz] / safe, 0.0).astype(np.float32)
+        out["N"] = np.where(pos, acc["GN"][nz] / safe, acc["N"][nz] / count).astype(np.float32)
+    meta["sgd_t"] = sgd_t / count
+    del acc, present
+    base.learner.arrays.table[:] = 0
+    base.learner.load_state(out, meta)
+    arrays = {name: (a0 + red_counts[name] if name in red_counts else red_first[name]) for name, a0 in before.items()}
+    base.reduction.load_state(arrays, red_meta)
 
 
 # -- client side ----------------------------------------------------------------------------------------
@@ -550,7 +574,8 @@ def shards_of(paths: list, w: int) -> list:
 
 
 def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int = 0,
-          initial_model: str | None = None, final_model: str | None = None, explicit: dict | None = None) -> dict:
+          initial_model: str | None = None, final_model: str | None = None, explicit: dict | None = None,
+          shards: int = 0) -> dict:
     """``lomtree train --dask``: data-parallel training (module docstring); returns the summary."""
     import math
     import time
@@ -566,6 +591,8 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
     check_inputs(paths)
     if sync_every < 0:
         raise ConfigError("--sync-every must be >= 0")
+    if shards < 0:
+        raise ConfigError("--shards must be >= 0")
     if opts.predictions is not None:
         raise ConfigError("-p (progressive predictions) cannot be used with --dask: shards run at once, "
                           "not in input order")
@@ -594,7 +621,8 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
     rounds = 0
     with connect(address) as client:
         w = n_workers(client)
-        shards = shards_of(paths, w)
+        n_shards = shards or w
+        shards_list = shards_of(paths, n_shards)
         runner.progress.start()
         for p in range(opts.passes):
             runner.progress.holdout_reporting = p > 0 and holdout.active
@@ -602,28 +630,45 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
             # a growing pass: the shards one after the other, each task continuing the last one's
             # model (the same examples held out as in the data-parallel passes after it)
             grow = p == 0 and passes_before == 0 and reduction.name in GROWN_IN_PASS_1
-            tasks = shards
+            tasks = shards_list
             cursors = {i: (0, tasks[i][0][1] if tasks[i] else 0, 0) for i in range(len(tasks)) if tasks[i]}
             while cursors:
                 data = model_io.model_bytes(input_cfg, current.learner, current.reduction)
                 shared = client.scatter(data, broadcast=True, hash=False)
                 live = [min(cursors)] if grow else sorted(cursors)
-                futures = [client.submit(train_segment, shared, tasks[i], cursors[i], 0 if grow else sync_every,
-                                         holdout.active,
-                                         opts.holdout_period, input_cfg.skip_invalid, input_cfg.max_line_bytes,
-                                         pure=False) for i in live]
-                results = client.gather(futures)
-                for r in results:
-                    if isinstance(r, _Failure):
-                        r.throw()
-                rounds += 1
-                models = [model_io.load_model(io.BytesIO(r.model)) for r in results]
-                if len(models) == 1:  # one worker's model is the model (a growing pass, a last shard)
-                    current.learner, current.reduction = models[0].learner, models[0].reduction
+                done = []
+
+                def submit(i):
+                    return client.submit(train_segment, shared, tasks[i], cursors[i], 0 if grow else sync_every,
+                                         holdout.active, opts.holdout_period, input_cfg.skip_invalid,
+                                         input_cfg.max_line_bytes, pure=False)
+
+                def results():
+                    """The round's models in shard order, loaded one at a time; at most 2 W tasks
+                    (and their models) in flight, so that many shards on few workers stay bounded."""
+                    waiting = deque((i, submit(i)) for i in live[:2 * w])
+                    later = deque(live[2 * w:])
+                    while waiting:
+                        i, fut = waiting.popleft()
+                        r = fut.result()
+                        fut.release()
+                        if later:
+                            j = later.popleft()
+                            waiting.append((j, submit(j)))
+                        if isinstance(r, _Failure):
+                            r.throw()
+                        model, r.model = r.model, None
+                        done.append((i, r))
+                        yield model_io.load_model(io.BytesIO(model))
+
+                if len(live) == 1:  # one worker's model is the model (a growing pass, a last shard)
+                    only = next(results())
+                    current.learner, current.reduction = only.learner, only.reduction
                     runner.learner, runner.reduction = current.learner, current.reduction
                 else:
-                    average_models(models, current)
-                for i, r in zip(live, results):
+                    average_models(results(), current)
+                rounds += 1
+                for i, r in done:
                     if r.record is not None:
                         runner.progress.add_batch(*r.record)
                     for msg in r.skipped:
@@ -649,5 +694,6 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
         summary["holdout_losses"] = holdout.losses
     summary["dask_workers"] = w
     summary["dask_syncs"] = rounds
+    summary["dask_shards"] = n_shards
     _finish(err, opts, runner, summary)
     return summary

@@ -121,27 +121,28 @@ def test_average_of_identical_models_is_the_model(data, red):
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
-@pytest.mark.parametrize("red", ["oaa", "filter"])
-def test_two_identical_shards_train_one_shards_model(cluster, data, tmp_path, red):
-    """A file made of the same half twice, on 2 workers (one half each, synced after the pass
-    only): the averaged model is exactly the model of one half trained in one process."""
-    half = (data / "train.vw").read_text().splitlines()[:500]
-    (tmp_path / "half.vw").write_text("\n".join(half) + "\n")
-    (tmp_path / "twice.vw").write_text("\n".join(half + half) + "\n")
-    cli(["train", "-r", red, "-k", "12", str(tmp_path / "half.vw"), "-f", str(tmp_path / "one.lt"), "--quiet"])
-    cli(["train", "-r", red, "-k", "12", str(tmp_path / "twice.vw"), "-f", str(tmp_path / "two.lt"), "--quiet",
-         "--dask", cluster, "--report", str(tmp_path / "r.json")])
+@pytest.mark.parametrize("red,copies", [("oaa", 2), ("filter", 2), ("filter", 5)])
+def test_identical_shards_train_one_shards_model(cluster, data, tmp_path, red, copies):
+    """A file made of the same part twice, on 2 workers (one part each, synced after the pass
+    only): the averaged model is exactly the model of one part trained in one process. With
+    ``--shards 5`` (more shards than workers: five models averaged, at most four in flight) too."""
+    part = (data / "train.vw").read_text().splitlines()[:1000 // copies]
+    (tmp_path / "part.vw").write_text("\n".join(part) + "\n")
+    (tmp_path / "copies.vw").write_text("\n".join(part * copies) + "\n")
+    cli(["train", "-r", red, "-k", "12", str(tmp_path / "part.vw"), "-f", str(tmp_path / "one.lt"), "--quiet"])
+    cli(["train", "-r", red, "-k", "12", str(tmp_path / "copies.vw"), "-f", str(tmp_path / "two.lt"), "--quiet",
+         "--dask", cluster, "--report", str(tmp_path / "r.json")] + (["--shards", str(copies)] if copies != 2 else []))
     m1 = load_model(str(tmp_path / "one.lt"))
     one = model_arrays(m1.learner, m1.reduction)
     m2 = load_model(str(tmp_path / "two.lt"))
     two = model_arrays(m2.learner, m2.reduction)
     for name in one:
         if name == "reduction/node_counts":
-            np.testing.assert_array_equal(two[name], 2 * one[name])
+            np.testing.assert_array_equal(two[name], copies * one[name])
             continue
         np.testing.assert_array_equal(two[name], one[name], err_msg=name)
     r = json.loads((tmp_path / "r.json").read_text())
-    assert r["examples"] == 1000 and r["dask_workers"] == 2
+    assert r["examples"] == len(part) * copies and r["dask_workers"] == 2 and r["dask_shards"] == copies
 
 
 def test_train_sync_every_and_passes(cluster, data, tmp_path):
@@ -166,6 +167,8 @@ def test_local_cluster_and_usage_errors(data, tmp_path):
     assert "standard input" in r.output
     r = cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), "--sync-every", "5"], code=2)
     assert "--sync-every needs --dask" in r.output
+    r = cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), "--shards", "4"], code=2)
+    assert "--shards needs --dask" in r.output
     r = cli(["predict", "-i", m, str(data / "test.vw"), "--dask", "local:0"], code=2)
     assert "local:N" in r.output
 
