@@ -393,12 +393,12 @@ def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout:
 def average_models(models, base) -> None:
     """Replace the state of ``base`` (a ``LoadedModel``) by the average of ``models`` (LoadedModels
     trained from ``base``'s state): VW's AllReduce averaging (module docstring). ``models`` is any
-    iterable, consumed one model at a time: only dense running sums over the 2^bits slots are kept
-    (float64, about 0.8 GB at -b 24), so many shards' models never sit in memory at once."""
+    iterable, consumed one model at a time: only running sums over the union of the models'
+    non-zero slots are kept (float64), so many shards' models never sit in memory at once."""
     size = 1 << base.learner.bits
     sgd = base.learner.config.sgd
-    acc = {n: np.zeros(size, dtype=np.float64) for n in (("w",) if sgd else ("w", "G", "N", "Gw", "GG", "GN"))}
-    present = np.zeros(size, dtype=bool)
+    nz_acc = np.zeros(0, dtype=np.int64)  # sorted slots with their sums: w (, G, N, Gw, GG, GN)
+    acc = np.zeros((0, 1 if sgd else 6))
     count = 0
     S = T = meta = red_meta = None
     sgd_t = 0.0
@@ -407,18 +407,23 @@ def average_models(models, base) -> None:
     red_first, red_counts = {}, {}
     for mm in models:
         s = mm.learner.state()
-        nz = s["nz"]  # no repeats within a model: fancy-index += is a per-slot sum
-        present[nz] = True
+        nz = s["nz"]  # sorted, no repeats
         w = s["w"].astype(np.float64)
-        acc["w"][nz] += w
-        if not sgd:
+        if sgd:
+            vals = w[:, None]
+        else:
             G = s["G"].astype(np.float64)
             N = s["N"].astype(np.float64)
-            acc["G"][nz] += G
-            acc["Gw"][nz] += G * w
-            acc["GG"][nz] += G * G
-            acc["N"][nz] += N
-            acc["GN"][nz] += G * N
+            vals = np.stack([w, G, N, G * w, G * G, G * N], axis=1)
+        if np.array_equal(nz, nz_acc):
+            acc += vals
+        else:
+            union = np.union1d(nz_acc, nz)
+            merged = np.zeros((union.shape[0], acc.shape[1]))
+            merged[np.searchsorted(union, nz_acc)] = acc
+            merged[np.searchsorted(union, nz)] += vals
+            nz_acc, acc = union, merged
+        del vals
         S = s["model_S"].copy() if S is None else S + s["model_S"]
         T = s["model_T"].copy() if T is None else T + s["model_T"]
         sgd_t += mm.learner.meta()["sgd_t"]
@@ -438,19 +443,19 @@ def average_models(models, base) -> None:
         count += 1
     if count == 0:
         raise ValueError("average_models: no models")
-    nz = np.flatnonzero(present).astype(np.int64)
+    nz = nz_acc
     out = {"nz": nz, "size": np.array([size], dtype=np.int64), "model_S": S / count, "model_T": T / count}
     if sgd:
-        out["w"] = (acc["w"][nz] / count).astype(np.float32)
+        out["w"] = (acc[:, 0] / count).astype(np.float32)
     else:
-        sumG = acc["G"][nz]
+        sumG = acc[:, 1]
         pos = sumG > 0
         safe = np.where(pos, sumG, 1.0)
-        out["w"] = np.where(pos, acc["Gw"][nz] / safe, acc["w"][nz] / count).astype(np.float32)
-        out["G"] = np.where(pos, acc["GG"][nz] / safe, 0.0).astype(np.float32)
-        out["N"] = np.where(pos, acc["GN"][nz] / safe, acc["N"][nz] / count).astype(np.float32)
+        out["w"] = np.where(pos, acc[:, 3] / safe, acc[:, 0] / count).astype(np.float32)
+        out["G"] = np.where(pos, acc[:, 4] / safe, 0.0).astype(np.float32)
+        out["N"] = np.where(pos, acc[:, 5] / safe, acc[:, 2] / count).astype(np.float32)
     meta["sgd_t"] = sgd_t / count
-    del acc, present
+    del acc
     base.learner.arrays.table[:] = 0
     base.learner.load_state(out, meta)
     arrays = {name: (a0 + red_counts[name] if name in red_counts else red_first[name]) for name, a0 in before.items()}
