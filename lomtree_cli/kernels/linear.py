@@ -76,7 +76,9 @@ HP_LO = 10
 HP_HI = 11
 HP_NAN = 12  # count of NaN scores/updates met (the driver warns once)
 HP_PREFETCH = 13  # 1: tree descents prefetch the next nodes' rows (prefetch_slots); 0: they don't
-N_HP = 14
+HP_L1 = 14  # --l1: truncation of each updated weight by l1 * eta_bar (``reg_factors``)
+HP_L2 = 15  # --l2: each updated weight first multiplied by 1 - l2 * eta_bar
+N_HP = 16
 
 LOSS_SQUARED = 0
 LOSS_LOGISTIC = 1
@@ -107,6 +109,8 @@ PREFETCH_MAX_FEATURES = 64
 # (LinearLearner.load_state): its rows stay in the L2 cache (<= 256 KB even one per cache line)
 PREFETCH_MIN_SLOTS = 4096
 LAYOUT_OFF = 16
+#: l1/l2 regularise an update only when |update| and |loss derivative| exceed this (VW's 1e-8)
+REG_MIN = 1e-8
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -303,6 +307,39 @@ def update_amount(loss, tau, yhat, y, sigma, q):
     return y * (a2 - a) / q
 
 
+@kernel(inline="always")
+def reg_on(hp):
+    """--l1 or --l2 is set: the weight passes take ``reg_step`` (one test per example)."""
+    return hp[HP_L1] != 0.0 or hp[HP_L2] != 0.0
+
+
+@kernel(inline="always")
+def reg_factors(hp, u, d):
+    """``(c2, g1)`` of one update of one regressor: its weights are multiplied by
+    ``c2 = max(0, 1 - l2 * eta_bar)`` and truncated by ``g1 = l1 * eta_bar`` (``reg_step``), with
+    VW's ``eta_bar = -u / d`` (the update ``u`` over the loss derivative ``d``: the example's step
+    size, without the per-coordinate rate); ``(1, 0)`` (no regularisation) when ``|u|`` or ``|d|``
+    is at most ``REG_MIN``, as VW's ``compute_update``."""
+    if abs(u) > REG_MIN and abs(d) > REG_MIN:
+        eb = -u / d
+        if eb > 0.0:
+            c2 = 1.0 - hp[HP_L2] * eb
+            return (c2 if c2 > 0.0 else 0.0), hp[HP_L1] * eb
+    return 1.0, 0.0
+
+
+@kernel(inline="always")
+def reg_step(w, step, c2, g1):
+    """The regularised update of one weight: ``trunc(c2 * w + step, g1)``, where ``trunc(x, g)``
+    moves x toward 0 by g and stops at 0 (VW's ``trunc_weight``)."""
+    x = w * c2 + step
+    if x > g1:
+        return x - g1
+    if x < -g1:
+        return x + g1
+    return 0.0
+
+
 @kernel(error_model="numpy")
 def learn(lin, idx, val, start, end, m, y, iw, yhat):
     """Update regressor ``m`` on example ``idx/val[start:end]`` toward ``y`` in {-1,+1}.
@@ -328,15 +365,21 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
     if hp[HP_SGD] != 0.0:
         t_eff = hp[HP_INITIAL_T] + hp[HP_CLOCK] + iw
         sigma = eta * iw * t_eff ** (-p)
-        u = -sigma * loss_derivative(loss, tau, yhat, y)
+        d = loss_derivative(loss, tau, yhat, y)
+        u = -sigma * d
         if u == 0.0:
             return
+        reg = reg_on(hp)
+        c2, g1 = reg_factors(hp, u, d)
         for j in range(start, end):
             v = np.float64(val[j])
             if not math.isfinite(v):
                 continue
             s = np.uint64((np.int64(idx[j]) * mult + off) & mask)
-            tab[s, 0] = np.float32(np.float64(tab[s, 0]) + u * v)
+            if reg:
+                tab[s, 0] = np.float32(reg_step(np.float64(tab[s, 0]), u * v, c2, g1))
+            else:
+                tab[s, 0] = np.float32(np.float64(tab[s, 0]) + u * v)
         return
     d = loss_derivative(loss, tau, yhat, y)
     g2 = iw * d * d
@@ -395,6 +438,8 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
     if u == 0.0:
         return
     Mu = M * u
+    reg = reg_on(hp)
+    c2, g1 = reg_factors(hp, u, d)
     for j in range(start, end):
         v = np.float64(val[j])
         if not math.isfinite(v):
@@ -410,7 +455,10 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
             r = 1.0 / (math.sqrt(Gs) * Ns)
         else:
             r = Gs ** (-p) * Ns ** (-nexp)
-        tab[s, 0] = np.float32(np.float64(tab[s, 0]) + Mu * v * r)
+        if reg:
+            tab[s, 0] = np.float32(reg_step(np.float64(tab[s, 0]), Mu * v * r, c2, g1))
+        else:
+            tab[s, 0] = np.float32(np.float64(tab[s, 0]) + Mu * v * r)
 
 
 @kernel(error_model="numpy")
@@ -668,6 +716,8 @@ def learn_rescore(lin, idx, val, start, end, m, y, iw, f, distinct):
     if u == 0.0:
         return score(lin, idx, val, start, end, m) if moved else f
     Mu = M * u
+    reg = reg_on(hp)
+    c2, g1 = reg_factors(hp, u, d)
     acc = 0.0
     for j in range(start, end):
         v = np.float64(val[j])
@@ -675,7 +725,10 @@ def learn_rescore(lin, idx, val, start, end, m, y, iw, f, distinct):
         if not math.isfinite(v):
             acc += np.float64(tab[s, 0]) * v
             continue
-        w = np.float32(np.float64(tab[s, 0]) + Mu * v * scr[j - start, 0])
+        if reg:
+            w = np.float32(reg_step(np.float64(tab[s, 0]), Mu * v * scr[j - start, 0], c2, g1))
+        else:
+            w = np.float32(np.float64(tab[s, 0]) + Mu * v * scr[j - start, 0])
         tab[s, 0] = w
         acc += np.float64(w) * v
     return acc
@@ -694,6 +747,8 @@ def make_hp(lcfg, bits: int, n_models: int, mode: int) -> np.ndarray:
     hp[HP_MODE] = mode
     hp[HP_MASK] = (1 << int(bits)) - 1
     hp[HP_PREFETCH] = 1.0
+    hp[HP_L1] = lcfg.l1
+    hp[HP_L2] = lcfg.l2
     if lcfg.loss == "logistic":
         hp[HP_LO], hp[HP_HI] = -50.0, 50.0
     else:
@@ -741,11 +796,12 @@ def stride_block_disjoint(lin, idx, start, end, k, tmp):
 
 
 @kernel(error_model="numpy")
-def _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, p):
+def _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, p, reg):
     """Between the two passes of ``learn_block``/``learn_block_distinct``: for each active regressor
     ``c = act[a]``, fold the first pass's sums (``work[c, 1]`` = sum x^2/N^2, ``work[c, 2]`` = q)
     into its normaliser state S, T and leave the weight-pass multiplier ``M * u`` in ``work[c, 3]``
-    (0 for a NaN update, counted in hp[HP_NAN]). Once per example, not per slot."""
+    (0 for a NaN update, counted in hp[HP_NAN]), and when ``reg`` its ``reg_factors`` (c2, g1) in
+    ``work[c, 1]``, ``work[c, 2]``. Once per example, not per slot."""
     half = p == 0.5
     for a in range(na):
         c = act[a]
@@ -760,6 +816,8 @@ def _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, p):
             lin.hp[HP_NAN] += 1.0
             u = 0.0
         work[c, 3] = M * u
+        if reg:
+            work[c, 1], work[c, 2] = reg_factors(lin.hp, u, loss_derivative(loss, tau, yhats[c], ys[c]))
 
 
 @kernel(error_model="numpy")
@@ -798,6 +856,7 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
                 u = -eta * iw * t_eff ** (-p) * d
                 if u != 0.0:
                     work[c, 3] = u
+                    work[c, 1], work[c, 2] = reg_factors(hp, u, d)
                     act[na] = c
                     na += 1
             else:
@@ -810,6 +869,7 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
                     na += 1
     if na == 0:
         return
+    reg = reg_on(hp)
     if sgd:
         for j in range(start, end):
             v = np.float64(val[j])
@@ -819,7 +879,10 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
             for a in range(na):
                 c = act[a]
                 s = np.uint64((base + c) & mask)
-                tab[s, 0] = np.float32(np.float64(tab[s, 0]) + work[c, 3] * v)
+                if reg:
+                    tab[s, 0] = np.float32(reg_step(np.float64(tab[s, 0]), work[c, 3] * v, work[c, 1], work[c, 2]))
+                else:
+                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) + work[c, 3] * v)
         return
     half = p == 0.5
     nexp = 2.0 * (1.0 - p)
@@ -863,7 +926,7 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
                 scr[pos, 1] = np.float64(G)
                 scr[pos, 2] = Nv
             pos += 1
-    _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, p)
+    _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, p, reg)
     pos = 0
     for j in range(start, end):
         v = np.float64(val[j])
@@ -884,7 +947,10 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
                     r = 1.0 / (math.sqrt(Gs) * Ns)
                 else:
                     r = Gs ** (-p) * Ns ** (-nexp)
-                tab[s, 0] = np.float32(np.float64(tab[s, 0]) + Mu * v * r)
+                if reg:
+                    tab[s, 0] = np.float32(reg_step(np.float64(tab[s, 0]), Mu * v * r, work[c, 1], work[c, 2]))
+                else:
+                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) + Mu * v * r)
             pos += 1
 
 
@@ -924,6 +990,7 @@ def learn_block_distinct(lin, idx, val, start, end, k, ys, iw, yhats, work, act,
                 na += 1
     if na == 0:
         return
+    reg = reg_on(hp)
     t = tab.reshape(tab.size)  # slot s: w, G, N at 3s, 3s+1, 3s+2
     pos = 0
     for j in range(start, end):
@@ -953,7 +1020,7 @@ def learn_block_distinct(lin, idx, val, start, end, k, ys, iw, yhats, work, act,
             work[c, 2] += x2 * r
             rbuf[pos + a] = r
         pos += na
-    _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, 0.5)
+    _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, 0.5, reg)
     pos = 0
     for j in range(start, end):
         v = np.float64(val[j])
@@ -965,7 +1032,10 @@ def learn_block_distinct(lin, idx, val, start, end, k, ys, iw, yhats, work, act,
             Mu = work[c, 3]
             if Mu != 0.0:
                 o = b3 + np.uint64(3 * c)
-                t[o] = np.float32(np.float64(t[o]) + Mu * v * rbuf[pos + a])
+                if reg:
+                    t[o] = np.float32(reg_step(np.float64(t[o]), Mu * v * rbuf[pos + a], work[c, 1], work[c, 2]))
+                else:
+                    t[o] = np.float32(np.float64(t[o]) + Mu * v * rbuf[pos + a])
         pos += na
 
 
