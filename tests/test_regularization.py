@@ -3,8 +3,6 @@ the command line and the API. The update kernels against the pure-Python referen
 without regularisation, are in ``test_linear.py`` (``REGS``)."""
 
 import hashlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,8 +12,8 @@ from lomtree_cli.config import LearnerConfig, from_dict
 from lomtree_cli.kernels import linear as K
 from lomtree_cli.reductions.registry import REGISTRY
 from tests.helpers import separable_lines
+from tests.test_cli import run
 
-LOMTREE = [sys.executable, "-m", "lomtree_cli.launch"]
 #: reductions whose weights --l1/--l2 regularise (the others refuse them)
 LINEAR = [r for r, spec in REGISTRY.items() if not spec.no_regularization]
 K_CLASSES = 8
@@ -31,13 +29,6 @@ BEFORE = {
     "cpt": "deeb51e101e79277",
     "plt": "4391a9969fe20fbe",
 }
-
-
-def run(args, check=None):
-    p = subprocess.run(LOMTREE + args, capture_output=True, text=True, timeout=300)
-    if check is not None:
-        assert p.returncode == check, p.stderr
-    return p
 
 
 @pytest.fixture(scope="module")

@@ -41,6 +41,25 @@ kernels (numba inlines or calls them natively); Python never calls them per feat
 Differences from VW (accepted, §2.3): exact float64 math instead of VW's approximate rsqrt and
 Lambert-W, so results agree with VW to a few digits, not bit for bit.
 
+Regularisation (``--l1``, ``--l2``; ``hp[HP_L1]``, ``hp[HP_L2]``, issue #23)
+-------------------------------------------------------------------------
+VW (``gd.cc``, ``compute_update``) turns each update of amount ``u`` into an example rate
+``eta_bar = -u / l'(yhat, y)`` (the step size without the per-coordinate adaptive/normalized
+rate; nothing when ``|u|`` or ``|l'|`` is at most 1e-8), multiplies a global ``contraction`` by
+``1 - l2 eta_bar``, adds ``l1 eta_bar`` to a global ``gravity``, and applies both lazily to
+*every* weight of the table (``trunc_weight(w, gravity) * contraction`` in each prediction,
+written back by ``sync_weights``). lomtree applies the same two quantities per update to the
+weights that update *touches*: for each (feature occurrence, trained regressor),
+``w <- trunc((1 - l2 eta_bar) w + step, l1 eta_bar)`` (``reg_step``; ``1 - l2 eta_bar``
+clipped at 0), i.e. a gradient step on ``loss + l2/2 w^2`` followed by the truncated gradient's
+l1 truncation (Langford, Li & Zhang 2009), as in VW, with VW's rate. **Choice**: touched weights
+only, because the global form needs every score kernel of every reduction to truncate and scale
+each weight it reads, and a weight of a rare feature or a rarely trained regressor (OAA's
+negatives are trained, tree nodes off the path are not) is regularised less than in VW, by the
+number of updates that reach it: for the same sparsity lomtree needs a larger ``--l1`` than VW
+(docs/FEATURES.md has both on Sector). Each weight pass tests ``reg_on`` once per example and
+keeps the old arithmetic when both are 0 (the models are bit for bit those of before).
+
 Four copies of the update: ``learn`` (one regressor), ``learn_rescore`` (and its post-update
 score in the weight pass), ``learn_block`` (k regressors, features outer) and
 ``learn_block_distinct`` (the same when no slot repeats). Each writes the per-slot arithmetic out
