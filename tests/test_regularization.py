@@ -11,7 +11,7 @@ from lomtree_cli import model_io
 from lomtree_cli.config import LearnerConfig, from_dict
 from lomtree_cli.kernels import linear as K
 from lomtree_cli.reductions.registry import REGISTRY
-from tests.helpers import separable_lines
+from tests.helpers import sparse_noise_lines
 from tests.test_cli import run
 
 #: reductions whose weights --l1/--l2 regularise (the others refuse them)
@@ -22,19 +22,19 @@ K_CLASSES = 8
 #: ``_train(tmp, r)`` writes, made by the code before --l1/--l2 existed (main at c00926f): with
 #: both at 0 the models must stay bit for bit the same
 BEFORE = {
-    "oaa": "9d8fe0cd829281a8",
-    "lomtree": "be0d13193458a217",
-    "filter": "e79a9b242625fc8d",
-    "rtree": "eafb39903491de9e",
-    "cpt": "deeb51e101e79277",
-    "plt": "4391a9969fe20fbe",
+    "oaa": "b5e7e546d5eb97fa",
+    "lomtree": "e2c589fd7eb849c6",
+    "filter": "cffa6dbdd29fb1c6",
+    "rtree": "bcfbbef03bee1ed5",
+    "cpt": "307970eaa833d006",
+    "plt": "d19255b8020e4a8a",
 }
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     d = tmp_path_factory.mktemp("reg")
-    (d / "train.vw").write_text("\n".join(separable_lines(K_CLASSES, 400, seed=3, noise_feats=6)) + "\n")
+    (d / "train.vw").write_text("\n".join(sparse_noise_lines(K_CLASSES, 400, seed=3)) + "\n")
     return d
 
 
@@ -73,9 +73,9 @@ def test_zero_regularization_keeps_the_model_bit_for_bit(data, reduction):
 @pytest.mark.parametrize("reduction", LINEAR)
 def test_l1_drives_weights_to_exactly_zero(data, reduction):
     w0 = weights(_train(data, reduction))
-    w1 = weights(_train(data, reduction, "--l1", "0.05", name="l1.lt"))
+    w1 = weights(_train(data, reduction, "--l1", "0.1", name="l1.lt"))
     n0, n1 = np.count_nonzero(w0), np.count_nonzero(w1)
-    assert n1 < 0.8 * n0, (n0, n1)
+    assert n1 < 0.5 * n0, (n0, n1)
     # a weight driven to zero is exactly 0.0 (positive zero: the model stores it sparsely)
     assert not np.any(np.signbit(w1[w1 == 0.0]))
 
@@ -155,13 +155,13 @@ def test_preamble_reports_them(data):
 def test_api_takes_l1_l2(tmp_path):
     from lomtree_cli.api import Classifier
 
-    lines = separable_lines(K_CLASSES, 300, seed=4, noise_feats=6)
+    lines = sparse_noise_lines(K_CLASSES, 300, seed=4)
     plain = Classifier(reduction="oaa", classes=K_CLASSES, bits=12).fit(lines)
-    reg = Classifier(reduction="oaa", classes=K_CLASSES, bits=12, l1=0.05).fit(lines)
-    assert reg.get_params()["l1"] == 0.05 and plain.get_params()["l2"] == 0.0
+    reg = Classifier(reduction="oaa", classes=K_CLASSES, bits=12, l1=0.1).fit(lines)
+    assert reg.get_params()["l1"] == 0.1 and plain.get_params()["l2"] == 0.0
     assert np.count_nonzero(reg._model[1].arrays.table[:, 0]) < np.count_nonzero(plain._model[1].arrays.table[:, 0])
     reg.save(str(tmp_path / "m.lt"))
     back = Classifier.load(str(tmp_path / "m.lt"))
-    assert (back.l1, back.l2) == (0.05, 0.0)
+    assert (back.l1, back.l2) == (0.1, 0.0)
     with pytest.raises(ValueError, match="--l1 must be a finite number >= 0"):
         Classifier(reduction="oaa", classes=K_CLASSES, l1=-1.0).fit(lines)

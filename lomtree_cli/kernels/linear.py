@@ -44,21 +44,31 @@ Lambert-W, so results agree with VW to a few digits, not bit for bit.
 Regularisation (``--l1``, ``--l2``; ``hp[HP_L1]``, ``hp[HP_L2]``, issue #23)
 -------------------------------------------------------------------------
 VW (``gd.cc``, ``compute_update``) turns each update of amount ``u`` into an example rate
-``eta_bar = -u / l'(yhat, y)`` (the step size without the per-coordinate adaptive/normalized
-rate; nothing when ``|u|`` or ``|l'|`` is at most 1e-8), multiplies a global ``contraction`` by
-``1 - l2 eta_bar``, adds ``l1 eta_bar`` to a global ``gravity``, and applies both lazily to
-*every* weight of the table (``trunc_weight(w, gravity) * contraction`` in each prediction,
-written back by ``sync_weights``). lomtree applies the same two quantities per update to the
-weights that update *touches*: for each (feature occurrence, trained regressor),
-``w <- trunc((1 - l2 eta_bar) w + step, l1 eta_bar)`` (``reg_step``; ``1 - l2 eta_bar``
-clipped at 0), i.e. a gradient step on ``loss + l2/2 w^2`` followed by the truncated gradient's
-l1 truncation (Langford, Li & Zhang 2009), as in VW, with VW's rate. **Choice**: touched weights
-only, because the global form needs every score kernel of every reduction to truncate and scale
-each weight it reads, and a weight of a rare feature or a rarely trained regressor (OAA's
-negatives are trained, tree nodes off the path are not) is regularised less than in VW, by the
-number of updates that reach it: for the same sparsity lomtree needs a larger ``--l1`` than VW
-(docs/FEATURES.md has both on Sector). Each weight pass tests ``reg_on`` once per example and
-keeps the old arithmetic when both are 0 (the models are bit for bit those of before).
+``eta_bar = -u / l'(yhat, y)`` (nothing when ``|u|`` or ``|l'|`` is at most 1e-8), multiplies a
+global ``contraction`` by ``1 - l2 eta_bar``, adds ``l1 eta_bar`` to a global ``gravity``, and
+applies both lazily to *every* weight of the table (``trunc_weight(w, gravity) * contraction``
+in each prediction, written back by ``sync_weights``).
+
+lomtree applies them per update to the weights the update *touches*, each at its own rate: for
+each (feature occurrence, trained regressor) with rate ``e`` (the factor of its loss gradient
+in its step: ``eta_bar * M * r`` in the adaptive update, ``r`` the slot's adaptive/normalized
+rate and ``M`` the regressor's normaliser; ``eta_bar`` with ``--sgd``),
+``w <- trunc(max(0, 1 - l2 e) w + step, l1 e)`` (``reg_step``): a gradient step on
+``loss + l2/2 w^2`` followed by the truncated gradient's l1 truncation (Langford, Li & Zhang
+2009; per coordinate as in the composite mirror descent of Duchi, Hazan & Singer 2011), so a
+fresh weight stays 0 unless its gradient ``|l' x|`` exceeds ``l1``. **Choices**: (1) touched
+weights only, because VW's global form needs every score kernel of every reduction to truncate
+and scale each weight it reads; a weight is then regularised only by the updates that reach it
+(its feature present, its regressor trained with a nonzero loss), a rare feature's much less
+than in VW, where every update of any regressor shrinks every weight. (2) The weight's own rate,
+not VW's ``eta_bar``: with ``eta_bar`` per touched weight, l1 made OAA on Sector *denser* (more
+updates reach weights that are large next to ``eta_bar l1``) and no more accurate up to
+``--l1 0.03``; with the weight's rate, ``--l1 0.03`` took its test error from 12.9% to 9.4%
+and ``--l1 0.1`` its nonzero weights from 3.0M to 0.56M (docs/FEATURES.md). The values are
+therefore not VW's: VW's ``--l1 1e-5`` already costs 10 points of error on Sector. Each weight
+pass tests ``reg_on`` once per example and keeps the old arithmetic when both are 0 (the models
+are bit for bit those of before). A feature repeated in an example (or two colliding in a
+slot) is regularised once per occurrence, as its step is applied.
 
 Four copies of the update: ``learn`` (one regressor), ``learn_rescore`` (and its post-update
 score in the weight pass), ``learn_block`` (k regressors, features outer) and
@@ -95,8 +105,8 @@ HP_LO = 10
 HP_HI = 11
 HP_NAN = 12  # count of NaN scores/updates met (the driver warns once)
 HP_PREFETCH = 13  # 1: tree descents prefetch the next nodes' rows (prefetch_slots); 0: they don't
-HP_L1 = 14  # --l1: truncation of each updated weight by l1 * eta_bar (``reg_factors``)
-HP_L2 = 15  # --l2: each updated weight first multiplied by 1 - l2 * eta_bar
+HP_L1 = 14  # --l1: each updated weight truncated toward 0 by l1 times its rate (``reg_step``)
+HP_L2 = 15  # --l2: each updated weight first multiplied by 1 - l2 times its rate
 N_HP = 16
 
 LOSS_SQUARED = 0
@@ -333,29 +343,31 @@ def reg_on(hp):
 
 
 @kernel(inline="always")
-def reg_factors(hp, u, d):
-    """``(c2, g1)`` of one update of one regressor: its weights are multiplied by
-    ``c2 = max(0, 1 - l2 * eta_bar)`` and truncated by ``g1 = l1 * eta_bar`` (``reg_step``), with
-    VW's ``eta_bar = -u / d`` (the update ``u`` over the loss derivative ``d``: the example's step
-    size, without the per-coordinate rate); ``(1, 0)`` (no regularisation) when ``|u|`` or ``|d|``
-    is at most ``REG_MIN``, as VW's ``compute_update``."""
+def reg_rate(u, d):
+    """VW's example rate ``eta_bar = -u / d`` of an update of amount ``u`` (``d``: the loss
+    derivative), the step size without the per-coordinate rate; 0 (no regularisation) when
+    ``|u|`` or ``|d|`` is at most ``REG_MIN``, as in VW's ``compute_update``."""
     if abs(u) > REG_MIN and abs(d) > REG_MIN:
         eb = -u / d
         if eb > 0.0:
-            c2 = 1.0 - hp[HP_L2] * eb
-            return (c2 if c2 > 0.0 else 0.0), hp[HP_L1] * eb
-    return 1.0, 0.0
+            return eb
+    return 0.0
 
 
 @kernel(inline="always")
-def reg_step(w, step, c2, g1):
-    """The regularised update of one weight: ``trunc(c2 * w + step, g1)``, where ``trunc(x, g)``
-    moves x toward 0 by g and stops at 0 (VW's ``trunc_weight``)."""
-    x = w * c2 + step
-    if x > g1:
-        return x - g1
-    if x < -g1:
-        return x + g1
+def reg_step(hp, w, step, es):
+    """The regularised update of one weight whose rate in this update is ``es`` (its step is
+    ``-es`` times its loss gradient): ``trunc(max(0, 1 - l2 es) w + step, l1 es)``, where
+    ``trunc(x, g)`` moves x toward 0 by g and stops at 0 (VW's ``trunc_weight``)."""
+    c = 1.0 - hp[HP_L2] * es
+    if c < 0.0:
+        c = 0.0
+    x = w * c + step
+    g = hp[HP_L1] * es
+    if x > g:
+        return x - g
+    if x < -g:
+        return x + g
     return 0.0
 
 
@@ -389,14 +401,14 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         if u == 0.0:
             return
         reg = reg_on(hp)
-        c2, g1 = reg_factors(hp, u, d)
+        es = reg_rate(u, d)
         for j in range(start, end):
             v = np.float64(val[j])
             if not math.isfinite(v):
                 continue
             s = np.uint64((np.int64(idx[j]) * mult + off) & mask)
             if reg:
-                tab[s, 0] = np.float32(reg_step(np.float64(tab[s, 0]), u * v, c2, g1))
+                tab[s, 0] = np.float32(reg_step(hp, np.float64(tab[s, 0]), u * v, es))
             else:
                 tab[s, 0] = np.float32(np.float64(tab[s, 0]) + u * v)
         return
@@ -458,7 +470,7 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         return
     Mu = M * u
     reg = reg_on(hp)
-    c2, g1 = reg_factors(hp, u, d)
+    a = reg_rate(u, d) * M  # the rate of a weight is a * r
     for j in range(start, end):
         v = np.float64(val[j])
         if not math.isfinite(v):
@@ -475,7 +487,7 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         else:
             r = Gs ** (-p) * Ns ** (-nexp)
         if reg:
-            tab[s, 0] = np.float32(reg_step(np.float64(tab[s, 0]), Mu * v * r, c2, g1))
+            tab[s, 0] = np.float32(reg_step(hp, np.float64(tab[s, 0]), Mu * v * r, a * r))
         else:
             tab[s, 0] = np.float32(np.float64(tab[s, 0]) + Mu * v * r)
 
@@ -736,7 +748,7 @@ def learn_rescore(lin, idx, val, start, end, m, y, iw, f, distinct):
         return score(lin, idx, val, start, end, m) if moved else f
     Mu = M * u
     reg = reg_on(hp)
-    c2, g1 = reg_factors(hp, u, d)
+    a = reg_rate(u, d) * M  # the rate of a weight is a * r
     acc = 0.0
     for j in range(start, end):
         v = np.float64(val[j])
@@ -745,7 +757,7 @@ def learn_rescore(lin, idx, val, start, end, m, y, iw, f, distinct):
             acc += np.float64(tab[s, 0]) * v
             continue
         if reg:
-            w = np.float32(reg_step(np.float64(tab[s, 0]), Mu * v * scr[j - start, 0], c2, g1))
+            w = np.float32(reg_step(hp, np.float64(tab[s, 0]), Mu * v * scr[j - start, 0], a * scr[j - start, 0]))
         else:
             w = np.float32(np.float64(tab[s, 0]) + Mu * v * scr[j - start, 0])
         tab[s, 0] = w
@@ -819,8 +831,8 @@ def _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, p, reg):
     """Between the two passes of ``learn_block``/``learn_block_distinct``: for each active regressor
     ``c = act[a]``, fold the first pass's sums (``work[c, 1]`` = sum x^2/N^2, ``work[c, 2]`` = q)
     into its normaliser state S, T and leave the weight-pass multiplier ``M * u`` in ``work[c, 3]``
-    (0 for a NaN update, counted in hp[HP_NAN]), and when ``reg`` its ``reg_factors`` (c2, g1) in
-    ``work[c, 1]``, ``work[c, 2]``. Once per example, not per slot."""
+    (0 for a NaN update, counted in hp[HP_NAN]), and when ``reg`` ``reg_rate * M`` in ``work[c, 1]``
+    (times a slot's r, the slot's rate). Once per example, not per slot."""
     half = p == 0.5
     for a in range(na):
         c = act[a]
@@ -836,7 +848,7 @@ def _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, p, reg):
             u = 0.0
         work[c, 3] = M * u
         if reg:
-            work[c, 1], work[c, 2] = reg_factors(lin.hp, u, loss_derivative(loss, tau, yhats[c], ys[c]))
+            work[c, 1] = reg_rate(u, loss_derivative(loss, tau, yhats[c], ys[c])) * M
 
 
 @kernel(error_model="numpy")
@@ -875,7 +887,7 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
                 u = -eta * iw * t_eff ** (-p) * d
                 if u != 0.0:
                     work[c, 3] = u
-                    work[c, 1], work[c, 2] = reg_factors(hp, u, d)
+                    work[c, 1] = reg_rate(u, d)
                     act[na] = c
                     na += 1
             else:
@@ -899,7 +911,7 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
                 c = act[a]
                 s = np.uint64((base + c) & mask)
                 if reg:
-                    tab[s, 0] = np.float32(reg_step(np.float64(tab[s, 0]), work[c, 3] * v, work[c, 1], work[c, 2]))
+                    tab[s, 0] = np.float32(reg_step(hp, np.float64(tab[s, 0]), work[c, 3] * v, work[c, 1]))
                 else:
                     tab[s, 0] = np.float32(np.float64(tab[s, 0]) + work[c, 3] * v)
         return
@@ -967,7 +979,7 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
                 else:
                     r = Gs ** (-p) * Ns ** (-nexp)
                 if reg:
-                    tab[s, 0] = np.float32(reg_step(np.float64(tab[s, 0]), Mu * v * r, work[c, 1], work[c, 2]))
+                    tab[s, 0] = np.float32(reg_step(hp, np.float64(tab[s, 0]), Mu * v * r, work[c, 1] * r))
                 else:
                     tab[s, 0] = np.float32(np.float64(tab[s, 0]) + Mu * v * r)
             pos += 1
@@ -1052,7 +1064,8 @@ def learn_block_distinct(lin, idx, val, start, end, k, ys, iw, yhats, work, act,
             if Mu != 0.0:
                 o = b3 + np.uint64(3 * c)
                 if reg:
-                    t[o] = np.float32(reg_step(np.float64(t[o]), Mu * v * rbuf[pos + a], work[c, 1], work[c, 2]))
+                    r = rbuf[pos + a]
+                    t[o] = np.float32(reg_step(hp, np.float64(t[o]), Mu * v * r, work[c, 1] * r))
                 else:
                     t[o] = np.float32(np.float64(t[o]) + Mu * v * rbuf[pos + a])
         pos += na

@@ -140,18 +140,21 @@ class RefLinear:
         return y * ((lo + hi) / 2 - a) / q
 
     # update ------------------------------------------------------------------------------
-    def _new_weight(self, w, step, u, d):
-        """One touched weight after an update of amount ``u`` (loss derivative ``d``): the
-        gradient step on loss + l2/2 w^2 with VW's example rate eta_bar = -u/d (no regularisation
-        when |u| or |d| <= 1e-8), then l1 truncation of the result toward 0 by l1 * eta_bar."""
+    @staticmethod
+    def _eta_bar(u, d):
+        """VW's example rate -u/d (0 when |u| or |d| <= 1e-8: no regularisation)."""
+        if abs(u) <= 1e-8 or abs(d) <= 1e-8:
+            return 0.0
+        return max(0.0, -u / d)
+
+    def _new_weight(self, w, step, rate):
+        """One touched weight after its update ``step``, where ``rate`` multiplies its loss
+        gradient in that step: a gradient step on loss + l2/2 w^2 at that rate (the l2 factor
+        never below 0), then the l1 truncation of the result toward 0 by l1 * rate."""
         if self.l1 == 0 and self.l2 == 0:
             return w + step
-        eta_bar = -u / d if (abs(u) > 1e-8 and abs(d) > 1e-8) else 0.0
-        if eta_bar <= 0:
-            eta_bar = 0.0
-        shrink = max(0.0, 1.0 - self.l2 * eta_bar)
-        x = w * shrink + step
-        gravity = self.l1 * eta_bar
+        x = w * max(0.0, 1.0 - self.l2 * rate) + step
+        gravity = self.l1 * rate
         if abs(x) <= gravity:
             return 0.0
         return x - math.copysign(gravity, x)
@@ -170,7 +173,7 @@ class RefLinear:
                 if not math.isfinite(float(v)):
                     continue
                 s = self.slot(int(h), m)
-                self.w[s] = f32(self._new_weight(self.w.get(s, 0.0), u * float(v), u, d))
+                self.w[s] = f32(self._new_weight(self.w.get(s, 0.0), u * float(v), self._eta_bar(u, d)))
             return
         d = self.dloss(yhat, y)
         g2 = iw * d * d
@@ -206,7 +209,7 @@ class RefLinear:
         for h, v in zip(idx, val):
             s = self.slot(int(h), m)
             r = _neg_pow(self.G[s], p) * self.N[s] ** (-2 * (1 - p))
-            self.w[s] = f32(self._new_weight(self.w.get(s, 0.0), M * u * float(v) * r, u, d))
+            self.w[s] = f32(self._new_weight(self.w.get(s, 0.0), M * u * float(v) * r, self._eta_bar(u, d) * M * r))
 
     def end_example(self, iw):
         self.clock += iw
