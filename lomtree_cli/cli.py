@@ -46,7 +46,7 @@ TRAIN_HELP_GROUPS = (
     ("Feature Options", ("bits", "hash_seed", "ignore", "ignore_linear", "keep", "noconstant", "ngram", "skips",
                          "interactions", "quadratic", "cubic", "fmt", "label_offset", "named_labels", "string_labels")),
     ("Example Options", ("testonly", "holdout_off", "holdout_period", "early_terminate", "passes", "loss",
-                         "quantile_tau", "skip_invalid", "max_line_bytes")),
+                         "quantile_tau", "l1", "l2", "skip_invalid", "max_line_bytes")),
     ("Update Options", ("learning_rate", "power_t", "decay_learning_rate", "initial_t")),
     ("Gradient Descent Options", ("sgd",)),
     ("Weight Options", ("initial_model",)),
@@ -229,6 +229,10 @@ def vw_options(f):
               type=click.Choice(["squared", "logistic", "hinge", "quantile"]),
               help="[squared]")
 @click.option("--quantile-tau", "--quantile_tau", "quantile_tau", type=float, default=0.5, show_default=True)
+@click.option("--l1", "l1", type=float, default=0.0, show_default=True,
+              help="L1 regularisation: truncated gradient on the weights an update touches.")
+@click.option("--l2", "l2", type=float, default=0.0, show_default=True,
+              help="L2 regularisation: the weights an update touches shrink by 1 - l2 * rate.")
 @click.option("--sgd", is_flag=True, help="Plain SGD instead of adaptive+normalized+invariant updates.")
 @click.option("--decay-learning-rate", "--decay_learning_rate", "decay_learning_rate", type=float,
               default=1.0, show_default=True, help="Learning-rate factor applied after each pass.")

@@ -38,12 +38,15 @@ class Option:
 class ReductionSpec:
     """``target``: ``"module:Class"``; ``needs_k``: ``-k`` is required; ``options``: the
     reduction's own options; ``defaults``: its defaults where they differ from
-    ``ReductionConfig``'s and ``LearnerConfig``'s (keys ``loss``, ``power_t``, ``learning_rate`` (not under ``--sgd``) and reduction fields)."""
+    ``ReductionConfig``'s and ``LearnerConfig``'s (keys ``loss``, ``power_t``, ``learning_rate``
+    (not under ``--sgd``) and reduction fields); ``no_regularization``: why ``--l1``/``--l2``
+    cannot apply (they regularise the linear learner's weights), empty when they do."""
 
     target: str
     needs_k: bool = True
     options: tuple = ()
     defaults: dict = field(default_factory=dict)
+    no_regularization: str = ""
 
 
 _ARITY = Option("arity", ("--arity",), help="most children of a node")
@@ -77,7 +80,8 @@ REGISTRY = {
         Option("cpt_random_insert", ("--cpt-random-insert", "--cpt_random_insert"), bool,
                help="baseline: insert new labels on a random side")),
         defaults={"power_t": 0.75}),
-    "table": ReductionSpec("lomtree_cli.reductions.table:LabelFrequencyTable", needs_k=False),
+    "table": ReductionSpec("lomtree_cli.reductions.table:LabelFrequencyTable", needs_k=False,
+                           no_regularization="it counts labels and has no weights"),
     "plt": ReductionSpec("lomtree_cli.reductions.plt:ProbabilisticLabelTree", options=(
         _ARITY, _BEAM,
         Option("tree_buffer", ("--tree-buffer",),
@@ -94,7 +98,9 @@ REGISTRY = {
                                                     "arity^depth >= k)"),
         Option("reassign_after", ("--reassign-after",),
                help="trained examples before the first label re-assignment, then at each doubling "
-                    "(0 = keep the initial random tree)"))),
+                    "(0 = keep the initial random tree)")),
+        no_regularization="its embeddings and softmax layers are trained by their own SGD, not by the linear "
+                          "learner that --l1/--l2 regularise"),
 }
 
 
