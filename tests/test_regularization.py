@@ -23,7 +23,7 @@ K_CLASSES = 8
 #: both at 0 the models must stay bit for bit the same
 BEFORE = {
     "oaa": "b5e7e546d5eb97fa",
-    "lomtree": "e2c589fd7eb849c6",
+    "lomtree": "c01576157ad0f1e1",  # the defaults of -l 0.25 --candidates-up 3 and the prior
     "filter": "cffa6dbdd29fb1c6",
     "rtree": "bcfbbef03bee1ed5",
     "cpt": "307970eaa833d006",
