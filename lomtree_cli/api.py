@@ -359,8 +359,8 @@ class Labels:
 
 # -- the estimator ------------------------------------------------------------------------------
 
-_REDUCTION_OPTIONS = ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up", "cpt_alpha",
-                      "cpt_predict", "cpt_random_insert", "arity", "beam", "tree_buffer", "path_weight",
+_REDUCTION_OPTIONS = ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up", "label_prior",
+                      "cpt_alpha", "cpt_predict", "cpt_random_insert", "arity", "beam", "tree_buffer", "path_weight",
                       "leaf_negatives", "dim", "depth", "reassign_after")
 
 
@@ -374,10 +374,11 @@ class Classifier:
     """
 
     def __init__(self, reduction="lomtree", classes=None, bits=18, learning_rate=None, power_t=None,
-                 initial_t=None, loss_function=None, quantile_tau=0.5, sgd=False, decay_learning_rate=1.0,
+                 initial_t=None, loss_function=None, quantile_tau=0.5, sgd=False, decay_learning_rate=1.0, l1=0.0, l2=0.0,
                  passes=1, holdout_period=10, holdout_off=False, early_terminate=3, seed=0, hash_seed=0,
                  noconstant=False, label_offset=0, format=None, max_internal_nodes=None, swap_resistance=None,
-                 leaf_labels=None, candidates_up=None, cpt_alpha=None, cpt_predict=None, cpt_random_insert=None,
+                 leaf_labels=None, candidates_up=None, label_prior=None, cpt_alpha=None, cpt_predict=None,
+                 cpt_random_insert=None,
                  arity=None, beam=None, tree_buffer=None, path_weight=None, leaf_negatives=None, dim=None,
                  depth=None, reassign_after=None, verbose=False):
         self.reduction = reduction
@@ -390,6 +391,8 @@ class Classifier:
         self.quantile_tau = quantile_tau
         self.sgd = sgd
         self.decay_learning_rate = decay_learning_rate
+        self.l1 = l1
+        self.l2 = l2
         self.passes = passes
         self.holdout_period = holdout_period
         self.holdout_off = holdout_off
@@ -403,6 +406,7 @@ class Classifier:
         self.swap_resistance = swap_resistance
         self.leaf_labels = leaf_labels
         self.candidates_up = candidates_up
+        self.label_prior = label_prior
         self.cpt_alpha = cpt_alpha
         self.cpt_predict = cpt_predict
         self.cpt_random_insert = cpt_random_insert
@@ -472,7 +476,8 @@ class Classifier:
         p = {name: getattr(self, name) for name in _REDUCTION_OPTIONS}
         p.update(reduction=self.reduction, k=k, seed=self.seed, learning_rate=self.learning_rate,
                  initial_t=self.initial_t, power_t=self.power_t, loss=self.loss_function,
-                 quantile_tau=self.quantile_tau, sgd=bool(self.sgd), decay_learning_rate=self.decay_learning_rate)
+                 quantile_tau=self.quantile_tau, sgd=bool(self.sgd), decay_learning_rate=self.decay_learning_rate,
+                 l1=self.l1, l2=self.l2)
         try:
             icfg = InputConfig(format=fmt, bits=int(self.bits), hash_seed=int(self.hash_seed),
                                noconstant=bool(self.noconstant), label_offset=int(self.label_offset))
@@ -761,7 +766,7 @@ class Classifier:
         clf = cls(reduction=rcfg.name, classes=labels.k if labels.int_offset is not None else labels.names.tolist(),
                   bits=icfg.bits, learning_rate=lcfg.learning_rate, power_t=lcfg.power_t, initial_t=lcfg.initial_t,
                   loss_function=lcfg.loss, quantile_tau=lcfg.quantile_tau, sgd=lcfg.sgd,
-                  decay_learning_rate=lcfg.decay_learning_rate, seed=rcfg.seed, hash_seed=icfg.hash_seed,
+                  decay_learning_rate=lcfg.decay_learning_rate, l1=lcfg.l1, l2=lcfg.l2, seed=rcfg.seed, hash_seed=icfg.hash_seed,
                   noconstant=icfg.noconstant, label_offset=icfg.label_offset, format=icfg.format,
                   verbose=verbose, **params)
         clf._set_model(icfg, loaded.learner, loaded.reduction, labels)

@@ -46,7 +46,7 @@ TRAIN_HELP_GROUPS = (
     ("Feature Options", ("bits", "hash_seed", "ignore", "ignore_linear", "keep", "noconstant", "ngram", "skips",
                          "interactions", "quadratic", "cubic", "fmt", "label_offset", "named_labels", "string_labels")),
     ("Example Options", ("testonly", "holdout_off", "holdout_period", "early_terminate", "passes", "loss",
-                         "quantile_tau", "skip_invalid", "max_line_bytes")),
+                         "quantile_tau", "l1", "l2", "skip_invalid", "max_line_bytes")),
     ("Update Options", ("learning_rate", "power_t", "decay_learning_rate", "initial_t")),
     ("Gradient Descent Options", ("sgd",)),
     ("Weight Options", ("initial_model",)),
@@ -55,7 +55,7 @@ TRAIN_HELP_GROUPS = (
     ("Output Options", ("predictions",)),
     ("Input Options", ("data", "cache", "cache_file")),
     ("Reduction Options", ("reduction", "k", "oaa", "ect", "log_multi")),
-    ("[Reduction] LOMtree Options", ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up")),
+    ("[Reduction] LOMtree Options", ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up", "label_prior")),
     ("[Reduction] CPT Options", ("cpt_alpha", "cpt_predict", "cpt_random_insert")),
     ("[Reduction] PLT Options", ("arity", "beam", "tree_buffer", "path_weight", "no_leaf_negatives")),
     ("[Reduction] mtree Options", ("dim", "depth", "reassign_after")),
@@ -222,13 +222,17 @@ def vw_options(f):
 @click.option("-p", "--predictions", type=str, help="Progressive predictions, one per line ('-' = stdout).")
 @click.option("--format", "fmt", type=click.Choice(["vw", "libsvm"]), default="vw", show_default=True)
 @click.option("-b", "--bits", type=int, default=18, show_default=True, help="Hash bits.")
-@click.option("-l", "--learning-rate", "learning_rate", type=float, help="Learning rate [0.5; --sgd: 10].")
+@click.option("-l", "--learning-rate", "learning_rate", type=float, help="Learning rate [0.5; lomtree: 0.25; --sgd: 10].")
 @click.option("--power-t", "--power_t", "power_t", type=float, default=None, help=_defaults_text("power_t", 0.5))
 @click.option("--initial-t", "--initial_t", "initial_t", type=float, help="[0; --sgd: 1]")
 @click.option("--loss-function", "--loss_function", "loss",
               type=click.Choice(["squared", "logistic", "hinge", "quantile"]),
               help="[squared]")
 @click.option("--quantile-tau", "--quantile_tau", "quantile_tau", type=float, default=0.5, show_default=True)
+@click.option("--l1", "l1", type=float, default=0.0, show_default=True,
+              help="L1 regularisation: truncated gradient on the weights an update touches.")
+@click.option("--l2", "l2", type=float, default=0.0, show_default=True,
+              help="L2 regularisation: the weights an update touches shrink by 1 - l2 * rate.")
 @click.option("--sgd", is_flag=True, help="Plain SGD instead of adaptive+normalized+invariant updates.")
 @click.option("--decay-learning-rate", "--decay_learning_rate", "decay_learning_rate", type=float,
               default=1.0, show_default=True, help="Learning-rate factor applied after each pass.")

@@ -7,14 +7,14 @@ here imports click, numpy or numba at module level.
 
 from __future__ import annotations
 
-from .config import InputConfig, LearnerConfig, ReductionConfig
+from .config import InputConfig, LearnerConfig, ReductionConfig, check_regularization
 from .errors import ConfigError
 from .runtime import end_startup
 
 #: train options a model fixes or records: when given on the command line next to ``-i MODEL``
 #: they are checked against the model (``driver.train``'s ``explicit``), as is every reduction option
 EXPLICIT_TRAIN = ("bits", "hash_seed", "noconstant", "label_offset", "loss", "sgd", "quantile_tau", "power_t",
-                  "learning_rate", "decay_learning_rate")
+                  "learning_rate", "decay_learning_rate", "l1", "l2")
 
 
 PROGRESS_INTERVAL_RULE = "must be an integer >= 1 (additive) or a float > 1 (multiplicative)"
@@ -133,6 +133,8 @@ def run_train(p: dict, given: set, start: float) -> None:
     rcfg = lcfg = None
     if p["initial_model"] is None:
         rcfg, lcfg = _new_model_configs(p)
+    else:
+        LearnerConfig(l1=p["l1"], l2=p["l2"])  # bad values fail before the model is read
     opts = RunOptions(inputs=list(p["inputs"]), predictions=p["predictions"], passes=p["passes"], cache=p["cache"],
                       use_cache=p["cache"] is not None, holdout_period=p["holdout_period"],
                       holdout_off=p["holdout_off"], early_terminate=p["early_terminate"], quiet=p["quiet"],
@@ -168,10 +170,15 @@ def _new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
     base = {f.name: f.default for f in fields(ReductionConfig)}
     own = {f: (p[f] if p[f] is not None else default(name, f, base[f])) for f in reduction_options()}
     rcfg = ReductionConfig(name=name, k=p["k"], seed=p["seed"], **own)
-    lcfg = LearnerConfig(learning_rate=p["learning_rate"], initial_t=p["initial_t"],
+    lr = p["learning_rate"]
+    if lr is None and not p["sgd"]:  # the reduction's default (--sgd keeps its own, 10)
+        lr = default(name, "learning_rate", None)
+    lcfg = LearnerConfig(learning_rate=lr, initial_t=p["initial_t"],
                          power_t=p["power_t"] if p["power_t"] is not None else default(name, "power_t", 0.5),
                          loss=p["loss"] if p["loss"] is not None else default(name, "loss", "squared"),
-                         quantile_tau=p["quantile_tau"], sgd=p["sgd"], decay_learning_rate=p["decay_learning_rate"])
+                         quantile_tau=p["quantile_tau"], sgd=p["sgd"], decay_learning_rate=p["decay_learning_rate"],
+                         l1=p["l1"], l2=p["l2"])
+    check_regularization(name, lcfg.l1, lcfg.l2)
     return rcfg, lcfg
 
 

@@ -116,6 +116,8 @@ class LearnerConfig:
     quantile_tau : tau of the quantile loss
     sgd : plain SGD instead of adaptive + normalized + importance-invariant
     decay_learning_rate : eta multiplier applied at the end of every pass
+    l1, l2 : VW's --l1 / --l2 regularisation strengths (>= 0; 0 = off), applied to the weights
+        each update touches (``kernels.linear``, "Regularisation")
     """
 
     learning_rate: float | None = None
@@ -125,6 +127,8 @@ class LearnerConfig:
     quantile_tau: float = 0.5
     sgd: bool = False
     decay_learning_rate: float = 1.0
+    l1: float = 0.0
+    l2: float = 0.0
 
     def __post_init__(self):
         if self.loss not in LOSSES:
@@ -141,6 +145,10 @@ class LearnerConfig:
             raise ConfigError(f"--quantile-tau must be in (0, 1), got {self.quantile_tau}")
         if not self.power_t >= 0:
             raise ConfigError(f"--power-t must be >= 0, got {self.power_t}")
+        for name in ("l1", "l2"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ConfigError(f"--{name} must be a finite number >= 0, got {v}")
         if not self.decay_learning_rate > 0:
             raise ConfigError(f"--decay-learning-rate must be > 0, got {self.decay_learning_rate}")
 
@@ -167,6 +175,8 @@ class ReductionConfig:
     swap_resistance : LOMtree R_S
     leaf_labels : LOMtree L: candidate labels per leaf, rescored one-against-some (0 = majority label)
     candidates_up : LOMtree: the candidates are the top L of the node this many levels above the leaf
+    label_prior : LOMtree: beta, weight of a candidate's log count share in its ranking score (-1:
+        chosen by progressive validation)
     cpt_alpha : CPT balance/regressor trade-off in [0, 1]
     cpt_predict : 'exact' (best-first search) or 'greedy'
     cpt_random_insert : CPT baseline: insert new labels on a random side
@@ -189,6 +199,7 @@ class ReductionConfig:
     swap_resistance: int = 4
     leaf_labels: int = 0
     candidates_up: int = 0
+    label_prior: float = -1.0
     cpt_alpha: float = 0.5
     cpt_predict: str = "exact"
     cpt_random_insert: bool = False
@@ -222,6 +233,8 @@ class ReductionConfig:
             raise ConfigError(f"--leaf-labels must be in 0..1024, got {self.leaf_labels}")
         if not 0 <= int(self.candidates_up) <= 64:
             raise ConfigError(f"--candidates-up must be in 0..64, got {self.candidates_up}")
+        if not (self.label_prior == -1.0 or (math.isfinite(self.label_prior) and 0.0 <= self.label_prior <= 10.0)):
+            raise ConfigError(f"--label-prior must be in [0, 10] or -1 (chosen), got {self.label_prior}")
         if not (math.isfinite(self.cpt_alpha) and 0.0 <= self.cpt_alpha <= 1.0):
             raise ConfigError(f"--cpt-alpha must be in [0, 1], got {self.cpt_alpha}")
         if self.cpt_predict not in ("exact", "greedy"):
@@ -242,6 +255,14 @@ class ReductionConfig:
             raise ConfigError(f"--reassign-after must be in 0..2^53-1, got {self.reassign_after}")
         if not 0 <= int(self.seed) < 2**64:
             raise ConfigError(f"--seed must be in 0..2^64-1, got {self.seed}")
+
+
+def check_regularization(reduction: str, l1: float, l2: float) -> None:
+    """ConfigError when ``--l1``/``--l2`` are set for a reduction they cannot apply to (its
+    registry entry's ``no_regularization``): refused, not silently ignored."""
+    why = REGISTRY[reduction].no_regularization
+    if why and (l1 or l2):
+        raise ConfigError(f"--l1/--l2 do not apply to --reduction {reduction}: {why}")
 
 
 def to_dict(cfg) -> dict:

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .batch import ExampleBatch
-from .config import InputConfig, LearnerConfig, ReductionConfig
+from .config import InputConfig, LearnerConfig, ReductionConfig, check_regularization
 from .errors import ConfigError, InputError, Interrupted
-from .kernels.linear import HP_ETA
+from .kernels.linear import HP_ETA, HP_L1, HP_L2
 from .metrics import Progress
 from .runtime import quiet_stdout
 
@@ -567,7 +567,7 @@ def _new_model(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Redu
 def _continued_model(path: str, input_cfg: InputConfig, explicit: dict):
     """(input config, learner, reduction, passes done, label dictionary) of the model at ``path``, continued: the
     options in ``explicit`` are checked against it (ConfigError), or applied (learning rate and its
-    decay); the run's own input options (``--skip-invalid``, ``--max-line-bytes``) are kept."""
+    decay, --l1, --l2: they change how training goes on, and the saved model keeps them); the run's own input options (``--skip-invalid``, ``--max-line-bytes``) are kept."""
     from . import model_io
 
     loaded = model_io.load_model(path)
@@ -579,6 +579,11 @@ def _continued_model(path: str, input_cfg: InputConfig, explicit: dict):
         learner.arrays.hp[HP_ETA] = float(explicit["learning_rate"])
     if explicit.get("decay_learning_rate") is not None:
         learner.config = replace(learner.config, decay_learning_rate=float(explicit["decay_learning_rate"]))
+    check_regularization(loaded.reduction.name, explicit.get("l1"), explicit.get("l2"))
+    for name, slot in (("l1", HP_L1), ("l2", HP_L2)):
+        if explicit.get(name) is not None:
+            learner.config = replace(learner.config, **{name: float(explicit[name])})
+            learner.arrays.hp[slot] = getattr(learner.config, name)
     return input_cfg, learner, loaded.reduction, loaded.passes_done, loaded.label_dict
 
 
@@ -796,6 +801,10 @@ def _preamble(err, input_cfg, learner, reduction, paths):
     err.write(f"learning rate = {learner.eta:g}\n")
     err.write(f"initial_t = {lc.t0:g}\n")
     err.write(f"power_t = {lc.power_t:g}\n")
+    if lc.l1 > 0:
+        err.write(f"using l1 regularization = {lc.l1:g}\n")
+    if lc.l2 > 0:
+        err.write(f"using l2 regularization = {lc.l2:g}\n")
     err.write(f"Reading datafile = {', '.join('<stdin>' if p == '-' else p for p in paths)}\n")
     k = reduction.config.k
     err.write(f"Reduction = {reduction.name}{'' if k is None else f' k={k}'} loss={lc.loss}\n")

@@ -94,6 +94,9 @@ def test_logistic_solver_matches_lambert_definition():
         assert a + math.exp(a) == pytest.approx(z, rel=1e-9, abs=1e-9)
 
 
+#: (l1, l2): off, each alone, both (--l1/--l2 enter every update kernel)
+REGS = st.sampled_from([(0.0, 0.0), (0.3, 0.0), (0.0, 0.5), (0.02, 0.1), (0.0, 3.0)])
+
 examples = st.lists(
     st.tuples(
         st.lists(st.tuples(st.integers(0, 40), st.sampled_from([1.0, -1.0, 0.5, 2.0, 1e-30, 3.25, -0.125])),
@@ -115,16 +118,18 @@ examples = st.lists(
     bits=st.sampled_from([4, 18]),
     initial_t=st.sampled_from([None, 2.0]),
     mode=st.sampled_from([K.MODE_STRIDE, K.MODE_CPT]),
+    reg=REGS,
 )
 # a float32 adaptive sum that underflows to 0 (rate 0 ** -p = inf; the update becomes NaN and is dropped)
 @example(exs=[([(0, 1e-30)], 0, -1.0, 1.0), ([(0, 1.0), (1, 1e-30)], 0, -1.0, 1.0)], loss="logistic", sgd=False,
-         power_t=0.5, bits=4, initial_t=None, mode=K.MODE_STRIDE)
-def test_kernel_matches_reference(exs, loss, sgd, power_t, bits, initial_t, mode):
+         power_t=0.5, bits=4, initial_t=None, mode=K.MODE_STRIDE, reg=(0.0, 0.0))
+def test_kernel_matches_reference(exs, loss, sgd, power_t, bits, initial_t, mode, reg):
     """Scores and every weight agree with the reference (bits=4 forces collisions and duplicates)."""
-    lcfg = LearnerConfig(loss=loss, sgd=sgd, power_t=power_t, initial_t=initial_t, quantile_tau=0.3)
+    lcfg = LearnerConfig(loss=loss, sgd=sgd, power_t=power_t, initial_t=initial_t, quantile_tau=0.3,
+                         l1=reg[0], l2=reg[1])
     lrn = LinearLearner(lcfg, bits, 3, mode)
     ref = RefLinear(bits=bits, n_models=3, loss=loss, power_t=power_t, initial_t=initial_t, tau=0.3, sgd=sgd,
-                    mode="stride" if mode == K.MODE_STRIDE else "cpt")
+                    mode="stride" if mode == K.MODE_STRIDE else "cpt", l1=reg[0], l2=reg[1])
     mask = (1 << bits) - 1
     for feats, m, y, iw in exs:
         idx = np.array([h & mask for h, _ in feats], np.int64)
@@ -178,13 +183,13 @@ def test_ensure_models_grows_and_keeps_state():
                  min_size=0, max_size=8),
         st.integers(0, 4), st.sampled_from([1.0, 0.5, 2.0, 0.0])), min_size=1, max_size=20),
     loss=st.sampled_from(["squared", "logistic", "hinge", "quantile"]),
-    sgd=st.booleans(), power_t=st.sampled_from([0.5, 0.25]), bits=st.sampled_from([6, 16]),
+    sgd=st.booleans(), power_t=st.sampled_from([0.5, 0.25]), bits=st.sampled_from([6, 16]), reg=REGS,
 )
-def test_learn_block_equals_sequential_learns(exs, loss, sgd, power_t, bits):
+def test_learn_block_equals_sequential_learns(exs, loss, sgd, power_t, bits, reg):
     """The fused k-regressor update is bit-identical to k sequential updates whenever the
     disjointness check passes (bits=6 makes it fail often: then only the check is exercised)."""
     k = 5
-    lcfg = LearnerConfig(loss=loss, sgd=sgd, power_t=power_t)
+    lcfg = LearnerConfig(loss=loss, sgd=sgd, power_t=power_t, l1=reg[0], l2=reg[1])
     a_l = LinearLearner(lcfg, bits, k)
     b_l = LinearLearner(lcfg, bits, k)
     mask = (1 << bits) - 1
@@ -221,13 +226,13 @@ def test_learn_block_equals_sequential_learns(exs, loss, sgd, power_t, bits):
         st.integers(0, 6), st.sampled_from([1.0, 0.5, 2.0, 0.0])), min_size=1, max_size=20),
     loss=st.sampled_from(["squared", "logistic", "hinge", "quantile"]),
     sgd=st.booleans(), power_t=st.sampled_from([0.5, 0.25]), bits=st.sampled_from([7, 16]),
-    t0=st.sampled_from([0.0, 1.0]),
+    t0=st.sampled_from([0.0, 1.0]), reg=REGS,
 )
-def test_learn_block_distinct_equals_learn_block(exs, loss, sgd, power_t, bits, t0):
+def test_learn_block_distinct_equals_learn_block(exs, loss, sgd, power_t, bits, t0, reg):
     """The distinct-bases fast path (code 2) is bit-identical to ``learn_block``; on examples
     whose code is not 2 the code is checked against the bases themselves."""
     k = 6
-    lcfg = LearnerConfig(loss=loss, sgd=sgd, power_t=power_t, initial_t=t0)
+    lcfg = LearnerConfig(loss=loss, sgd=sgd, power_t=power_t, initial_t=t0, l1=reg[0], l2=reg[1])
     a_l = LinearLearner(lcfg, bits, k)
     b_l = LinearLearner(lcfg, bits, k)
     size = 1 << bits
@@ -346,14 +351,14 @@ def test_slot_layout_sector_like_example_is_free():
         min_size=1, max_size=20),
     loss=st.sampled_from(["squared", "logistic", "hinge", "quantile"]),
     sgd=st.booleans(), power_t=st.sampled_from([0.5, 0.75]), bits=st.sampled_from([5, 16]),
-    t0=st.sampled_from([0.0, 1.0]),
+    t0=st.sampled_from([0.0, 1.0]), reg=REGS,
 )
-def test_learn_rescore_equals_learn_then_score(exs, loss, sgd, power_t, bits, t0):
+def test_learn_rescore_equals_learn_then_score(exs, loss, sgd, power_t, bits, t0, reg):
     """``learn_rescore`` (with the distinct flag of ``slot_layout``) is bit-identical to
     ``learn`` followed by ``score``: weights, optimiser state, NaN count and the returned score
     (bits=5 makes duplicate slots common, so both paths run)."""
     W = 4
-    lcfg = LearnerConfig(loss=loss, sgd=sgd, power_t=power_t, initial_t=t0)
+    lcfg = LearnerConfig(loss=loss, sgd=sgd, power_t=power_t, initial_t=t0, l1=reg[0], l2=reg[1])
     a_l = LinearLearner(lcfg, bits, W)
     b_l = LinearLearner(lcfg, bits, W)
     for feats, m, y, iw in exs:

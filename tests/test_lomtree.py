@@ -25,9 +25,9 @@ BITS = 10
 HS = settings(deadline=None, max_examples=30, suppress_health_check=[HealthCheck.too_slow])
 
 
-def make(k, T=None, rs=4, bits=BITS, loss="quantile", lr=None, L=0, up=0):
+def make(k, T=None, rs=4, bits=BITS, loss="quantile", lr=None, L=0, up=0, beta=-1.0):
     rcfg = ReductionConfig(name="lomtree", k=k, max_internal_nodes=T, swap_resistance=rs, leaf_labels=L,
-                           candidates_up=up)
+                           candidates_up=up, label_prior=beta)
     lcfg = LearnerConfig(loss=loss, learning_rate=lr)
     lin = LinearLearner(lcfg, bits, LomTree.n_models_for(rcfg))
     return LomTree(rcfg, lin)
@@ -90,10 +90,10 @@ def streams(draw, kmax=6, nmax=60):
     return k, T, rs, ex
 
 
-def ref_run(k, T, rs, ex, bits=BITS, L=0, loss="quantile", up=0):
+def ref_run(k, T, rs, ex, bits=BITS, L=0, loss="quantile", up=0, beta=-1.0):
     Tm = k - 1 if T is None else T
     ref = RefLomTree(k, RefLinear(bits=bits, n_models=max(1, Tm) + (k if L else 0), loss=loss), T=Tm,
-                     swap_resistance=rs, leaf_labels=L, candidates_up=up)
+                     swap_resistance=rs, leaf_labels=L, candidates_up=up, label_prior=beta)
     preds = []
     for y, feats, iw in ex:
         idx = [h for h, _ in feats]
@@ -238,6 +238,62 @@ def test_kernel_matches_reference(case, L, up, loss):
     compare_to_ref(red, ref)
     np.testing.assert_allclose(red.learner.arrays.table[:, 0], ref.lin.dense_w(), rtol=1e-5, atol=1e-6)
     check_tree(red)
+
+
+@HS
+@given(streams(), st.sampled_from([1, 2, 3]), st.sampled_from([-1.0, 0.0, 0.05, 0.5, 3.0]))
+def test_label_prior_matches_reference(case, L, beta):
+    """The label-frequency prior in the candidates' ranking (fixed beta, or chosen by progressive
+    validation with -1): the same predictions, per-beta statistics and beta in use as the
+    reference."""
+    k, T, rs, ex = case
+    red = make(k, T=T, rs=rs, L=L, loss="squared", up=1, beta=beta)
+    preds = run(red, ex, chunk=5)
+    ref, rpreds = ref_run(k, T, rs, ex, L=L, loss="squared", up=1, beta=beta)
+    assert preds == rpreds
+    assert red.prior[:LT.NB].tolist() == ref.stats
+    assert red.prior[LT.P_BETA] == ref.beta
+    assert sum(ref.stats) <= len(LT.BETAS) * len(ex)
+
+
+def test_best_candidate_hand_worked():
+    """Candidates 3, 1, 2 with counts 6, 3, 1 (shares 0.6, 0.3, 0.1) and regressor scores 0, 0.05,
+    0.1: beta 0 and 0.02 rank label 2 first (0.1 + 0.02 log 0.1 = 0.054 > 0.05 + 0.02 log 0.3 =
+    0.026 > 0.02 log 0.6 = -0.010); beta 0.2 ranks label 3 first (-0.102 > -0.191 > -0.361)."""
+    L = 4
+    top = np.zeros((1, 2 * L), dtype=np.int64)
+    top[0, :3] = [3, 1, 2]
+    top[0, L:L + 3] = [6, 3, 1]
+    fs = np.array([0.0, 0.05, 0.1, 0.0])
+    assert [int(LT._best_candidate(top, 0, L, fs, b)) for b in (0.0, 0.02, 0.2)] == [2, 2, 3]
+    assert LT._best_candidate(np.zeros((1, 2 * L), dtype=np.int64), 0, L, fs, 0.2) == 0
+
+
+def test_label_prior_is_chosen_and_saved(tmp_path):
+    """On a Zipf stream whose label regressors see little signal the progressive statistics count
+    the prior's wins; the chosen beta is the best one, saved, and restored with its statistics;
+    a model file without them (before the prior) loads with beta 0, the old ranking."""
+    rng = np.random.default_rng(3)
+    ex = [(int(y), [(int(rng.integers(0, 50)), 1.0), CONST], 1.0) for y in np.minimum(rng.zipf(1.5, 2000), 30)]
+    red = make(30, L=8, up=2, loss="squared")
+    run(red, ex, chunk=100)
+    stats = red.prior[:LT.NB]
+    assert stats.sum() > 0
+    assert red.prior[LT.P_BETA] == LT.BETAS[int(np.argmax(stats))]
+    path = str(tmp_path / "m.lt")
+    save_model(path, InputConfig(bits=BITS), red.learner, red)
+    loaded = load_model(path).reduction
+    np.testing.assert_array_equal(loaded.prior, red.prior)
+    assert run(loaded, ex[:300], train=False) == run(red, ex[:300], train=False)
+    arrays = red.state()
+    del arrays["prior_stats"]
+    old = make(30, L=8, up=2, loss="squared")
+    old.load_state(arrays, red.meta())
+    assert old.prior[LT.P_BETA] == 0.0 and not old.prior[:LT.NB].any()
+    bad = red.state()
+    bad["prior_stats"] = -bad["prior_stats"] - 1
+    with pytest.raises(ValueError, match="prior_stats"):
+        make(30, L=8, up=2, loss="squared").load_state(bad, red.meta())
 
 
 @HS
@@ -551,7 +607,8 @@ def test_cli_defaults_are_the_measured_best(tmp_path):
     assert r.exit_code == 0, r.output
     got = load_model(m)
     assert got.learner.config.loss == "squared" and got.learner.config.power_t == 0.75
-    assert got.reduction.config.leaf_labels == 32 and got.reduction.config.candidates_up == 2
+    assert got.learner.config.learning_rate == 0.25 and got.reduction.config.label_prior == -1.0
+    assert got.reduction.config.leaf_labels == 32 and got.reduction.config.candidates_up == 3
     assert got.reduction.meta()["leaf_labels"] == 32
     r = CliRunner().invoke(main, ["train", "-r", "lomtree", "-k", "3", "-b", "12", str(data), "-f", m, "--quiet",
                                   "--loss-function", "quantile", "--power-t", "0.5", "--leaf-labels", "0",
@@ -559,4 +616,13 @@ def test_cli_defaults_are_the_measured_best(tmp_path):
     assert r.exit_code == 0, r.output
     got = load_model(m)
     assert got.learner.config.loss == "quantile" and got.learner.config.power_t == 0.5
+    assert got.learner.config.learning_rate == 0.25
+    r = CliRunner().invoke(main, ["train", "-r", "lomtree", "-k", "3", "-b", "12", str(data), "-f", m, "--quiet",
+                                  "-l", "0.5"])
+    assert r.exit_code == 0 and load_model(m).learner.config.learning_rate == 0.5
+    r = CliRunner().invoke(main, ["train", "-r", "lomtree", "-k", "3", "-b", "12", str(data), "-f", m, "--quiet",
+                                  "--sgd"])
+    assert r.exit_code == 0 and load_model(m).learner.config.eta == 10.0
+    r = CliRunner().invoke(main, ["train", "-r", "filter", "-k", "3", "-b", "12", str(data), "-f", m, "--quiet"])
+    assert r.exit_code == 0 and load_model(m).learner.config.eta == 0.5
     assert got.reduction.config == ReductionConfig(name="lomtree", k=3)

@@ -62,18 +62,27 @@ its ``L`` most frequent labels (``node_top``: labels, then their counts; ranked 
 descending, label ascending; kept exact online by ``_top_update`` in ``O(L)`` per node of the
 training path, since only the example's label's count grows; recomputed from the class records
 on load, so not stored). A leaf ``j`` predicts, among the candidates of the node ``U`` levels above
-it (the root at most), the one whose *label regressor* scores highest: label ``y`` owns regressor
+it (the root at most), the one ranked first by its *label regressor*'s score ``f_y`` plus a
+label-frequency prior, ``f_y + beta * log(cnt_y / sum of the candidates' counts)`` (first on
+ties; ``--label-prior beta``; by default, -1, beta is chosen among ``BETAS`` = 0, 0.02, 0.05, 0.1,
+0.2 by progressive validation: before each trained example is learned, every beta's ranking of
+its leaf's candidates is checked against its label (the scores are the prediction's, so this
+costs no regressor call), and the best so far ranks the next predictions; its counts are saved
+as ``prior_stats``; files without them load with beta 0). Label ``y`` owns regressor
 ``max(1, T) + y - 1`` (so ``W = max(1, T) + k``), shared by every leaf (one-against-some, as in
 Recall tree, Daume III et al. 2017). Training: after the routers, at the training leaf, each of
 those candidates' regressors learns toward +1 if it is the example's label, else -1. Per example
 that adds ``L`` regressor calls (score, and learn when training) to the ``O(depth)`` of routing,
 so cost stays ``O(log k + L)``. While the candidate node has no record the leaf's ``maxlab`` is
 predicted. Everything else (routing, splits, swaps, records) is the paper's Algorithm 1 unchanged;
-``L = 0`` gives it exactly. The command line's defaults for ``-r lomtree`` are ``L = 32``, ``U = 2``,
-squared loss (VW forces quantile, which lost: see the doc) and ``power_t = 0.75`` (as CPT; 0.5 for the others);
-one pass, -b 24, test error: Sector 17.37 (paper's rule with quantile: 25.66; Filter tree 20.21),
-KJV book 50.16 (64.47; 52.83), synth k=1000 26.16 (31.05; 26.43), KJV next word 77.51 (81.56;
-75.75: still behind). Every variant measured: ``docs/LOMTREE_ACCURACY.md``.
+``L = 0`` gives it exactly. The command line's defaults for ``-r lomtree`` are ``L = 32``, ``U = 3``,
+the learned prior, squared loss (VW forces quantile, which lost: see the doc), ``power_t = 0.75``
+(as CPT; 0.5 for the others) and learning rate 0.25 (0.5 for the others); one pass, -b 24, test
+error (paper's rule with quantile; Filter tree): Sector 18.52 (25.66; 20.21), KJV book 49.84
+(64.47; 52.83), synth k=1000 25.45 (31.05; 26.43), KJV next word 75.55 (81.56; 75.75), Letter
+38.20 (49.96; 55.34), Pendigits 25.27 (20.73; 43.42). ``U = 2`` and rate 0.5 are better on the
+small-k tasks (Sector 17.34, Letter 34.96, Pendigits 22.13) but lose to the Filter tree on next
+word (76.42): the defaults serve many classes. Every variant: ``docs/LOMTREE_ACCURACY.md``.
 
 Model state (``state()``): node arrays ``parent, left, right, internal, model, C, En, maxcnt,
 maxlab`` (int64) and ``Esum`` (float64), each of length ``n_nodes``; class records in CSR form
@@ -136,6 +145,15 @@ G_LEAFL = 10  # L: candidate labels kept per leaf (0: the leaf predicts its most
 G_W0 = 11  # router regressors max(1, T); label y's regressor is W0 + y - 1 (when L > 0)
 G_UP = 12  # the candidates are those of the node this many levels above the leaf (or the root)
 NG = 13
+
+#: label-prior weights beta, chosen among by progressive validation (``--label-prior -1``); the
+#: first is the choice before any statistics (0: the label regressors alone)
+BETAS = np.array([0.0, 0.02, 0.05, 0.1, 0.2])
+NB = BETAS.shape[0]
+# prior: float64, (NB + 2,): correct progressive rankings per beta, then the beta in use, then 1 if
+# it is chosen automatically
+P_BETA = NB
+P_AUTO = NB + 1
 
 MIN_HASH_CAP = 64
 NODE_CAP0 = 1024
@@ -303,26 +321,68 @@ def _candidate_node(node_i, glob, j):
 
 
 @kernel()
-def leaf_label(lin, idx, val, st, en, node_i, node_top, glob, j):
-    """The prediction of leaf ``j``: with ``L = 0``, or while its candidate node has no candidate
-    yet, its most frequent label (``maxlab``); else the candidate whose label regressor scores
-    highest (first on ties; one-against-some, Recall tree's leaf rule)."""
-    L = glob[G_LEAFL]
-    best = node_i[j, N_MAXLAB]
-    if L == 0:
-        return best
-    W0 = glob[G_W0]
-    v = _candidate_node(node_i, glob, j)
+def _best_candidate(node_top, v, L, fs, beta):
+    """The candidate of node ``v`` ranked first by ``fs[q] + beta * log(cnt_q / sum of the
+    candidates' counts)`` (first on ties); 0 when ``v`` has none."""
+    tot = 0
+    for q in range(L):
+        if node_top[v, q] == 0:
+            break
+        tot += node_top[v, L + q]
+    best = 0
     bs = 0.0
     for q in range(L):
         c = node_top[v, q]
         if c == 0:
             break
-        f = K.score(lin, idx, val, st, en, W0 + c - 1)
-        if q == 0 or f > bs:
-            bs = f
+        sc = fs[q] + beta * np.log(node_top[v, L + q] / tot)
+        if q == 0 or sc > bs:
+            bs = sc
             best = c
     return best
+
+
+@kernel()
+def leaf_label(lin, idx, val, st, en, node_i, node_top, glob, prior, fs, j):
+    """The prediction of leaf ``j``: with ``L = 0``, or while its candidate node has no candidate
+    yet, its most frequent label (``maxlab``); else the candidate ranked first by its label
+    regressor's score plus ``beta * log`` of its share of the candidates' counts
+    (``_best_candidate``; one-against-some, Recall tree's leaf rule, with a label-frequency
+    prior). ``fs[:L]`` receives the candidates' scores."""
+    L = glob[G_LEAFL]
+    if L == 0:
+        return node_i[j, N_MAXLAB]
+    W0 = glob[G_W0]
+    v = _candidate_node(node_i, glob, j)
+    for q in range(L):
+        c = node_top[v, q]
+        if c == 0:
+            break
+        fs[q] = K.score(lin, idx, val, st, en, W0 + c - 1)
+    best = _best_candidate(node_top, v, L, fs, prior[P_BETA])
+    return best if best > 0 else node_i[j, N_MAXLAB]
+
+
+@kernel()
+def _prior_stats(node_i, node_top, glob, prior, fs, j, y):
+    """Progressive validation of the label prior: count, for every beta of ``BETAS``, whether the
+    candidates of leaf ``j`` (scores ``fs``, before this example is learned) rank ``y`` first;
+    in automatic mode the best so far (first on ties) becomes the beta in use."""
+    L = glob[G_LEAFL]
+    if L == 0:
+        return
+    v = _candidate_node(node_i, glob, j)
+    if node_top[v, 0] == 0:
+        return
+    for b in range(NB):
+        if _best_candidate(node_top, v, L, fs, BETAS[b]) == y:
+            prior[b] += 1.0
+    if prior[P_AUTO] != 0.0:
+        bi = 0
+        for b in range(1, NB):
+            if prior[b] > prior[bi]:
+                bi = b
+        prior[P_BETA] = BETAS[bi]
 
 
 @kernel()
@@ -504,9 +564,9 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, node_top, rec_i, re
 
 
 @kernel()
-def predict_path(lin, idx, val, st, en, node_i, node_top, glob, pnode, pscore):
+def predict_path(lin, idx, val, st, en, node_i, node_top, glob, prior, fs, pnode, pscore):
     """Descend by the sign of each node's score to a leaf; returns (the leaf's prediction
-    (``leaf_label``, 1-based), the number of internal nodes scored). Those nodes and their raw scores are
+    (``leaf_label``, 1-based), the number of internal nodes scored, the leaf). Those nodes and their raw scores are
     recorded in ``pnode``/``pscore`` (capacity > ``glob[G_DEPTH]``, the depth bound), which
     training reuses. While node ``j`` is scored, both children's rows are prefetched."""
     j = 0
@@ -518,17 +578,18 @@ def predict_path(lin, idx, val, st, en, node_i, node_top, glob, pnode, pscore):
         pscore[d] = f
         d += 1
         j = node_i[j, N_LEFT] if f < 0 else node_i[j, N_RIGHT]
-    return leaf_label(lin, idx, val, st, en, node_i, node_top, glob, j), d
+    return leaf_label(lin, idx, val, st, en, node_i, node_top, glob, prior, fs, j), d, j
 
 
 @jit(nogil=True)
 def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i, node_f, node_top, rec_i,
-                    rec_f, glob, preds):
-    """Progressive predict-then-learn over one chunk.
+                    rec_f, glob, prior, preds):
+    """Progressive predict-then-learn over one chunk (``prior``: see ``_prior_stats``).
 
     preds : int64, shape (n,) out. Returns the (possibly regrown) node, leaf-list and record arrays.
     """
     n = labels.shape[0]
+    fs = np.empty(max(1, glob[G_LEAFL]), dtype=np.float64)
     # the prediction path: at most glob[G_DEPTH] internal nodes, a bound training may raise
     pnode = np.empty(glob[G_DEPTH] + 1, dtype=np.int64)
     pscore = np.empty(glob[G_DEPTH] + 1, dtype=np.float64)
@@ -538,8 +599,10 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
         if glob[G_DEPTH] >= pnode.shape[0]:
             pnode = np.empty(2 * glob[G_DEPTH] + 1, dtype=np.int64)
             pscore = np.empty(2 * glob[G_DEPTH] + 1, dtype=np.float64)
-        preds[i], plen = predict_path(lin, indices, values, st, en, node_i, node_top, glob, pnode, pscore)
+        preds[i], plen, leaf = predict_path(lin, indices, values, st, en, node_i, node_top, glob, prior, fs, pnode,
+                                            pscore)
         if train[i]:
+            _prior_stats(node_i, node_top, glob, prior, fs, leaf, labels[i])
             if glob[G_NNODES] + 2 > node_i.shape[0] and node_i.shape[0] < glob[G_NODECAP_MAX]:
                 node_i, node_f, node_top = _grow_nodes(node_i, node_f, node_top, glob)
             need = glob[G_DEPTH] + 2
@@ -552,11 +615,11 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
 
 
 @kernel(nogil=True)
-def lomtree_predict(lin, indptr, indices, values, node_i, node_top, glob, preds, pnode, pscore):
-    """Predictions only; pnode, pscore: scratch of ``predict_path``."""
+def lomtree_predict(lin, indptr, indices, values, node_i, node_top, glob, prior, preds, fs, pnode, pscore):
+    """Predictions only; fs (>= L), pnode, pscore: scratch of ``predict_path``."""
     for i in range(indptr.shape[0] - 1):
-        preds[i] = predict_path(lin, indices, values, indptr[i], indptr[i + 1], node_i, node_top, glob, pnode,
-                                pscore)[0]
+        preds[i] = predict_path(lin, indices, values, indptr[i], indptr[i + 1], node_i, node_top, glob, prior, fs,
+                                pnode, pscore)[0]
 
 
 @kernel()
@@ -631,6 +694,10 @@ class LomTree(Reduction):
         self.up = int(rcfg.candidates_up)
         self.glob[G_UP] = self.up
         self.node_top = np.zeros((node_cap, 2 * max(1, self.L)), dtype=np.int64)
+        self.prior = np.zeros(NB + 2, dtype=np.float64)
+        auto = float(rcfg.label_prior) < 0.0
+        self.prior[P_AUTO] = 1.0 if auto else 0.0
+        self.prior[P_BETA] = BETAS[0] if auto else float(rcfg.label_prior)
         self._pending = None  # loaded class records not yet in the hash table (load_state)
 
     @staticmethod
@@ -666,13 +733,14 @@ class LomTree(Reduction):
         if not train.any():
             d = int(self.glob[G_DEPTH]) + 1
             lomtree_predict(self.learner.arrays, batch.indptr, batch.indices, batch.values, self.node_i,
-                            self.node_top, self.glob, preds, np.empty(d, dtype=np.int64),
+                            self.node_top, self.glob, self.prior, preds, np.empty(max(1, self.L)),
+                            np.empty(d, dtype=np.int64),
                             np.empty(d, dtype=np.float64))
             return preds, None
         self._ensure_records()
         self.node_i, self.node_f, self.node_top, self.rec_i, self.rec_f = lomtree_process(
             self.learner.arrays, batch.indptr, batch.indices, batch.values, batch.labels, batch.weights, train,
-            self.node_i, self.node_f, self.node_top, self.rec_i, self.rec_f, self.glob, preds)
+            self.node_i, self.node_f, self.node_top, self.rec_i, self.rec_f, self.glob, self.prior, preds)
         return preds, None
 
     # -- state -----------------------------------------------------------------------------
@@ -694,19 +762,21 @@ class LomTree(Reduction):
         ptr = np.zeros(nn + 1, dtype=np.int64)
         np.cumsum(np.bincount(node, minlength=nn), out=ptr[1:])
         out.update(cls_ptr=ptr, cls_label=label, cls_cnt=cnt, cls_n=n, cls_msum=msum)
+        out["prior_stats"] = self.prior[:NB].copy()
         return out
 
     def meta(self) -> dict:
         return {"T": self.T, "swap_resistance": self.R_S, "leaf_labels": self.L, "candidates_up": self.up,
                 "t_used": self.t_used,
-                "n_swaps": self.n_swaps, "n_nodes": self.n_nodes, "depth_bound": int(self.glob[G_DEPTH])}
+                "n_swaps": self.n_swaps, "n_nodes": self.n_nodes, "depth_bound": int(self.glob[G_DEPTH]),
+                "label_prior": float(self.prior[P_BETA])}
 
     def load_state(self, arrays: dict, meta: dict) -> None:
         names = [n for n, _ in _NODE_FIELDS] + ["Esum", *_CLS_FIELDS]
         missing = [n for n in names if n not in arrays]
         if missing:
             raise ValueError(f"lomtree state lacks {', '.join(missing)}")
-        extra = set(arrays) - set(names)
+        extra = set(arrays) - set(names) - {"prior_stats"}  # absent before the label prior: zeros
         if extra:
             raise ValueError(f"unexpected lomtree arrays {sorted(extra)}")
         for key in ("T", "swap_resistance", "t_used", "n_swaps", "n_nodes", "depth_bound"):
@@ -799,6 +869,9 @@ class LomTree(Reduction):
             ok[ok] = (rnode[pos[ok]] == np.flatnonzero(has)[ok]) & (lab[pos[ok]] == maxlab[has][ok])
             if not ok.all() or (cnt[pos] != maxcnt[has]).any():
                 raise ValueError("maxlab does not match the class records")
+        stats = np.asarray(arrays.get("prior_stats", np.zeros(NB)))
+        if stats.dtype != np.float64 or stats.shape != (NB,) or not np.all(np.isfinite(stats)) or (stats < 0).any():
+            raise ValueError("lomtree prior_stats invalid")
         # build
         cap_max = 2 * self.T + 1
         cap = min(cap_max, max(NODE_CAP0, 1 << int(nn).bit_length()))
@@ -823,6 +896,9 @@ class LomTree(Reduction):
         if depths.max() > meta["depth_bound"]:
             raise ValueError("depth_bound is smaller than the tree depth")
         self.node_i, self.node_f, self.glob = node_i, node_f, glob
+        self.prior[:NB] = stats
+        if self.prior[P_AUTO]:
+            self.prior[P_BETA] = BETAS[int(np.argmax(stats))]
         self.node_top = self._node_lists(cap, rnode, lab, cnt)
         # the class records (sorted and unique per node: checked above) go into the hash table
         # when training or a report needs them; prediction uses only the nodes (on KJV the table

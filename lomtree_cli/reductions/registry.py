@@ -38,19 +38,23 @@ class Option:
 class ReductionSpec:
     """``target``: ``"module:Class"``; ``needs_k``: ``-k`` is required; ``options``: the
     reduction's own options; ``defaults``: its defaults where they differ from
-    ``ReductionConfig``'s and ``LearnerConfig``'s (keys ``loss``, ``power_t`` and reduction fields)."""
+    ``ReductionConfig``'s and ``LearnerConfig``'s (keys ``loss``, ``power_t``, ``learning_rate``
+    (not under ``--sgd``) and reduction fields); ``no_regularization``: why ``--l1``/``--l2``
+    cannot apply (they regularise the linear learner's weights), empty when they do."""
 
     target: str
     needs_k: bool = True
     options: tuple = ()
     defaults: dict = field(default_factory=dict)
+    no_regularization: str = ""
 
 
 _ARITY = Option("arity", ("--arity",), help="most children of a node")
 _BEAM = Option("beam", ("--beam",), help="beam width of the prediction search")
 
 #: reduction name -> its entry. Defaults measured best (docs/LOMTREE_ACCURACY.md): LOMtree's
-#: (VW forces quantile loss on log_multi; squared loss and power_t 0.75 measured better here);
+#: (VW forces quantile loss on log_multi; squared loss, power_t 0.75, learning rate 0.25 and
+#: candidates 3 levels up measured better here, the last two for k >= 1000, at a cost for k <= 105);
 #: CPT's power_t 0.75 was better than 0.5 on 5 of 6 benchmark tasks (one pass, -b 24; worse on
 #: Pendigits) and on their mean.
 REGISTRY = {
@@ -62,8 +66,11 @@ REGISTRY = {
         Option("leaf_labels", ("--leaf-labels",),
                help="candidate labels kept per leaf, rescored one-against-some (0 = the leaf's majority label)"),
         Option("candidates_up", ("--candidates-up",),
-               help="take the candidate labels from the node this many levels above the leaf")),
-        defaults={"power_t": 0.75, "leaf_labels": 32, "candidates_up": 2}),
+               help="take the candidate labels from the node this many levels above the leaf"),
+        Option("label_prior", ("--label-prior",), float,
+               help="weight of a candidate's log share of the candidates' counts in its score (0 = the label "
+                    "regressors alone; -1 = chosen by progressive validation among 0, 0.02, 0.05, 0.1, 0.2)")),
+        defaults={"power_t": 0.75, "learning_rate": 0.25, "leaf_labels": 32, "candidates_up": 3}),
     "filter": ReductionSpec("lomtree_cli.reductions.filter_tree:FilterTree"),
     "rtree": ReductionSpec("lomtree_cli.reductions.random_tree:RandomTree"),
     "cpt": ReductionSpec("lomtree_cli.reductions.cpt:ConditionalProbabilityTree", needs_k=False, options=(
@@ -73,7 +80,8 @@ REGISTRY = {
         Option("cpt_random_insert", ("--cpt-random-insert", "--cpt_random_insert"), bool,
                help="baseline: insert new labels on a random side")),
         defaults={"power_t": 0.75}),
-    "table": ReductionSpec("lomtree_cli.reductions.table:LabelFrequencyTable", needs_k=False),
+    "table": ReductionSpec("lomtree_cli.reductions.table:LabelFrequencyTable", needs_k=False,
+                           no_regularization="it counts labels and has no weights"),
     "plt": ReductionSpec("lomtree_cli.reductions.plt:ProbabilisticLabelTree", options=(
         _ARITY, _BEAM,
         Option("tree_buffer", ("--tree-buffer",),
@@ -90,7 +98,9 @@ REGISTRY = {
                                                     "arity^depth >= k)"),
         Option("reassign_after", ("--reassign-after",),
                help="trained examples before the first label re-assignment, then at each doubling "
-                    "(0 = keep the initial random tree)"))),
+                    "(0 = keep the initial random tree)")),
+        no_regularization="its embeddings and softmax layers are trained by their own SGD, not by the linear "
+                          "learner that --l1/--l2 regularise"),
 }
 
 

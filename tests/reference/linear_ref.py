@@ -30,7 +30,7 @@ def f32(x: float) -> float:
 
 class RefLinear:
     def __init__(self, bits=18, n_models=1, loss="squared", eta=None, power_t=0.5, initial_t=None,
-                 tau=0.5, sgd=False, mode="stride"):
+                 tau=0.5, sgd=False, mode="stride", l1=0.0, l2=0.0):
         self.mask = (1 << bits) - 1
         self.W = max(1, n_models)
         self.loss = loss
@@ -40,6 +40,8 @@ class RefLinear:
         self.tau = tau
         self.sgd = sgd
         self.mode = mode
+        self.l1 = l1
+        self.l2 = l2
         self.w = {}
         self.G = {}
         self.N = {}
@@ -138,16 +140,40 @@ class RefLinear:
         return y * ((lo + hi) / 2 - a) / q
 
     # update ------------------------------------------------------------------------------
+    @staticmethod
+    def _eta_bar(u, d):
+        """VW's example rate -u/d (0 when |u| or |d| <= 1e-8: no regularisation)."""
+        if abs(u) <= 1e-8 or abs(d) <= 1e-8:
+            return 0.0
+        return max(0.0, -u / d)
+
+    def _new_weight(self, w, step, rate):
+        """One touched weight after its update ``step``, where ``rate`` multiplies its loss
+        gradient in that step: a gradient step on loss + l2/2 w^2 at that rate (the l2 factor
+        never below 0), then the l1 truncation of the result toward 0 by l1 * rate."""
+        if self.l1 == 0 and self.l2 == 0:
+            return w + step
+        x = w * max(0.0, 1.0 - self.l2 * rate) + step
+        gravity = self.l1 * rate
+        if abs(x) <= gravity:
+            return 0.0
+        return x - math.copysign(gravity, x)
+
     def learn(self, idx, val, m, y, iw, yhat):
         if iw <= 0 or len(idx) == 0 or not self.loss_value(yhat, y) > 0:
             return
         if self.sgd:
             t_eff = self.t0 + self.clock + iw
             sigma = self.eta * iw * t_eff ** (-self.p)
-            u = -sigma * self.dloss(yhat, y)
+            d = self.dloss(yhat, y)
+            u = -sigma * d
+            if u == 0:
+                return
             for h, v in zip(idx, val):
+                if not math.isfinite(float(v)):
+                    continue
                 s = self.slot(int(h), m)
-                self.w[s] = f32(self.w.get(s, 0.0) + u * float(v))
+                self.w[s] = f32(self._new_weight(self.w.get(s, 0.0), u * float(v), self._eta_bar(u, d)))
             return
         d = self.dloss(yhat, y)
         g2 = iw * d * d
@@ -183,7 +209,7 @@ class RefLinear:
         for h, v in zip(idx, val):
             s = self.slot(int(h), m)
             r = _neg_pow(self.G[s], p) * self.N[s] ** (-2 * (1 - p))
-            self.w[s] = f32(self.w.get(s, 0.0) + M * u * float(v) * r)
+            self.w[s] = f32(self._new_weight(self.w.get(s, 0.0), M * u * float(v) * r, self._eta_bar(u, d) * M * r))
 
     def end_example(self, iw):
         self.clock += iw

@@ -12,12 +12,17 @@ Usage::
 With ``leaf_labels=L > 0`` a leaf predicts the best-scoring of its ``L`` most frequent labels (count
 descending, label ascending), each label ``y`` having its own regressor ``max(1, T) + y - 1``
 (``lin`` then needs ``max(1, T) + k`` models); training trains those candidates at the training
-leaf toward +1 (the true label) or -1.
+leaf toward +1 (the true label) or -1. A candidate ``c`` ranks by ``score_c + beta * log(cnt_c /
+sum of the candidates' counts)``; ``label_prior=-1`` chooses beta among ``BETAS`` by progressive
+validation (each trained example counts, per beta, whether its candidates ranked its label first
+before it is learned; the best so far, first on ties, is used), else beta = ``label_prior``.
     pred = ref.predict(idx, val)
     ref.train(idx, val, y, iw)
 """
 
 from __future__ import annotations
+
+import math
 
 
 class Node:
@@ -47,8 +52,13 @@ class Node:
 
 
 class RefLomTree:
-    def __init__(self, k, lin, T=None, swap_resistance=4, leaf_labels=0, candidates_up=0):
+    BETAS = (0.0, 0.02, 0.05, 0.1, 0.2)
+
+    def __init__(self, k, lin, T=None, swap_resistance=4, leaf_labels=0, candidates_up=0, label_prior=-1.0):
         self.k = k
+        self.auto = label_prior < 0
+        self.beta = self.BETAS[0] if self.auto else label_prior
+        self.stats = [0.0] * len(self.BETAS)
         self.T = k - 1 if T is None else T
         self.L = leaf_labels
         self.W0 = max(1, self.T)
@@ -97,33 +107,60 @@ class RefLomTree:
         return s, pa
 
     # algorithm ----------------------------------------------------------------------------
-    def predict(self, idx, val):
+    def _leaf_candidates(self, idx, val):
+        """(leaf, its candidates, their counts, their label regressors' scores)."""
         v = 0
         nodes = self.nodes
         while nodes[v].internal:
             f = self.lin.score(idx, val, nodes[v].model)
             v = nodes[v].left if f < 0 else nodes[v].right
         cands = self.candidates(v)
-        if not cands:
-            return nodes[v].maxlab
-        scores = [self.lin.score(idx, val, self.W0 + c - 1) for c in cands]
+        counts = [self.count_node(v).classes[c][0] for c in cands]
+        return v, cands, counts, [self.lin.score(idx, val, self.W0 + c - 1) for c in cands]
+
+    @staticmethod
+    def ranked_first(cands, counts, scores, beta):
+        tot = sum(counts)
+        key = [s + beta * math.log(c / tot) for s, c in zip(scores, counts)]
         best = 0
         for q in range(1, len(cands)):
-            if scores[q] > scores[best]:
+            if key[q] > key[best]:
                 best = q
         return cands[best]
 
-    def candidates(self, v):
-        """Leaf v's candidate labels: the L most frequent (ties: smaller label first) of the node
-        ``candidates_up`` levels above it (at most the root)."""
+    def predict(self, idx, val):
+        v, cands, counts, scores = self._leaf_candidates(idx, val)
+        if not cands:
+            return self.nodes[v].maxlab
+        return self.ranked_first(cands, counts, scores, self.beta)
+
+    def _prior_stats(self, idx, val, y):
+        _, cands, counts, scores = self._leaf_candidates(idx, val)
+        if not cands:
+            return
+        for b, beta in enumerate(self.BETAS):
+            if self.ranked_first(cands, counts, scores, beta) == y:
+                self.stats[b] += 1.0
+        if self.auto:
+            self.beta = self.BETAS[max(range(len(self.BETAS)), key=lambda b: (self.stats[b], -b))]
+
+    def count_node(self, v):
+        """The node ``candidates_up`` levels above leaf v (at most the root)."""
         for _ in range(self.up):
             if v == 0:
                 break
             v = self.nodes[v].parent
-        cl = self.nodes[v].classes
+        return self.nodes[v]
+
+    def candidates(self, v):
+        """Leaf v's candidate labels: the L most frequent (ties: smaller label first) of
+        ``count_node(v)``."""
+        cl = self.count_node(v).classes
         return sorted(cl, key=lambda lab: (-cl[lab][0], lab))[:self.L]
 
     def train(self, idx, val, y, iw=1.0):
+        if self.L > 0:
+            self._prior_stats(idx, val, y)
         nodes = self.nodes
         j = 0
         while True:
