@@ -264,7 +264,10 @@ def test_best_candidate_hand_worked():
     top = np.zeros((1, 2 * L), dtype=np.int64)
     top[0, :3] = [3, 1, 2]
     top[0, L:L + 3] = [6, 3, 1]
-    fs = np.array([0.0, 0.05, 0.1, 0.0])
+    fs = np.zeros((2, L))
+    fs[0] = [0.0, 0.05, 0.1, 0.0]
+    LT._candidate_shares(top, 0, L, fs)
+    np.testing.assert_allclose(fs[1, :3], np.log([0.6, 0.3, 0.1]))
     assert [int(LT._best_candidate(top, 0, L, fs, b)) for b in (0.0, 0.02, 0.2)] == [2, 2, 3]
     assert LT._best_candidate(np.zeros((1, 2 * L), dtype=np.int64), 0, L, fs, 0.2) == 0
 

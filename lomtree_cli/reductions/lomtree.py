@@ -321,21 +321,31 @@ def _candidate_node(node_i, glob, j):
 
 
 @kernel()
-def _best_candidate(node_top, v, L, fs, beta):
-    """The candidate of node ``v`` ranked first by ``fs[q] + beta * log(cnt_q / sum of the
-    candidates' counts)`` (first on ties); 0 when ``v`` has none."""
+def _candidate_shares(node_top, v, L, fs):
+    """``fs[1, q] = log(cnt_q / sum of the candidates' counts)`` for the candidates of node ``v``
+    (computed once per example, whatever the number of betas ranked)."""
     tot = 0
     for q in range(L):
         if node_top[v, q] == 0:
             break
         tot += node_top[v, L + q]
+    for q in range(L):
+        if node_top[v, q] == 0:
+            break
+        fs[1, q] = np.log(node_top[v, L + q] / tot)
+
+
+@kernel()
+def _best_candidate(node_top, v, L, fs, beta):
+    """The candidate of node ``v`` ranked first by ``fs[0, q] + beta * fs[1, q]`` (score plus
+    beta times log share, ``_candidate_shares``; first on ties); 0 when ``v`` has none."""
     best = 0
     bs = 0.0
     for q in range(L):
         c = node_top[v, q]
         if c == 0:
             break
-        sc = fs[q] + beta * np.log(node_top[v, L + q] / tot)
+        sc = fs[0, q] + beta * fs[1, q]
         if q == 0 or sc > bs:
             bs = sc
             best = c
@@ -348,7 +358,7 @@ def leaf_label(lin, idx, val, st, en, node_i, node_top, glob, prior, fs, j):
     yet, its most frequent label (``maxlab``); else the candidate ranked first by its label
     regressor's score plus ``beta * log`` of its share of the candidates' counts
     (``_best_candidate``; one-against-some, Recall tree's leaf rule, with a label-frequency
-    prior). ``fs[:L]`` receives the candidates' scores."""
+    prior). ``fs`` (2, >= L) receives the candidates' scores and log shares."""
     L = glob[G_LEAFL]
     if L == 0:
         return node_i[j, N_MAXLAB]
@@ -358,7 +368,8 @@ def leaf_label(lin, idx, val, st, en, node_i, node_top, glob, prior, fs, j):
         c = node_top[v, q]
         if c == 0:
             break
-        fs[q] = K.score(lin, idx, val, st, en, W0 + c - 1)
+        fs[0, q] = K.score(lin, idx, val, st, en, W0 + c - 1)
+    _candidate_shares(node_top, v, L, fs)
     best = _best_candidate(node_top, v, L, fs, prior[P_BETA])
     return best if best > 0 else node_i[j, N_MAXLAB]
 
@@ -366,7 +377,7 @@ def leaf_label(lin, idx, val, st, en, node_i, node_top, glob, prior, fs, j):
 @kernel()
 def _prior_stats(node_i, node_top, glob, prior, fs, j, y):
     """Progressive validation of the label prior: count, for every beta of ``BETAS``, whether the
-    candidates of leaf ``j`` (scores ``fs``, before this example is learned) rank ``y`` first;
+    candidates of leaf ``j`` (scores and shares ``fs``, before this example is learned) rank ``y`` first;
     in automatic mode the best so far (first on ties) becomes the beta in use."""
     L = glob[G_LEAFL]
     if L == 0:
@@ -589,7 +600,7 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
     preds : int64, shape (n,) out. Returns the (possibly regrown) node, leaf-list and record arrays.
     """
     n = labels.shape[0]
-    fs = np.empty(max(1, glob[G_LEAFL]), dtype=np.float64)
+    fs = np.empty((2, max(1, glob[G_LEAFL])), dtype=np.float64)
     # the prediction path: at most glob[G_DEPTH] internal nodes, a bound training may raise
     pnode = np.empty(glob[G_DEPTH] + 1, dtype=np.int64)
     pscore = np.empty(glob[G_DEPTH] + 1, dtype=np.float64)
@@ -733,7 +744,7 @@ class LomTree(Reduction):
         if not train.any():
             d = int(self.glob[G_DEPTH]) + 1
             lomtree_predict(self.learner.arrays, batch.indptr, batch.indices, batch.values, self.node_i,
-                            self.node_top, self.glob, self.prior, preds, np.empty(max(1, self.L)),
+                            self.node_top, self.glob, self.prior, preds, np.empty((2, max(1, self.L))),
                             np.empty(d, dtype=np.int64),
                             np.empty(d, dtype=np.float64))
             return preds, None
