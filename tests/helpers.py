@@ -7,13 +7,17 @@ import numpy as np
 from lomtree_cli.batch import ExampleBatch
 
 
-def separable_lines(k: int, n: int, seed: int = 0, noise_feats: int = 0) -> list[str]:
-    """VW lines where class c always has the feature `c<c>` (linearly separable)."""
+def separable_lines(k: int, n: int, seed: int = 0, noise_feats: int = 0, vocab: int = 50,
+                    noise_value: float | None = None, noise_name: str = "n") -> list[str]:
+    """VW lines where class c always has the feature `c<c>` (linearly separable), plus
+    ``noise_feats`` features ``<noise_name><i>`` drawn from a ``vocab``-word vocabulary (with
+    ``:noise_value`` when given)."""
     rng = np.random.default_rng(seed)
+    suffix = "" if noise_value is None else f":{noise_value}"
     out = []
     for _ in range(n):
         c = int(rng.integers(1, k + 1))
-        extra = " ".join(f"n{int(rng.integers(0, 50))}" for _ in range(noise_feats))
+        extra = " ".join(f"{noise_name}{int(rng.integers(0, vocab))}{suffix}" for _ in range(noise_feats))
         out.append(f"{c} | c{c} {extra}".rstrip())
     return out
 
@@ -37,16 +41,3 @@ def make_batch(rows, labels, weights=None, bits=18) -> ExampleBatch:
         values=np.asarray(val, np.float32),
         line_numbers=np.arange(1, n + 1, dtype=np.int64),
     )
-
-
-def sparse_noise_lines(k: int, n: int, seed: int = 0, noise_feats: int = 6, vocab: int = 3000) -> list[str]:
-    """VW lines where class c has the feature `c<c>` (value 1) and ``noise_feats`` features drawn
-    from a large vocabulary (most seen once or twice) with value 0.1: regularisation tests
-    (``--l1`` zeroes the noise weights, the class weights stay)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        c = int(rng.integers(1, k + 1))
-        noise = " ".join(f"r{int(rng.integers(0, vocab))}:0.1" for _ in range(noise_feats))
-        out.append(f"{c} | c{c} {noise}".rstrip())
-    return out

@@ -11,7 +11,7 @@ from lomtree_cli import model_io
 from lomtree_cli.config import LearnerConfig, from_dict
 from lomtree_cli.kernels import linear as K
 from lomtree_cli.reductions.registry import REGISTRY
-from tests.helpers import sparse_noise_lines
+from tests.helpers import separable_lines
 from tests.test_cli import run
 
 #: reductions whose weights --l1/--l2 regularise (the others refuse them)
@@ -31,10 +31,16 @@ BEFORE = {
 }
 
 
+def noisy_lines(n: int, seed: int) -> list[str]:
+    """Class c has the feature `c<c>` (value 1) and 6 features of a 3,000-word vocabulary (most seen
+    once or twice) with value 0.1: ``--l1`` zeroes the noise weights, the class weights stay."""
+    return separable_lines(K_CLASSES, n, seed=seed, noise_feats=6, vocab=3000, noise_value=0.1, noise_name="r")
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     d = tmp_path_factory.mktemp("reg")
-    (d / "train.vw").write_text("\n".join(sparse_noise_lines(K_CLASSES, 400, seed=3)) + "\n")
+    (d / "train.vw").write_text("\n".join(noisy_lines(400, seed=3)) + "\n")
     return d
 
 
@@ -155,7 +161,7 @@ def test_preamble_reports_them(data):
 def test_api_takes_l1_l2(tmp_path):
     from lomtree_cli.api import Classifier
 
-    lines = sparse_noise_lines(K_CLASSES, 300, seed=4)
+    lines = noisy_lines(300, seed=4)
     plain = Classifier(reduction="oaa", classes=K_CLASSES, bits=12).fit(lines)
     reg = Classifier(reduction="oaa", classes=K_CLASSES, bits=12, l1=0.1).fit(lines)
     assert reg.get_params()["l1"] == 0.1 and plain.get_params()["l2"] == 0.0
