@@ -7,13 +7,17 @@ import numpy as np
 from lomtree_cli.batch import ExampleBatch
 
 
-def separable_lines(k: int, n: int, seed: int = 0, noise_feats: int = 0) -> list[str]:
-    """VW lines where class c always has the feature `c<c>` (linearly separable)."""
+def separable_lines(k: int, n: int, seed: int = 0, noise_feats: int = 0, vocab: int = 50,
+                    noise_value: str = "") -> list[str]:
+    """VW lines where class c always has the feature `c<c>` (linearly separable), and
+    ``noise_feats`` features drawn from ``vocab`` names (value ``noise_value``, default 1). With a
+    large vocabulary and a small value: regularisation tests (``--l1`` zeroes the noise weights)."""
     rng = np.random.default_rng(seed)
+    val = f":{noise_value}" if noise_value else ""
     out = []
     for _ in range(n):
         c = int(rng.integers(1, k + 1))
-        extra = " ".join(f"n{int(rng.integers(0, 50))}" for _ in range(noise_feats))
+        extra = " ".join(f"n{int(rng.integers(0, vocab))}{val}" for _ in range(noise_feats))
         out.append(f"{c} | c{c} {extra}".rstrip())
     return out
 
@@ -38,15 +42,3 @@ def make_batch(rows, labels, weights=None, bits=18) -> ExampleBatch:
         line_numbers=np.arange(1, n + 1, dtype=np.int64),
     )
 
-
-def sparse_noise_lines(k: int, n: int, seed: int = 0, noise_feats: int = 6, vocab: int = 3000) -> list[str]:
-    """VW lines where class c has the feature `c<c>` (value 1) and ``noise_feats`` features drawn
-    from a large vocabulary (most seen once or twice) with value 0.1: regularisation tests
-    (``--l1`` zeroes the noise weights, the class weights stay)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        c = int(rng.integers(1, k + 1))
-        noise = " ".join(f"r{int(rng.integers(0, vocab))}:0.1" for _ in range(noise_feats))
-        out.append(f"{c} | c{c} {noise}".rstrip())
-    return out

@@ -11,7 +11,7 @@ from lomtree_cli import model_io
 from lomtree_cli.config import LearnerConfig, from_dict
 from lomtree_cli.kernels import linear as K
 from lomtree_cli.reductions.registry import REGISTRY
-from tests.helpers import sparse_noise_lines
+from tests.helpers import separable_lines
 from tests.test_cli import run
 
 #: reductions whose weights --l1/--l2 regularise (the others refuse them)
@@ -22,19 +22,24 @@ K_CLASSES = 8
 #: ``_train(tmp, r)`` writes, made by the code before --l1/--l2 existed (main at c00926f): with
 #: both at 0 the models must stay bit for bit the same
 BEFORE = {
-    "oaa": "b5e7e546d5eb97fa",
-    "lomtree": "e2c589fd7eb849c6",
-    "filter": "cffa6dbdd29fb1c6",
-    "rtree": "bcfbbef03bee1ed5",
-    "cpt": "307970eaa833d006",
-    "plt": "d19255b8020e4a8a",
+    "oaa": "6b4c65ea76c190f0",
+    "lomtree": "f0b184290419e2f1",
+    "filter": "b8ac01e577374229",
+    "rtree": "35793382be41e42d",
+    "cpt": "884209a48b6c6590",
+    "plt": "23930786613e3ee7",
 }
+
+
+def noisy(n, seed):
+    """Separable lines with 6 rare noise features of value 0.1 each."""
+    return separable_lines(K_CLASSES, n, seed=seed, noise_feats=6, vocab=3000, noise_value="0.1")
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     d = tmp_path_factory.mktemp("reg")
-    (d / "train.vw").write_text("\n".join(sparse_noise_lines(K_CLASSES, 400, seed=3)) + "\n")
+    (d / "train.vw").write_text("\n".join(noisy(400, seed=3)) + "\n")
     return d
 
 
@@ -99,6 +104,10 @@ def test_model_keeps_l1_l2_and_continued_training_uses_them(data, tmp_path):
     loaded = model_io.load_model(str(tmp_path / "a.lt"))
     assert (loaded.learner.config.l1, loaded.learner.config.l2) == (0.01, 0.02)
     assert (loaded.learner.arrays.hp[K.HP_L1], loaded.learner.arrays.hp[K.HP_L2]) == (0.01, 0.02)
+    info = model_io.inspect_model(str(tmp_path / "a.lt"))
+    assert (info["l1"], info["l2"]) == (0.01, 0.02)
+    _train(data, "oaa")
+    assert "l1" not in model_io.inspect_model(str(data / "oaa-m.lt"))  # shown when set
     # -i continues with the model's l1, l2: the same weights as one uninterrupted run
     run(["train", str(tmp_path / "b.vw"), "-i", str(tmp_path / "a.lt"), "-f", str(tmp_path / "ab.lt"), "--quiet"],
         check=0)
@@ -155,7 +164,7 @@ def test_preamble_reports_them(data):
 def test_api_takes_l1_l2(tmp_path):
     from lomtree_cli.api import Classifier
 
-    lines = sparse_noise_lines(K_CLASSES, 300, seed=4)
+    lines = noisy(300, seed=4)
     plain = Classifier(reduction="oaa", classes=K_CLASSES, bits=12).fit(lines)
     reg = Classifier(reduction="oaa", classes=K_CLASSES, bits=12, l1=0.1).fit(lines)
     assert reg.get_params()["l1"] == 0.1 and plain.get_params()["l2"] == 0.0
