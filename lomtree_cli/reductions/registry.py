@@ -39,8 +39,8 @@ class ReductionSpec:
     """``target``: ``"module:Class"``; ``needs_k``: ``-k`` is required; ``options``: the
     reduction's own options; ``defaults``: its defaults where they differ from
     ``ReductionConfig``'s and ``LearnerConfig``'s (keys ``loss``, ``power_t`` and reduction fields);
-    ``no_regularization``: why ``--l1``/``--l2`` cannot apply (they regularise the linear
-    learner's weights), empty when they do."""
+    ``no_regularization``: why ``--l1``/``--l2`` cannot apply (the reduction has no weights),
+    empty when they do."""
 
     target: str
     needs_k: bool = True
@@ -94,9 +94,7 @@ REGISTRY = {
                                                     "arity^depth >= k)"),
         Option("reassign_after", ("--reassign-after",),
                help="trained examples before the first label re-assignment, then at each doubling "
-                    "(0 = keep the initial random tree)")),
-        no_regularization="its embeddings and softmax layers are trained by their own SGD, not by the linear "
-                          "learner that --l1/--l2 regularise"),
+                    "(0 = keep the initial random tree)"))),
 }
 
 
