@@ -308,6 +308,7 @@ def inspect_model(path: str, gini_c: float = 1.0) -> dict:
         "loss": m.learner.config.loss,
         "update": "sgd" if m.learner.config.sgd else "adaptive,normalized,invariant",
         "learning_rate": m.learner.eta,
+        **{name: getattr(m.learner.config, name) for name in ("l1", "l2") if getattr(m.learner.config, name)},
         "passes_done": m.passes_done,
         "regressors": m.learner.n_models,
         "nonzero_weights": int(np.count_nonzero(m.learner.arrays.table[:, 0])),

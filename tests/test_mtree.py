@@ -22,11 +22,11 @@ from .reference import mtree_ref as R
 BITS = 10
 
 
-def make(k, **kw):
+def make(k, learner=None, **kw):
     """A tree (depth given, or the least with arity**depth >= k: the tests want trees, not the
-    flat softmax ``--depth 0`` gives for small k)."""
+    flat softmax ``--depth 0`` gives for small k); ``learner``: LearnerConfig fields."""
     kw.setdefault("depth", tree_depth(k, kw.get("arity", 32), 0))
-    lcfg = LearnerConfig()
+    lcfg = LearnerConfig(**(learner or {}))
     rcfg = ReductionConfig(name="mtree", k=k, **kw)
     learner = LinearLearner(lcfg, BITS, 1, MaryTree.slot_mode)
     return MaryTree(rcfg, learner)
@@ -89,7 +89,7 @@ def test_sgd_step_is_the_gradient(k, arity):
     ex = [(y, idx, [float(np.float32(v)) for v in val])]
     b = batch_of(ex)
     T.learn_one(red.E, red.W, red.child, red.path_node, red.path_child, red.stats, red.cnt, red.touched,
-                b.indices, b.values, 0, len(idx), y, 1.0, 1.0, red.h, red.gh, red.lp, True)
+                b.indices, b.values, 0, len(idx), y, 1.0, 1.0, 0.0, 0.0, red.h, red.gh, red.lp, True)
     gE = E0 - red.E.astype(np.float64)
     gW = W0 - red.W.astype(np.float64)
     f = lambda E, W: R.loss(E, W, rows, tree, idx, np.float32(val), y)  # noqa: E731
@@ -120,13 +120,14 @@ def test_sgd_step_is_the_gradient(k, arity):
 class RefRun:
     """The reference learner: same initial tree, re-assignment at N, 2N, 4N, ... trained examples."""
 
-    def __init__(self, red0, reassign_after, eta, power, total=0.0):
+    def __init__(self, red0, reassign_after, eta, power, total=0.0, l1=0.0, l2=0.0):
         self.E = red0.E.copy()
         self.W = {}
         self.M, self.L, self.D = red0.M, red0.L, red0.D
         self.digits = red0.digits.copy()
         self.next = reassign_after
         self.eta, self.power, self.total = eta, power, total
+        self.l1, self.l2 = l1, l2
         self.clock = 0
         self.stats = {}
         self.tree = R.Tree(self.digits)
@@ -159,25 +160,28 @@ class RefRun:
             preds.append(max(probs, key=lambda c: (probs[c], -c)))
             lr = R.rate(self.eta, self.power, self.clock, 0.0, self.total)
             losses.append(-math.log(probs[y]))
-            R.sgd_step(self.E, W, rows, self.tree, idx, np.float32(val), y, lr, self.stats)
+            R.sgd_step(self.E, W, rows, self.tree, idx, np.float32(val), y, lr, self.stats, self.l1, self.l2)
             for p, r in rows.items():
                 self.W[p] = W[r]
             self.clock += 1
         return preds, losses
 
 
-@pytest.mark.parametrize("k,arity,reassign,total", [(9, 2, 16, 0), (13, 3, 20, 0), (12, 4, 0, 0), (9, 2, 16, 150),
-                                                    (40, 64, 0, 150)])
-def test_progressive_run_matches_reference(k, arity, reassign, total):
+@pytest.mark.parametrize("k,arity,reassign,total,reg", [
+    (9, 2, 16, 0, (0, 0)), (13, 3, 20, 0, (0, 0)), (12, 4, 0, 0, (0, 0)), (9, 2, 16, 150, (0, 0)),
+    (40, 64, 0, 150, (0, 0)), (9, 2, 16, 0, (0.05, 0)), (13, 3, 20, 0, (0, 0.5)), (12, 4, 0, 150, (0.02, 0.3))])
+def test_progressive_run_matches_reference(k, arity, reassign, total, reg):
     """Predictions, log-losses, the re-assigned tree and the weights equal the reference's, whole or
     in chunks that cut through re-assignment points (beam wide enough to be exact); ``total`` > 0:
-    the planned linear rate schedule over the whole stream (the floor: test_plan_sets_the_linear_schedule)."""
+    the planned linear rate schedule over the whole stream (the floor: test_plan_sets_the_linear_schedule);
+    ``reg``: --l1, --l2."""
     ex = stream(k, 150, seed=k)
-    red0 = make(k, arity=arity, dim=5, beam=64, reassign_after=reassign, seed=k)
-    ref = RefRun(red0, reassign, eta=0.5, power=0.5, total=total)
+    lrn = {"l1": reg[0], "l2": reg[1]}
+    red0 = make(k, learner=lrn, arity=arity, dim=5, beam=64, reassign_after=reassign, seed=k)
+    ref = RefRun(red0, reassign, eta=0.5, power=0.5, total=total, l1=reg[0], l2=reg[1])
     want_p, want_l = ref.process(ex)
     for chunk in (None, 7):
-        red = make(k, arity=arity, dim=5, beam=64, reassign_after=reassign, seed=k)
+        red = make(k, learner=lrn, arity=arity, dim=5, beam=64, reassign_after=reassign, seed=k)
         red.params[T.PAR_TOTAL] = total
         p, lo = run(red, ex, chunk)
         assert p == want_p

@@ -14,20 +14,22 @@ from lomtree_cli.reductions.registry import REGISTRY
 from tests.helpers import separable_lines
 from tests.test_cli import run
 
-#: reductions whose weights --l1/--l2 regularise (the others refuse them)
-LINEAR = [r for r, spec in REGISTRY.items() if not spec.no_regularization]
+#: reductions whose linear learner's weights --l1/--l2 regularise (mtree: its embeddings and node
+#: layers, tested apart; the others refuse them)
+LINEAR = [r for r, spec in REGISTRY.items() if not spec.no_regularization and r != "mtree"]
 K_CLASSES = 8
 
-#: sha256 (first 16 hex digits) of the weight table (w, G, N bits) and S, T of the model that
-#: ``_train(tmp, r)`` writes, made by the code before --l1/--l2 existed (main at c00926f): with
-#: both at 0 the models must stay bit for bit the same
+#: sha256 (first 16 hex digits) of the weight table (w, G, N bits), S, T and the reduction's state of the model that
+#: ``_train(tmp, r)`` writes: the weights as the code before --l1/--l2 existed made them (c00926f),
+#: taken with the state at b57c717 (before mtree took them): at 0 the models stay bit for bit
 BEFORE = {
     "oaa": "b5e7e546d5eb97fa",
-    "lomtree": "c01576157ad0f1e1",  # the defaults of -l 0.25 --candidates-up 3 and the prior
-    "filter": "cffa6dbdd29fb1c6",
-    "rtree": "bcfbbef03bee1ed5",
-    "cpt": "307970eaa833d006",
-    "plt": "d19255b8020e4a8a",
+    "lomtree": "ab3f76fbb06b06bb",  # the defaults of -l 0.25 --candidates-up 3 and the prior
+    "filter": "b37b1cbaf608c768",
+    "rtree": "19a39409e951c74c",
+    "cpt": "ffce86d5351c5f06",
+    "plt": "73c1f91deb0bf1ff",
+    "mtree": "7980066676e946c7",  # main at b57c717, before mtree took --l1/--l2
 }
 
 
@@ -61,7 +63,8 @@ def _train(d, reduction, *opts, name="m.lt"):
 def fingerprint(loaded) -> str:
     a = loaded.learner.arrays
     h = hashlib.sha256()
-    for x in (a.table, a.S, a.T):
+    state = loaded.reduction.state()
+    for x in (a.table, a.S, a.T, *(state[name] for name in sorted(state))):
         h.update(np.ascontiguousarray(x).tobytes())
     return h.hexdigest()[:16]
 
@@ -70,7 +73,7 @@ def weights(loaded) -> np.ndarray:
     return loaded.learner.arrays.table[:, 0].astype(np.float64)
 
 
-@pytest.mark.parametrize("reduction", LINEAR)
+@pytest.mark.parametrize("reduction", LINEAR + ["mtree"])
 def test_zero_regularization_keeps_the_model_bit_for_bit(data, reduction):
     assert fingerprint(_train(data, reduction)) == BEFORE[reduction]
     assert fingerprint(_train(data, reduction, "--l1", "0", "--l2", "0", name="z.lt")) == BEFORE[reduction]
@@ -93,6 +96,21 @@ def test_l2_shrinks_the_weight_norm(data, reduction):
     assert np.linalg.norm(w2) < 0.9 * np.linalg.norm(w0)
 
 
+def test_mtree_l1_zeroes_and_l2_shrinks_the_trained_parameters(data):
+    def trained(*opts, name):
+        red = _train(data, "mtree", "--dim", "8", *opts, name=name).reduction
+        rows = np.flatnonzero(red.touched)
+        return red.E[rows].astype(np.float64), red.W.astype(np.float64)
+
+    E0, W0 = trained(name="m0.lt")
+    E1, W1 = trained("--l1", "0.2", name="m1.lt")
+    E2, W2 = trained("--l2", "0.5", name="m2.lt")
+    assert E0.shape == E1.shape and W0.shape == W1.shape
+    assert np.count_nonzero(E1) < 0.5 * np.count_nonzero(E0)
+    assert np.count_nonzero(W1) < 0.5 * np.count_nonzero(W0)
+    assert np.linalg.norm(E2) < 0.9 * np.linalg.norm(E0) and np.linalg.norm(W2) < 0.9 * np.linalg.norm(W0)
+
+
 def test_model_keeps_l1_l2_and_continued_training_uses_them(data, tmp_path):
     whole = tmp_path / "whole.vw"
     lines = (data / "train.vw").read_text().splitlines()
@@ -105,6 +123,10 @@ def test_model_keeps_l1_l2_and_continued_training_uses_them(data, tmp_path):
     loaded = model_io.load_model(str(tmp_path / "a.lt"))
     assert (loaded.learner.config.l1, loaded.learner.config.l2) == (0.01, 0.02)
     assert (loaded.learner.arrays.hp[K.HP_L1], loaded.learner.arrays.hp[K.HP_L2]) == (0.01, 0.02)
+    info = model_io.inspect_model(str(tmp_path / "a.lt"))
+    assert (info["l1"], info["l2"]) == (0.01, 0.02)
+    _train(data, "oaa")
+    assert "l1" not in model_io.inspect_model(str(data / "oaa-m.lt"))  # shown when set
     # -i continues with the model's l1, l2: the same weights as one uninterrupted run
     run(["train", str(tmp_path / "b.vw"), "-i", str(tmp_path / "a.lt"), "-f", str(tmp_path / "ab.lt"), "--quiet"],
         check=0)
@@ -132,7 +154,6 @@ def test_older_model_headers_read_as_zero():
     (["--l2", "nan"], "--l2 must be a finite number >= 0, got nan"),
     (["--l1", "inf"], "--l1 must be a finite number >= 0, got inf"),
     (["--l2", "-0.5", "-r", "cpt"], "--l2 must be a finite number >= 0, got -0.5"),
-    (["--l1", "0.1", "-r", "mtree"], "--l1/--l2 do not apply to --reduction mtree"),
     (["--l2", "0.1", "-r", "table"], "--l1/--l2 do not apply to --reduction table"),
 ])
 def test_bad_values_are_one_line_errors(data, opts, msg):

@@ -355,20 +355,27 @@ def reg_rate(u, d):
 
 
 @kernel(inline="always")
-def reg_step(hp, w, step, es):
-    """The regularised update of one weight whose rate in this update is ``es`` (its step is
-    ``-es`` times its loss gradient): ``trunc(max(0, 1 - l2 es) w + step, l1 es)``, where
-    ``trunc(x, g)`` moves x toward 0 by g and stops at 0 (VW's ``trunc_weight``)."""
-    c = 1.0 - hp[HP_L2] * es
+def regularized(w, step, rate, l1, l2):
+    """The regularised update of one parameter ``w`` whose step is ``step`` at ``rate`` (the
+    factor of its loss gradient in the step): ``trunc(max(0, 1 - l2 rate) w + step, l1 rate)``,
+    where ``trunc(x, g)`` moves x toward 0 by g and stops at 0 (VW's ``trunc_weight``). float64.
+    Also mtree's (``mtree_kernels.learn_one``)."""
+    c = 1.0 - l2 * rate
     if c < 0.0:
         c = 0.0
     x = w * c + step
-    g = hp[HP_L1] * es
+    g = l1 * rate
     if x > g:
         return x - g
     if x < -g:
         return x + g
     return 0.0
+
+
+@kernel(inline="always")
+def reg_step(hp, w, step, es):
+    """``regularized`` with the learner's --l1, --l2."""
+    return regularized(w, step, es, hp[HP_L1], hp[HP_L2])
 
 
 @kernel(error_model="numpy")

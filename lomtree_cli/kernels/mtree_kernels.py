@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from . import jit, kernel
+from .linear import regularized
 
 PAR_ETA = 0        # base learning rate (the learner's current eta)
 PAR_POWER = 1      # power_t of the rate decay
@@ -38,7 +39,9 @@ PAR_BEAM = 4       # beam width of prediction
 PAR_NEED_PRED = 5  # 0: training discards progressive predictions (skip the search)
 PAR_START = 6      # clock value at the start of the planned schedule
 PAR_TOTAL = 7      # > 0: rate falls linearly to 0 over this many trained examples from PAR_START
-N_PAR = 8
+PAR_L1 = 8         # --l1: each updated parameter truncated toward 0 by l1 * lr * iw (learn_one)
+PAR_L2 = 9         # --l2: each updated parameter first multiplied by 1 - l2 * lr * iw
+N_PAR = 10
 
 #: examples over which the rate falls by (1 + 1) ** -power_t
 LR_SCALE = 10_000.0
@@ -162,10 +165,17 @@ def node_softmax(W, child, n, h, out):
 
 
 @kernel(fastmath=FAST)
-def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b, y, iw, lr, h,
-              gh, lp, gather):
+def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b, y, iw, lr, l1, l2,
+              h, gh, lp, gather):
     """One SGD step on ``-iw log P(y|x)``; accumulates the label statistics when ``gather`` (a
-    re-assignment is still to come); returns the loss before the step (iw * -log P)."""
+    re-assignment is still to come); returns the loss before the step (iw * -log P).
+
+    With ``l1`` or ``l2`` (``--l1``/``--l2``) every parameter the step moves (the node layers'
+    outputs on y's path with a nonzero gradient, the embedding rows of the example's features) is
+    regularised as the linear learner's weights (``linear.regularized``) at its rate ``lr * iw``:
+    ``w <- trunc(max(0, 1 - l2 lr iw) w - step, l1 lr iw)``."""
+    reg = l1 != 0.0 or l2 != 0.0
+    rate = lr * iw
     L = path_node.shape[1]
     M = child.shape[1]
     D = h.shape[0]
@@ -191,6 +201,11 @@ def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, 
                 continue
             gf = np.float32(g)
             w = W[n, j]
+            if reg:
+                for c in range(D):
+                    gh[c] += gf * w[c]
+                    w[c] = np.float32(regularized(np.float64(w[c]), -np.float64(gf * h[c]), rate, l1, l2))
+                continue
             for c in range(D):
                 gh[c] += gf * w[c]
                 w[c] -= gf * h[c]
@@ -200,6 +215,10 @@ def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, 
             r = indices[j]
             f = np.float32(np.float64(values[j]) * inv)
             touched[r] = 1
+            if reg:
+                for c in range(D):
+                    E[r, c] = np.float32(regularized(np.float64(E[r, c]), -np.float64(f * gh[c]), rate, l1, l2))
+                continue
             for c in range(D):
                 E[r, c] -= f * gh[c]
     return iw * loss
@@ -292,7 +311,7 @@ def mtree_process(E, W, child, path_node, path_child, stats, cnt, touched, param
             t = params[PAR_CLOCK]
             lr = learning_rate(params, t)
             losses[i] = learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b,
-                                  y, weights[i], lr, h, gh, lp, gather)
+                                  y, weights[i], lr, params[PAR_L1], params[PAR_L2], h, gh, lp, gather)
             params[PAR_CLOCK] = t + 1.0
         elif 1 <= y <= k:
             hidden(E, indices, values, a, b, h)

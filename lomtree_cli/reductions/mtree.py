@@ -23,6 +23,10 @@ layers keep their weights (a moved label takes over the output it was routed to)
 restart. ``--reassign-after 0`` keeps the initial tree: a random balanced assignment (by
 ``--seed``), the random-tree baseline.
 
+``--l1``/``--l2`` regularise every parameter a step moves (the node layers' outputs on the
+label's path, the embedding rows of the example's features) at its SGD rate ``lr * iw``, as the
+linear learner's touched weights (``kernels.linear``, "Regularisation"; ``learn_one``).
+
 Prediction: beam search (``--beam``) over the path log-probabilities; ``--top-k`` and
 ``--probabilities`` report ``P(y|x)`` of the best leaves and of the true label (exact).
 
@@ -40,7 +44,7 @@ import math
 import numpy as np
 
 from ..kernels import mtree_kernels as T
-from ..kernels.linear import HP_ETA, MODE_CPT
+from ..kernels.linear import HP_ETA, HP_L1, HP_L2, MODE_CPT
 from .base import Reduction, run_resuming
 
 #: a child may take at most SLACK * |I| / M of its parent's labels (balance cap of the assignment)
@@ -261,6 +265,8 @@ class MaryTree(Reduction):
         losses = np.zeros(n, dtype=np.float64)
         train = np.ascontiguousarray(train, dtype=np.bool_)
         self.params[T.PAR_ETA] = float(self.learner.arrays.hp[HP_ETA])
+        self.params[T.PAR_L1] = float(self.learner.arrays.hp[HP_L1])
+        self.params[T.PAR_L2] = float(self.learner.arrays.hp[HP_L2])
         labels = np.ascontiguousarray(batch.labels, dtype=np.int64)
         bl, bn, cl, cn = self.beam
         run_resuming(lambda i: T.mtree_process(self.E, self.W, self.child, self.path_node, self.path_child,

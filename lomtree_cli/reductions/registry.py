@@ -40,7 +40,7 @@ class ReductionSpec:
     reduction's own options; ``defaults``: its defaults where they differ from
     ``ReductionConfig``'s and ``LearnerConfig``'s (keys ``loss``, ``power_t``, ``learning_rate``
     (not under ``--sgd``) and reduction fields); ``no_regularization``: why ``--l1``/``--l2``
-    cannot apply (they regularise the linear learner's weights), empty when they do."""
+    cannot apply (the reduction has no weights), empty when they do."""
 
     target: str
     needs_k: bool = True
@@ -98,9 +98,7 @@ REGISTRY = {
                                                     "arity^depth >= k)"),
         Option("reassign_after", ("--reassign-after",),
                help="trained examples before the first label re-assignment, then at each doubling "
-                    "(0 = keep the initial random tree)")),
-        no_regularization="its embeddings and softmax layers are trained by their own SGD, not by the linear "
-                          "learner that --l1/--l2 regularise"),
+                    "(0 = keep the initial random tree)"))),
 }
 
 

@@ -69,8 +69,18 @@ def all_label_probs(E, W, rows, tree, idx, val):
     return out
 
 
-def sgd_step(E, W, rows, tree, idx, val, y, lr, stats=None):
-    """One SGD step (in place, float32 arrays updated from float64 gradients at the old point)."""
+def _regularized(old, delta, rate, l1, l2):
+    """``old - delta`` after l2 shrinking of ``old`` by ``1 - l2 rate`` (not below 0) and l1
+    truncation of the result toward 0 by ``l1 rate`` (--l1/--l2; float64 arrays)."""
+    if l1 == 0 and l2 == 0:
+        return old - delta
+    x = old * max(0.0, 1.0 - l2 * rate) - delta
+    return np.sign(x) * np.maximum(np.abs(x) - l1 * rate, 0.0)
+
+
+def sgd_step(E, W, rows, tree, idx, val, y, lr, stats=None, l1=0.0, l2=0.0):
+    """One SGD step (in place, float32 arrays updated from float64 gradients at the old point);
+    every parameter it moves regularised at rate ``lr`` with ``l1``, ``l2``."""
     h, s = hidden(E, idx, val)
     path = tree.digits[y]
     gh = np.zeros_like(h)
@@ -87,13 +97,15 @@ def sgd_step(E, W, rows, tree, idx, val, y, lr, stats=None):
             stats[(y, d)] = (c + 1.0, vec)
         for j, pj in p.items():
             g = lr * (pj - (1.0 if j == path[d] else 0.0))
+            if g == 0:
+                continue
             gh += g * W[r, j].astype(np.float64)
             dW.append((r, j, g * h))
     for r, j, delta in dW:
-        W[r, j] = (W[r, j].astype(np.float64) - delta).astype(np.float32)
+        W[r, j] = _regularized(W[r, j].astype(np.float64), delta, lr, l1, l2).astype(np.float32)
     if s > 0:
         for i, v in zip(idx, val):
-            E[i] = (E[i].astype(np.float64) - float(v) / s * gh).astype(np.float32)
+            E[i] = _regularized(E[i].astype(np.float64), float(v) / s * gh, lr, l1, l2).astype(np.float32)
 
 
 def assign(digits, stats, M, slack):
