@@ -77,6 +77,21 @@ def test_online_tree_matches_reference(arity, beam, gamma, negatives):
     assert red.n_labels == 11
 
 
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+@pytest.mark.parametrize("arity,beam,gamma", [(2, 1, 1.0), (3, 2, 0.5), (4, 3, 0.0), (5, 2, 0.25)])
+def test_predictions_without_training_match_reference(loss, arity, beam, gamma):
+    """Prediction alone (the beam skips children that cannot enter it and keeps one leaf per
+    frontier node) gives the reference's full-beam argmax, for both links."""
+    ex = stream(k=13, n=300, seed=arity + 10)
+    ref = RefPLT(bits=12, loss=loss, arity=arity, beam=beam, gamma=gamma, negatives=True)
+    ref.process(ex)
+    red = make_plt(13, loss=loss, arity=arity, beam=beam, tree_buffer=0, path_weight=gamma, leaf_negatives=True)
+    run(red, ex)
+    test = stream(k=13, n=200, seed=arity + 20)
+    b = make_batch([list(zip(e[2], e[3])) for e in test], [e[0] for e in test], bits=12)
+    assert red.predict(b).tolist() == [ref.predict(idx, val) for _, _, idx, val in test]
+
+
 def test_buffered_tree_is_kmeans_of_reference_centroids():
     """With a buffer: predictions by label frequency while buffering; the tree is kmeans_tree of
     the centroids (computed here independently of the sketch kernel); then training and the

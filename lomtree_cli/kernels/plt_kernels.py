@@ -89,10 +89,8 @@ class PltTree(NamedTuple):
 
 
 @kernel(inline="always")
-def node_logp(lin, logistic, f):
-    """log of the node probability ``P(label in this subtree | label in the parent's)`` from the
-    raw score f: ``log sigmoid(clip(f))`` (logistic) or ``log((clip(f)+1)/2)`` floored at 1e-12."""
-    f = K.clip_score(lin, f)
+def clipped_logp(logistic, f):
+    """``node_logp`` of an already clipped score f."""
     if logistic:
         if f >= 0.0:
             return -math.log1p(math.exp(-f))
@@ -103,8 +101,30 @@ def node_logp(lin, logistic, f):
     return math.log(p)
 
 
+@kernel(inline="always")
+def node_logp(lin, logistic, f):
+    """log of the node probability ``P(label in this subtree | label in the parent's)`` from the
+    raw score f: ``log sigmoid(clip(f))`` (logistic) or ``log((clip(f)+1)/2)`` floored at 1e-12."""
+    return clipped_logp(logistic, K.clip_score(lin, f))
+
+
+@kernel(inline="always")
+def score_floor(logistic, t):
+    """A clipped score below which ``clipped_logp`` is surely < t (by a margin far above rounding):
+    the beam skips such children without a logarithm. -inf when no score is below it safely."""
+    q = math.exp(t)
+    if logistic:
+        if t > -1e-9:
+            return -np.inf
+        f = t - math.log1p(-q)
+        return f - 1e-6 if f < 10.0 else -np.inf  # the slope of log sigmoid, >= 4.5e-5 below 10
+    if q <= 1e-12:
+        return -np.inf
+    return 2.0 * q - 1.0 - 1e-6  # (f + 1) / 2 >= q; the log's slope 1 / (f + 1) is far above 1e-9
+
+
 @kernel()
-def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb):
+def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb, best_only):
     """Candidate labels of example ``s:e`` by beam search over the internal nodes.
 
     The frontier starts at the root and keeps the ``B`` internal nodes of highest log path
@@ -117,6 +137,12 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
     ``cn, cl, cs, cb`` size >= B * M * depth; ``fb`` (M,) the scores of one node's children.
     Cost: at most ``B * M`` scores per level, ``B`` passes over the example's features (one per
     expanded node).
+
+    Logarithms only where they can matter (the result is the same): once the next frontier is
+    full, a child whose clipped score is below ``score_floor`` of what it must beat is skipped;
+    with ``best_only`` (a prediction that needs ``best_candidate`` alone) a frontier node's leaf
+    children give one candidate, the one of highest raw score (ties: smaller label), since
+    ``cs`` grows with f and its siblings share ``cb``.
     """
     nc = 0
     if tree.nchild[0] == 0:
@@ -127,45 +153,62 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
     cap = cn.shape[0]
     W = np.int64(lin.hp[K.HP_W])
     while nb > 0:
-        nx = 0
+        nx = 0  # the next frontier, kept sorted best first (ties: smaller id) in nn[:nx], nl[:nx]
         for b in range(nb):
             a = bn[b]
             K.score_block(lin, indices, values, s, e, tree.block[a] * W, tree.nchild[a], fb)
+            floor = -np.inf
+            if nx == B:
+                floor = score_floor(logistic, nl[B - 1] - bl[b])
+            top = -1
+            top_fc = 0.0
             for j in range(tree.nchild[a]):
                 c = tree.child[a, j]
                 f = fb[j]
-                lp = node_logp(lin, logistic, f)
+                fc = K.clip_score(lin, f)
                 if tree.nchild[c] == 0:
-                    if nc < cap:
+                    if best_only:
+                        if top < 0 or f > fb[top] or (f == fb[top] and tree.label[c] < tree.label[tree.child[a, top]]):
+                            top = j
+                            top_fc = fc
+                    elif nc < cap:
+                        lp = clipped_logp(logistic, fc)
                         cn[nc] = c
                         cl[nc] = bl[b] + lp
                         cs[nc] = lp + TIE * f
                         cb[nc] = bl[b]
                         nc += 1
-                else:
-                    nn[nx] = c
-                    nl[nx] = bl[b] + lp
-                    nx += 1
-        # the next frontier: the B best of the nx children, best first, by insertion into a
-        # sorted list (O(nx) compares with its worst entry, few insertions)
-        nb = 0
-        for u in range(nx):
-            x = nn[u]
-            y = nl[u]
-            if nb == B:
-                t = nb - 1
-                if not (y > bl[t] or (y == bl[t] and x < bn[t])):
                     continue
-            else:
-                t = nb
-                nb += 1
-            while t > 0 and (y > bl[t - 1] or (y == bl[t - 1] and x < bn[t - 1])):
-                bn[t] = bn[t - 1]
-                bl[t] = bl[t - 1]
-                t -= 1
-            bn[t] = x
-            bl[t] = y
+                if fc < floor:
+                    continue
+                y = bl[b] + clipped_logp(logistic, fc)
+                if nx == B:
+                    t = B - 1
+                    if not (y > nl[t] or (y == nl[t] and c < nn[t])):
+                        continue
+                else:
+                    t = nx
+                    nx += 1
+                while t > 0 and (y > nl[t - 1] or (y == nl[t - 1] and c < nn[t - 1])):
+                    nn[t] = nn[t - 1]
+                    nl[t] = nl[t - 1]
+                    t -= 1
+                nn[t] = c
+                nl[t] = y
+                if nx == B:
+                    floor = score_floor(logistic, nl[B - 1] - bl[b])
+            if top >= 0 and nc < cap:
+                f = fb[top]
+                lp = clipped_logp(logistic, top_fc)
+                cn[nc] = tree.child[a, top]
+                cl[nc] = bl[b] + lp
+                cs[nc] = lp + TIE * f
+                cb[nc] = bl[b]
+                nc += 1
+        nb = nx
         for t in range(nb):
+            bn[t] = nn[t]
+            bl[t] = nl[t]
             K.prefetch_block(lin, indices, s, e, tree.block[bn[t]] * W)
     return nc
 
@@ -357,7 +400,8 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, labels, weig
         e = indptr[i + 1]
         nc = 0
         if need or not train[i] or negatives or auto:
-            nc = beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb)
+            nc = beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb,
+                             not train[i])
             t = best_candidate(tree, cn, cs, cb, gamma, nc)
             preds[i] = tree.label[cn[t]] if t >= 0 else 0
         if train[i]:
@@ -418,7 +462,7 @@ def plt_top(lin, tree, params, indptr, indices, values, labels, n_top, labs, pro
     for i in range(n):
         s = indptr[i]
         e = indptr[i + 1]
-        nc = beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb)
+        nc = beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb, False)
         for t in range(n_top):
             labs[i, t] = 0
             probs[i, t] = 0.0
