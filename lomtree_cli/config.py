@@ -193,7 +193,7 @@ class ReductionConfig:
         doubling; 0 = keep the initial random tree)
     tree : mtree: 'huffman' (the M-ary Huffman tree of the label counts, when known before training)
         or 'balanced'
-    linear : mtree: rate factor of the root's hashed linear weights (0 = none; -1 = 2 on a tree, 0
+    linear : mtree: rate factor of the root's hashed linear weights (0 = none; -1 = 2 on a tree, 0.1
         on a flat softmax)
     seed : the run's random seed (SplitMix64 state)
     """
@@ -261,7 +261,7 @@ class ReductionConfig:
         if not 0 <= int(self.reassign_after) < 2**53:
             raise ConfigError(f"--reassign-after must be in 0..2^53-1, got {self.reassign_after}")
         if not (self.linear == -1.0 or (math.isfinite(self.linear) and 0.0 <= self.linear <= 100.0)):
-            raise ConfigError(f"--linear must be in [0, 100] or -1 (2 on a tree, 0 on a flat softmax), got {self.linear}")
+            raise ConfigError(f"--linear must be in [0, 100] or -1 (2 on a tree, 0.1 on a flat softmax), got {self.linear}")
         if self.tree not in ("huffman", "balanced"):
             raise ConfigError(f"--tree must be huffman or balanced, got {self.tree!r}")
         if not 0 <= int(self.seed) < 2**64:

@@ -217,7 +217,8 @@ def test_progressive_run_matches_reference(k, arity, reassign, total, reg, linea
         return huffman_tree(red, counts) if huffman else red
 
     red0 = new()
-    assert (red0.U.shape[0] > 0) == (linear > 0 or (linear < 0 and red0.L > 1))
+    assert (red0.U.shape[0] > 0) == (linear != 0) and red0.params[T.PAR_LIN] == (linear if linear >= 0 else
+                                                                                   2.0 if red0.L > 1 else 0.1)
     assert not huffman or np.any(red0.digits < 0)
     ref = RefRun(red0, reassign, eta=0.5, power=0.5, total=total, l1=reg[0], l2=reg[1])
     want_p, want_l = ref.process(ex)
@@ -459,7 +460,7 @@ def test_default_shape_is_flat_for_small_k():
     assert tree_shape(200, 64, 0) == (200, 1)
     red = MaryTree(ReductionConfig(name="mtree", k=66), LinearLearner(LearnerConfig(), BITS, 1, MaryTree.slot_mode))
     assert (red.M, red.L) == (66, 1) and sorted(red.child[0, :].tolist()) == sorted(range(-67, -1))
-    assert red.U.shape[0] == 0 and red.params[T.PAR_LIN] == 0  # --linear -1: none on a flat softmax
+    assert red.U.shape == (1 << BITS, 66) and red.params[T.PAR_LIN] == 0.1  # --linear -1 on a flat softmax
 
 
 def test_model_from_before_the_flat_default_loads():

@@ -94,9 +94,11 @@ def count_lines(paths) -> int:
 #: accurate: docs/MTREE.md)
 FLAT_ARITIES = 4
 FLAT_K = 128
-#: ``--linear -1`` (default): the rate factor of the root's linear weights on a tree; 0 on a flat
-#: softmax (docs/MTREE.md: +0.3 points on KJV next word; on KJV book's flat softmax -1.9 at this rate)
+#: ``--linear -1`` (default): the rate factor of the root's linear weights on a tree, and on a flat
+#: softmax (measured, docs/MTREE.md: +0.3 points on KJV next word at 2; flat: KJV book +1.2 at 0.1
+#: and -1.4 at 2, Sector +1.5 at 0.1 and +14.7 at 2)
 LINEAR_RATE = 2.0
+LINEAR_RATE_FLAT = 0.1
 
 
 def tree_shape(k: int, M: int, depth: int) -> tuple[int, int]:
@@ -232,7 +234,7 @@ class MaryTree(Reduction):
         self.node_key = np.zeros(0, dtype=np.int64)
         self.W = np.zeros((0, M, self.D), dtype=np.float32)
         lin = float(self.config.linear)
-        self.params[T.PAR_LIN] = (LINEAR_RATE if L > 1 else 0.0) if lin < 0 else lin
+        self.params[T.PAR_LIN] = (LINEAR_RATE if L > 1 else LINEAR_RATE_FLAT) if lin < 0 else lin
         self.U = np.zeros((self.E.shape[0] if self.params[T.PAR_LIN] > 0 else 0, M), dtype=np.float32)
         self._set_digits(initial_digits(self.k, M, L, int(self.config.seed)) if digits is None else digits)
         self._work(1)

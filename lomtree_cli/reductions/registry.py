@@ -104,8 +104,8 @@ REGISTRY = {
                     "before training (--passes > 1 over plain files, a new model, no --depth), else balanced; "
                     "balanced: all leaves at one depth, labels re-assigned by the node objective"),
         Option("linear", ("--linear",), float,
-               help="rate factor of the hashed linear weights of the root's children (0 = none; -1 = 2 on a "
-                    "tree, 0 on a flat softmax)")),
+               help="rate factor of the hashed linear weights of the root's children (memory 2^bits x its children "
+                    "floats; 0 = none; -1 = 2 on a tree, 0.1 on a flat softmax)")),
         defaults={"arity": 8}),
 }
 
