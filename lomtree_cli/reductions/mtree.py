@@ -1,18 +1,21 @@
 """M-ary softmax label tree over learned embeddings (``-r mtree``).
 
 After Jernite, Choromanska & Sontag, *Simultaneous Learning of Trees and Representations for
-Extreme Classification and Density Estimation* (ICML 2017): a tree of arity M (``--arity``) and
-depth L (``--depth``; default: a flat softmax when k <= 4 M, else the least L with M**L >= k)
-whose leaves are the labels. Every
-internal node is an M-way softmax over the children that hold labels, on a shared learned
-representation ``h(x)``: the value-weighted average of the embeddings (``--dim D``) of the
-example's hashed features, as fastText's bag of words. ``P(y|x)`` is the product of the softmax
+Extreme Classification and Density Estimation* (ICML 2017): a tree of arity M (``--arity``)
+whose leaves are the labels: a flat softmax when k <= max(FLAT_K, 4 M) and no ``--depth``; else
+(``--tree huffman``, default) the M-ary Huffman tree of the label counts when they are known before
+training (``plan``: a new model, ``--passes > 1`` over plain files, no ``--depth``; leaves at
+several depths, no re-assignment), otherwise a balanced tree of depth L (``--depth``, or the least
+L with M**L >= k). Every internal node is an M-way softmax over the children that hold labels, on a
+shared learned representation ``h(x)``: the value-weighted average of the embeddings (``--dim D``)
+of the example's hashed features, as fastText's bag of words; the root also adds hashed linear
+scores ``sum_j v_j U[i_j]`` (``--linear``: their rate factor; one row of U per feature slot). ``P(y|x)`` is the product of the softmax
 probabilities along y's path; everything (embeddings and node layers) is trained online by SGD on
 ``-log P(y|x)``; the progressive loss this reduction reports is that log-loss (natural log), so
 ``exp(average loss)`` is the perplexity (the summary prints it). With ``--passes > 1`` over
 plain files the rate falls linearly to 0 over the run (``plan``), else as ``t ** -power_t``.
 
-The tree structure is learned online by the paper's label-assignment step
+A balanced tree's structure is learned online by the paper's label-assignment step
 (``kernels.mtree_kernels.assign_labels``): while training, each label accumulates the expected
 child distribution ``p(j|i)`` of the nodes on its path; after ``--reassign-after N`` trained
 examples, then at every doubling of that count (N, 2N, 4N, ...), labels are re-assigned top-down,
@@ -32,7 +35,7 @@ Prediction: beam search (``--beam``) over the path log-probabilities; ``--top-k`
 
 Embedding table: ``2**bits`` rows of D float32 (``-b 18 --dim 100``: 100 MB), rows initialised
 uniform in (-1/D, 1/D) from a hash of (seed, row), so a model file stores only the rows training
-updated. The shared linear learner's table is not used (one regressor, kept minimal).
+updated (and the same rows of U, ``2**bits`` x the root's children, zero at first). The shared linear learner's table is not used (one regressor, kept minimal).
 
 Choices and measurements: ``docs/MTREE.md``.
 """
