@@ -80,6 +80,7 @@ def huffman_tree(red, counts):
     digits = huffman_digits(np.asarray(counts, np.float64), red.M)
     red._shape(red.M, digits.shape[1], digits)
     red.params[T.PAR_NEXT] = 0.0
+    red.stats, red.cnt = red.stats[:0], red.cnt[:0]
     return red
 
 
@@ -399,6 +400,7 @@ def test_plan_builds_the_huffman_tree(tmp_path):
     red.plan(2, [str(f)], batches)
     np.testing.assert_array_equal(red.digits, R.huffman(counts, 4))
     assert red.params[T.PAR_NEXT] == 0 and red.L == red.digits.shape[1] and red.U.shape[0] > 0
+    assert red.stats.shape == (0, red.L, 4) and red.cnt.shape == (0, red.L)  # never re-assigned
     for kw, passes in (({"tree": "balanced", "depth": 0}, 2), ({"depth": 0}, 1), ({"depth": 4}, 2)):
         other = make(k, arity=4, dim=3, **kw)
         other.plan(passes, [str(f)], batches)

@@ -313,7 +313,9 @@ class MaryTree(Reduction):
                 counts += np.bincount(b.labels[ok], weights=b.weights[ok], minlength=self.k + 1)
             digits = huffman_digits(counts[1:], self.M)
             self._shape(self.M, digits.shape[1], digits)
-            self.params[T.PAR_NEXT] = 0.0
+            self.params[T.PAR_NEXT] = 0.0  # never re-assigned: no label statistics (k x L x M)
+            self.stats = np.zeros((0, self.L, self.M), dtype=np.float64)
+            self.cnt = np.zeros((0, self.L), dtype=np.float64)
         if self.fresh and self.learner.config.learning_rate is None:
             self.learner.arrays.hp[HP_ETA] = default_eta(passes * n) if n else ETA_POWER
         self.passes, self.passes_seen = (int(passes), 0) if n else (0, 0)
@@ -393,9 +395,10 @@ class MaryTree(Reduction):
         key, W = arrays["node_key"], arrays["W"]
         rows, E = arrays["E_rows"], arrays["E"]
         stats, cnt, clock = arrays["stats"], arrays["cnt"], arrays["clock"]
+        ks = k1 if stats.shape[:1] != (0,) or clock.shape != (2,) or clock[1] > 0 else 0  # none: never re-assigned
         checks = [(digits, np.int64, (k1, L)), (key, np.int64, (key.shape[0],)), (W, np.float32, (key.shape[0], M, D)),
                   (rows, np.int64, (rows.shape[0],)), (E, np.float32, (rows.shape[0], D)),
-                  (stats, np.float64, (k1, L, M)), (cnt, np.float64, (k1, L)), (clock, np.float64, (2,)),
+                  (stats, np.float64, (ks, L, M)), (cnt, np.float64, (ks, L)), (clock, np.float64, (2,)),
                   (arrays["label_n"], np.float64, (k1,))]
         for a, dt, shape in checks:
             if a.dtype != dt or a.shape != shape:
