@@ -361,7 +361,7 @@ class Labels:
 
 _REDUCTION_OPTIONS = ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up", "label_prior",
                       "cpt_alpha", "cpt_predict", "cpt_random_insert", "arity", "beam", "tree_buffer", "path_weight",
-                      "leaf_negatives", "dim", "depth", "reassign_after")
+                      "leaf_negatives", "dim", "depth", "reassign_after", "tree", "linear")
 
 
 class Classifier:
@@ -380,7 +380,7 @@ class Classifier:
                  leaf_labels=None, candidates_up=None, label_prior=None, cpt_alpha=None, cpt_predict=None,
                  cpt_random_insert=None,
                  arity=None, beam=None, tree_buffer=None, path_weight=None, leaf_negatives=None, dim=None,
-                 depth=None, reassign_after=None, verbose=False):
+                 depth=None, reassign_after=None, tree=None, linear=None, verbose=False):
         self.reduction = reduction
         self.classes = classes
         self.bits = bits
@@ -418,6 +418,8 @@ class Classifier:
         self.dim = dim
         self.depth = depth
         self.reassign_after = reassign_after
+        self.tree = tree
+        self.linear = linear
         self.verbose = verbose
 
     # -- scikit-learn's plumbing ---------------------------------------------------------------

@@ -58,7 +58,7 @@ TRAIN_HELP_GROUPS = (
     ("[Reduction] LOMtree Options", ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up", "label_prior")),
     ("[Reduction] CPT Options", ("cpt_alpha", "cpt_predict", "cpt_random_insert")),
     ("[Reduction] PLT Options", ("arity", "beam", "tree_buffer", "path_weight", "no_leaf_negatives")),
-    ("[Reduction] mtree Options", ("dim", "depth", "reassign_after")),
+    ("[Reduction] mtree Options", ("dim", "depth", "reassign_after", "tree", "linear")),
 )
 
 
@@ -222,7 +222,8 @@ def vw_options(f):
 @click.option("-p", "--predictions", type=str, help="Progressive predictions, one per line ('-' = stdout).")
 @click.option("--format", "fmt", type=click.Choice(["vw", "libsvm"]), default="vw", show_default=True)
 @click.option("-b", "--bits", type=int, default=18, show_default=True, help="Hash bits.")
-@click.option("-l", "--learning-rate", "learning_rate", type=float, help="Learning rate [0.5; lomtree: 0.25; --sgd: 10].")
+@click.option("-l", "--learning-rate", "learning_rate", type=float, help="Learning rate [0.5; lomtree: 0.25; mtree: 1140 T^-0.6 in 0.05..2.5 for "
+              "T = passes x lines with --passes > 1 over files, else 0.5; --sgd: 10].")
 @click.option("--power-t", "--power_t", "power_t", type=float, default=None, help=_defaults_text("power_t", 0.5))
 @click.option("--initial-t", "--initial_t", "initial_t", type=float, help="[0; --sgd: 1]")
 @click.option("--loss-function", "--loss_function", "loss",

@@ -187,9 +187,14 @@ class ReductionConfig:
         by progressive validation)
     leaf_negatives : PLT: train every beam candidate leaf toward -1 (one-against-some)
     dim : mtree: width D of the learned embeddings
-    depth : mtree: tree depth L (0 = flat when k <= 4 arity, else the least L with arity**L >= k)
+    depth : mtree: tree depth L (0 = flat when k <= max(128, 4 arity), else the least L with
+        arity**L >= k)
     reassign_after : mtree: trained examples before the first label re-assignment (then at every
         doubling; 0 = keep the initial random tree)
+    tree : mtree: 'huffman' (the M-ary Huffman tree of the label counts, when known before training)
+        or 'balanced'
+    linear : mtree: rate factor of the root's hashed linear weights (0 = none; -1 = 2 on a tree, 0.1
+        on a flat softmax)
     seed : the run's random seed (SplitMix64 state)
     """
 
@@ -211,6 +216,8 @@ class ReductionConfig:
     dim: int = 100
     depth: int = 0
     reassign_after: int = 1000
+    tree: str = "huffman"
+    linear: float = -1.0
     seed: int = 0
 
     def __post_init__(self):
@@ -253,6 +260,10 @@ class ReductionConfig:
             raise ConfigError(f"--depth must be in 0..64, got {self.depth}")
         if not 0 <= int(self.reassign_after) < 2**53:
             raise ConfigError(f"--reassign-after must be in 0..2^53-1, got {self.reassign_after}")
+        if not (self.linear == -1.0 or (math.isfinite(self.linear) and 0.0 <= self.linear <= 100.0)):
+            raise ConfigError(f"--linear must be in [0, 100] or -1 (2 on a tree, 0.1 on a flat softmax), got {self.linear}")
+        if self.tree not in ("huffman", "balanced"):
+            raise ConfigError(f"--tree must be huffman or balanced, got {self.tree!r}")
         if not 0 <= int(self.seed) < 2**64:
             raise ConfigError(f"--seed must be in 0..2^64-1, got {self.seed}")
 

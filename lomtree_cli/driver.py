@@ -523,7 +523,11 @@ def fit(input_cfg: InputConfig, learner, reduction, opts: RunOptions, save, fina
     runner.label_dict = label_dict
     runner.need_predictions = opts.predictions is not None or not (opts.quiet or opts.progress_bar)
     reduction.set_need_predictions(runner.need_predictions)
-    getattr(reduction, "plan", lambda passes, paths: None)(opts.passes, paths)  # -r mtree: rate schedule
+    if hasattr(reduction, "plan"):  # -r mtree: rate schedule, Huffman tree of the label counts
+        from .parsing import iter_batches
+
+        reduction.plan(opts.passes, paths, lambda: iter_batches(paths, input_cfg, chunk_bytes=opts.chunk_bytes,
+                                                                label_dict=label_dict))
     if not opts.quiet:
         _preamble(err, input_cfg, learner, reduction, paths)
     holdout = _Holdout(opts.passes > 1 and not opts.holdout_off, opts.early_terminate)

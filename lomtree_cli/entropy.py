@@ -120,7 +120,9 @@ def label_levels(reduction):
             if d == 0:
                 levels.append([n])
                 continue
-            node = reduction.path_node[1:, d] if d < reduction.L else np.arange(reduction.k)
+            # a label whose leaf is above depth d (a Huffman tree) is a cell of its own
+            node = np.where(reduction.path_child[1:, d] >= 0, reduction.path_node[1:, d],
+                            -1 - np.arange(reduction.k)) if d < reduction.L else np.arange(reduction.k)
             order = np.argsort(node, kind="stable")
             cuts = np.flatnonzero(np.diff(node[order])) + 1
             levels.append(np.split(n[order], cuts))

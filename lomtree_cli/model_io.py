@@ -44,7 +44,7 @@ def _digest(a: np.ndarray) -> str:
     h = xxhash.xxh3_128()
     h.update(str(a.dtype.str).encode())
     h.update(repr(a.shape).encode())
-    h.update(memoryview(np.ascontiguousarray(a)).cast("B"))
+    h.update(memoryview(np.ascontiguousarray(a).reshape(-1)).cast("B"))  # 1-D: (0, M) cannot be cast
     return h.hexdigest()
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from lomtree_cli.config import LearnerConfig, ReductionConfig
 from lomtree_cli.kernels import mtree_kernels as T
 from lomtree_cli.learner import LinearLearner
-from lomtree_cli.reductions.mtree import SLACK, MaryTree, initial_digits, node_keys, tree_depth
+from lomtree_cli.reductions.mtree import SLACK, MaryTree, huffman_digits, initial_digits, node_keys, tree_depth
 
 from .helpers import make_batch
 from .reference import mtree_ref as R
@@ -61,11 +61,10 @@ def run(red, examples, chunk=None):
 
 def rows_of(red):
     """prefix tuple -> row of red.W, from the reduction's node keys."""
-    M, L = red.M, red.L
     out = {}
     for y in range(1, red.k + 1):
-        path = tuple(int(x) for x in red.digits[y])
-        for d in range(L):
+        path = tuple(int(x) for x in red.digits[y] if x >= 0)
+        for d in range(len(path)):
             out[path[:d]] = int(red.path_node[y, d])
     return out
 
@@ -73,27 +72,55 @@ def rows_of(red):
 def random_weights(red, seed):
     rng = np.random.default_rng(seed)
     red.W[:] = rng.normal(0, 0.5, red.W.shape).astype(np.float32)
+    red.U[:] = rng.normal(0, 0.5, red.U.shape).astype(np.float32)
+
+
+def huffman_tree(red, counts):
+    """``red`` re-shaped to the Huffman tree of ``counts`` (as plan() does)."""
+    digits = huffman_digits(np.asarray(counts, np.float64), red.M)
+    red._shape(red.M, digits.shape[1], digits)
+    red.params[T.PAR_NEXT] = 0.0
+    red.stats, red.cnt = red.stats[:0], red.cnt[:0]
+    return red
+
+
+def ref_U(red):
+    return red.U if red.U.shape[0] else None
 
 
 # -- the softmax/embedding step against the reference, and its gradient by finite differences ----
-@pytest.mark.parametrize("k,arity", [(7, 2), (10, 3), (9, 16)])
-def test_sgd_step_is_the_gradient(k, arity):
-    red = make(k, arity=arity, dim=6)
+@pytest.mark.parametrize("k,arity,counts", [(7, 2, None), (10, 3, None), (9, 16, None), (9, 3, [40, 1, 7, 7, 3, 0, 2, 9, 5]),
+                                            (6, 2, [1, 2, 4, 8, 16, 32])])
+def test_sgd_step_is_the_gradient(k, arity, counts):
+    """Balanced trees and Huffman trees (``counts``: leaves at several depths); the root's linear
+    weights U move at PAR_LIN (2) times the rate (given: k = 9, arity 16 is one level)."""
+    red = make(k, arity=arity, dim=6, linear=2.0)
+    if counts is not None:
+        huffman_tree(red, counts)
     random_weights(red, k)
+    assert red.U.shape[0] and red.params[T.PAR_LIN] == 2.0
     tree = R.Tree(red.digits)
     rows = rows_of(red)
     idx, val = [3, 17, 3, 900], [0.5, 1.25, -0.75, 1.0]
     y = k - 2
-    E0, W0 = red.E.astype(np.float64), red.W.astype(np.float64)
+    E0, W0, U0 = red.E.astype(np.float64), red.W.astype(np.float64), red.U.astype(np.float64)
     # the kernel's step at lr = 1 is minus the gradient (computed at the old point)
     ex = [(y, idx, [float(np.float32(v)) for v in val])]
     b = batch_of(ex)
-    T.learn_one(red.E, red.W, red.child, red.path_node, red.path_child, red.stats, red.cnt, red.touched,
-                b.indices, b.values, 0, len(idx), y, 1.0, 1.0, 0.0, 0.0, red.h, red.gh, red.lp, True)
+    T.learn_one(red.E, red.U, red.W, red.child, red.path_node, red.path_child, red.stats, red.cnt, red.touched,
+                b.indices, b.values, 0, len(idx), y, 1.0, 1.0, 0.0, 0.0, 2.0, red.h, red.gh, red.zr, red.lp, True)
     gE = E0 - red.E.astype(np.float64)
     gW = W0 - red.W.astype(np.float64)
-    f = lambda E, W: R.loss(E, W, rows, tree, idx, np.float32(val), y)  # noqa: E731
+    gU = (U0 - red.U.astype(np.float64)) / 2.0
+    f = lambda E, W, U=U0: R.loss(E, W, rows, tree, idx, np.float32(val), y, U)  # noqa: E731
     eps = 1e-6
+    for r in sorted(set(idx)):
+        for j in range(red.M):
+            Up, Um = U0.copy(), U0.copy()
+            Up[r, j] += eps
+            Um[r, j] -= eps
+            fd = (f(E0, W0, Up) - f(E0, W0, Um)) / (2 * eps)
+            assert gU[r, j] == pytest.approx(fd, rel=1e-3, abs=1e-6)
     for r in sorted(set(idx)):
         for c in range(red.D):
             Ep, Em = E0.copy(), E0.copy()
@@ -110,10 +137,11 @@ def test_sgd_step_is_the_gradient(k, arity):
                 fd = (f(E0, Wp) - f(E0, Wm)) / (2 * eps)
                 assert gW[n, j, c] == pytest.approx(fd, rel=1e-3, abs=1e-6)
     # and equals the reference's step
-    E1, W1 = E0.astype(np.float32), W0.astype(np.float32)
-    R.sgd_step(E1, W1, rows, tree, idx, np.float32(val), y, 1.0)
+    E1, W1, U1 = E0.astype(np.float32), W0.astype(np.float32), U0.astype(np.float32)
+    R.sgd_step(E1, W1, rows, tree, idx, np.float32(val), y, 1.0, U=U1, lin=2.0)
     np.testing.assert_allclose(red.E, E1, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(red.W, W1, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(red.U, U1, rtol=1e-5, atol=1e-6)
 
 
 # -- whole progressive runs against the reference ------------------------------------------------
@@ -122,6 +150,8 @@ class RefRun:
 
     def __init__(self, red0, reassign_after, eta, power, total=0.0, l1=0.0, l2=0.0):
         self.E = red0.E.copy()
+        self.U = red0.U.copy() if red0.U.shape[0] else None
+        self.lin = float(red0.params[T.PAR_LIN])
         self.W = {}
         self.M, self.L, self.D = red0.M, red0.L, red0.D
         self.digits = red0.digits.copy()
@@ -156,32 +186,45 @@ class RefRun:
             for pre in self.tree.kids:
                 self.wrow(pre)
             W, rows = self.arrays()
-            probs = R.all_label_probs(self.E, W, rows, self.tree, idx, np.float32(val))
+            probs = R.all_label_probs(self.E, W, rows, self.tree, idx, np.float32(val), self.U)
             preds.append(max(probs, key=lambda c: (probs[c], -c)))
             lr = R.rate(self.eta, self.power, self.clock, 0.0, self.total)
             losses.append(-math.log(probs[y]))
-            R.sgd_step(self.E, W, rows, self.tree, idx, np.float32(val), y, lr, self.stats, self.l1, self.l2)
+            R.sgd_step(self.E, W, rows, self.tree, idx, np.float32(val), y, lr, self.stats, self.l1, self.l2, self.U,
+                       self.lin)
             for p, r in rows.items():
                 self.W[p] = W[r]
             self.clock += 1
         return preds, losses
 
 
-@pytest.mark.parametrize("k,arity,reassign,total,reg", [
-    (9, 2, 16, 0, (0, 0)), (13, 3, 20, 0, (0, 0)), (12, 4, 0, 0, (0, 0)), (9, 2, 16, 150, (0, 0)),
-    (40, 64, 0, 150, (0, 0)), (9, 2, 16, 0, (0.05, 0)), (13, 3, 20, 0, (0, 0.5)), (12, 4, 0, 150, (0.02, 0.3))])
-def test_progressive_run_matches_reference(k, arity, reassign, total, reg):
+@pytest.mark.parametrize("k,arity,reassign,total,reg,linear,huffman", [
+    (9, 2, 16, 0, (0, 0), -1, False), (13, 3, 20, 0, (0, 0), 0, False), (12, 4, 0, 0, (0, 0), -1, False),
+    (9, 2, 16, 150, (0, 0), 0.5, False), (40, 64, 0, 150, (0, 0), -1, False), (9, 2, 16, 0, (0.05, 0), -1, False),
+    (13, 3, 20, 0, (0, 0.5), 0, False), (12, 4, 0, 150, (0.02, 0.3), -1, False), (13, 3, 0, 150, (0, 0), -1, True),
+    (9, 2, 0, 0, (0.02, 0.3), 1.0, True), (40, 4, 0, 150, (0, 0), -1, True)])
+def test_progressive_run_matches_reference(k, arity, reassign, total, reg, linear, huffman):
     """Predictions, log-losses, the re-assigned tree and the weights equal the reference's, whole or
     in chunks that cut through re-assignment points (beam wide enough to be exact); ``total`` > 0:
     the planned linear rate schedule over the whole stream (the floor: test_plan_sets_the_linear_schedule);
-    ``reg``: --l1, --l2."""
+    ``reg``: --l1, --l2; ``linear``: --linear (-1: 2 on these trees); ``huffman``: the Huffman tree
+    of skewed label counts (leaves at several depths)."""
     ex = stream(k, 150, seed=k)
     lrn = {"l1": reg[0], "l2": reg[1]}
-    red0 = make(k, learner=lrn, arity=arity, dim=5, beam=64, reassign_after=reassign, seed=k)
+    counts = [float((7 * i) % 11) ** 2 for i in range(k)]
+
+    def new():
+        red = make(k, learner=lrn, arity=arity, dim=5, beam=64, reassign_after=reassign, seed=k, linear=linear)
+        return huffman_tree(red, counts) if huffman else red
+
+    red0 = new()
+    assert (red0.U.shape[0] > 0) == (linear != 0) and red0.params[T.PAR_LIN] == (linear if linear >= 0 else
+                                                                                   2.0 if red0.L > 1 else 0.1)
+    assert not huffman or np.any(red0.digits < 0)
     ref = RefRun(red0, reassign, eta=0.5, power=0.5, total=total, l1=reg[0], l2=reg[1])
     want_p, want_l = ref.process(ex)
     for chunk in (None, 7):
-        red = make(k, learner=lrn, arity=arity, dim=5, beam=64, reassign_after=reassign, seed=k)
+        red = new()
         red.params[T.PAR_TOTAL] = total
         p, lo = run(red, ex, chunk)
         assert p == want_p
@@ -189,6 +232,8 @@ def test_progressive_run_matches_reference(k, arity, reassign, total, reg):
         np.testing.assert_array_equal(red.digits, ref.digits)
         assert red.reassignments == ref.reassignments
         np.testing.assert_allclose(red.E, ref.E, rtol=1e-4, atol=1e-6)
+        if ref.U is not None:
+            np.testing.assert_allclose(red.U, ref.U, rtol=1e-4, atol=1e-6)
         W, rows = ref.arrays()
         for pre, r in rows_of(red).items():
             np.testing.assert_allclose(red.W[r], ref.W[pre], rtol=1e-4, atol=1e-6)
@@ -238,16 +283,19 @@ def test_assignment_follows_the_classifier():
 
 
 # -- probabilities -------------------------------------------------------------------------------
-def test_top_k_and_probabilities_are_the_path_products():
+@pytest.mark.parametrize("huffman", [False, True])
+def test_top_k_and_probabilities_are_the_path_products(huffman):
     k = 11
     red = make(k, arity=3, dim=4, beam=40, seed=5)
+    if huffman:
+        huffman_tree(red, [30, 1, 1, 2, 9, 4, 0, 0, 13, 5, 2])
     run(red, stream(k, 200, seed=1))
     ex = stream(k, 20, seed=2)
     b = batch_of(ex)
     labs, probs, p_true = red.predict_top(b, k)
     W, tree, rows = red.W, R.Tree(red.digits), rows_of(red)
     for i, (y, idx, val) in enumerate(ex):
-        want = R.all_label_probs(red.E, W, rows, tree, idx, np.float32(val))
+        want = R.all_label_probs(red.E, W, rows, tree, idx, np.float32(val), ref_U(red))
         assert sum(want.values()) == pytest.approx(1.0)
         assert sorted(labs[i].tolist()) == list(range(1, k + 1))
         for lab, p in zip(labs[i], probs[i]):
@@ -268,22 +316,31 @@ def test_held_out_log_loss_is_minus_log_p():
 
 
 # -- persistence ---------------------------------------------------------------------------------
-def test_save_load_continue_is_exact():
+@pytest.mark.parametrize("huffman", [False, True])
+def test_save_load_continue_is_exact(huffman):
     k = 10
     ex = stream(k, 300, seed=9)
-    whole = make(k, arity=3, dim=4, reassign_after=16)
+    counts = [5, 50, 1, 1, 0, 3, 20, 8, 2, 2]
+
+    def new():
+        red = make(k, arity=3, dim=4, reassign_after=16)
+        return huffman_tree(red, counts) if huffman else red
+
+    whole = new()
     p_whole, _ = run(whole, ex)
-    first = make(k, arity=3, dim=4, reassign_after=16)
+    first = new()
     p1, _ = run(first, ex[:137])
     arrays = {n: np.asarray(a).copy() for n, a in first.state().items()}
     meta = first.meta()
-    second = make(k, arity=3, dim=4, reassign_after=16)
+    second = make(k, arity=3, dim=4, reassign_after=16)  # a new model's balanced shape until it loads
     second.load_state(arrays, meta)
     p2, _ = run(second, ex[137:])
     assert p1 + p2 == p_whole
     np.testing.assert_array_equal(second.E, whole.E)
+    np.testing.assert_array_equal(second.U, whole.U)
     np.testing.assert_array_equal(second.W, whole.W)
     np.testing.assert_array_equal(second.digits, whole.digits)
+    assert second.reassignments == whole.reassignments
 
 
 def test_load_refuses_shared_leaves():
@@ -292,6 +349,62 @@ def test_load_refuses_shared_leaves():
     arrays["digits"][2] = arrays["digits"][1]
     with pytest.raises(ValueError):
         make(5, arity=2, dim=3).load_state(arrays, red.meta())
+    # a Huffman tree whose leaf is another label's inner node, or with a gap in a path
+    huff = huffman_tree(make(5, arity=2, dim=3), [8, 4, 2, 1, 1])
+    good = {n: np.asarray(a).copy() for n, a in huff.state().items()}
+    make(5, arity=2, dim=3).load_state({n: a.copy() for n, a in good.items()}, huff.meta())
+    deep = 1 + int(np.argmax((good["digits"][1:] >= 0).sum(axis=1)))
+    for bad in (good["digits"][deep, :1], None):
+        arrays = {n: a.copy() for n, a in good.items()}
+        if bad is None:
+            arrays["digits"][deep, 1] = -1
+        else:
+            arrays["digits"][1] = -1
+            arrays["digits"][1, 0] = bad[0]
+        with pytest.raises(ValueError):
+            make(5, arity=2, dim=3).load_state(arrays, huff.meta())
+
+
+# -- the Huffman tree --------------------------------------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(counts=st.lists(st.integers(0, 60), min_size=1, max_size=40), arity=st.integers(2, 6))
+def test_huffman_tree_is_the_reference(counts, arity):
+    """The kernel's Huffman digits equal the reference's; every label has one leaf, no leaf is
+    another's inner node, and the expected depth is the optimum's (checked against the sum of
+    the merged weights)."""
+    c = np.array(counts, np.float64)
+    got = huffman_digits(c, arity)
+    np.testing.assert_array_equal(got, R.huffman(counts, arity))
+    k = len(counts)
+    red = make(k, arity=arity, dim=2)
+    huffman_tree(red, c)
+    leaves = [tuple(int(x) for x in row if x >= 0) for row in got[1:]]
+    assert len(set(leaves)) == k
+    inner = {p[:d] for p in leaves for d in range(1, len(p))}
+    assert not inner & set(leaves)
+    assert sorted(int(-v - 1) for v in red.child[red.child <= -2]) == list(range(1, k + 1))
+
+
+def test_plan_builds_the_huffman_tree(tmp_path):
+    """With --passes > 1 over files, a new model's tree is the Huffman tree of the files' label
+    counts (no re-assignment); --tree balanced, one pass or --depth keep the balanced tree."""
+    from lomtree_cli.config import InputConfig
+    from lomtree_cli.parsing import iter_batches
+
+    k = 130  # above the flat softmax's FLAT_K
+    f = tmp_path / "a.vw"
+    f.write_text("".join(f"{y} | w{y}\n" for y in [1] * 20 + [2] * 9 + [3] * 3 + list(range(4, k + 1))))
+    batches = lambda: iter_batches([str(f)], InputConfig(bits=BITS))  # noqa: E731
+    counts = [20, 9, 3] + [1] * (k - 3)
+    red = make(k, arity=4, dim=3, depth=0)
+    red.plan(2, [str(f)], batches)
+    np.testing.assert_array_equal(red.digits, R.huffman(counts, 4))
+    assert red.params[T.PAR_NEXT] == 0 and red.L == red.digits.shape[1] and red.U.shape[0] > 0
+    assert red.stats.shape == (0, red.L, 4) and red.cnt.shape == (0, red.L)  # never re-assigned
+    for kw, passes in (({"tree": "balanced", "depth": 0}, 2), ({"depth": 0}, 1), ({"depth": 4}, 2)):
+        other = make(k, arity=4, dim=3, **kw)
+        other.plan(passes, [str(f)], batches)
+        assert not np.any(other.digits < 0) and other.params[T.PAR_NEXT] == 1000
 
 
 # -- the rate schedule and the tree shape -----------------------------------------------------------
@@ -345,9 +458,11 @@ def test_default_shape_is_flat_for_small_k():
 
     assert tree_shape(66, 32, 0) == (66, 1) and tree_shape(128, 32, 0) == (128, 1) and tree_shape(20, 32, 0) == (32, 1)
     assert tree_shape(129, 32, 0) == (32, 2) and tree_shape(5001, 32, 0) == (32, 3)
-    assert tree_shape(66, 32, 2) == (32, 2) and tree_shape(66, 8, 0) == (8, 3)
+    assert tree_shape(66, 32, 2) == (32, 2) and tree_shape(66, 8, 0) == (66, 1) and tree_shape(129, 8, 0) == (8, 3)
+    assert tree_shape(200, 64, 0) == (200, 1)
     red = MaryTree(ReductionConfig(name="mtree", k=66), LinearLearner(LearnerConfig(), BITS, 1, MaryTree.slot_mode))
     assert (red.M, red.L) == (66, 1) and sorted(red.child[0, :].tolist()) == sorted(range(-67, -1))
+    assert red.U.shape == (1 << BITS, 66) and red.params[T.PAR_LIN] == 0.1  # --linear -1 on a flat softmax
 
 
 def test_model_from_before_the_flat_default_loads():

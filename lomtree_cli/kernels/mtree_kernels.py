@@ -3,11 +3,14 @@
 Arrays (k labels, arity M, depth L, embedding width D, ``R = 2**bits`` embedding rows):
 
     E : float32 (R, D)            input embeddings (a row per hashed feature slot)
+    U : float32 (R, M) or (0, M)  linear weights of the root's children per hashed feature slot
+                                  (``--linear``; no rows: none)
     W : float32 (C, M, D)         node softmax layers, one (M, D) block per node row
     child : int64 (C, M)          -1 = empty slot; >= 0 = internal child's row; <= -2 = leaf of
                                   label ``-child - 1``
     path_node : int64 (k+1, L)    row of the node at depth d on label y's path (row 0 unused)
-    path_child : int64 (k+1, L)   child slot taken at depth d on label y's path (the digits)
+    path_child : int64 (k+1, L)   child slot taken at depth d on label y's path (the digits; -1
+                                  past the label's leaf when leaves lie at several depths)
     stats : float64 (k+1, L, M)   sum of iw * softmax(node at depth d of y's path) over trained y
     cnt : float64 (k+1, L)        sum of iw of the trained examples of y
     touched : uint8 (R,)          1 once the row of E was updated (saved rows)
@@ -15,7 +18,10 @@ Arrays (k labels, arity M, depth L, embedding width D, ``R = 2**bits`` embedding
 
 Representation: ``h = sum_j v_j E[i_j] / sum_j |v_j|`` (the bag-of-features average of fastText,
 weighted by the feature values). Node n's distribution over its non-empty children is
-``softmax(W[n] h)`` (empty slots take no mass); ``P(y|x)`` is the product along y's path.
+``softmax(W[n] h)`` (empty slots take no mass), plus at the root (row 0) the linear scores
+``z_c = sum_j v_j U[i_j, c]`` of the hashed features when U has rows (the paper's hashed linear
+features, at the root only: there one row of U per feature serves); ``P(y|x)`` is the product
+along y's path.
 Training is plain SGD on ``-log P(y|x)`` (fastText's hierarchical-softmax update: the gradient
 for h is accumulated with each node's weights before they are updated, then spread over the
 input rows), rate ``learning_rate(params, t)`` at the t-th trained example: fastText's linear
@@ -41,7 +47,8 @@ PAR_START = 6      # clock value at the start of the planned schedule
 PAR_TOTAL = 7      # > 0: rate falls linearly to 0 over this many trained examples from PAR_START
 PAR_L1 = 8         # --l1: each updated parameter truncated toward 0 by l1 * lr * iw (learn_one)
 PAR_L2 = 9         # --l2: each updated parameter first multiplied by 1 - l2 * lr * iw
-N_PAR = 10
+PAR_LIN = 10       # --linear: rate of U relative to the SGD rate
+N_PAR = 11
 
 #: examples over which the rate falls by (1 + 1) ** -power_t
 LR_SCALE = 10_000.0
@@ -77,12 +84,16 @@ def init_rows(E, seed, lo, hi):
 
 
 @kernel(fastmath=FAST)
-def hidden(E, indices, values, a, b, h):
-    """h = the value-weighted average of the rows of E of features a:b (0 if none); returns
-    the normaliser sum |v|."""
+def hidden(E, U, indices, values, a, b, h, zr):
+    """h = the value-weighted average of the rows of E of features a:b (0 if none), zr = the
+    root's linear scores ``sum_j v_j U[i_j]`` (0 when U has no rows); returns the normaliser sum |v|."""
     D = h.shape[0]
+    M = zr.shape[0]
+    lin = U.shape[0] > 0
     for c in range(D):
         h[c] = 0.0
+    for c in range(M):
+        zr[c] = 0.0
     s = 0.0
     for j in range(a, b):
         v = np.float64(values[j])
@@ -91,6 +102,9 @@ def hidden(E, indices, values, a, b, h):
         vf = np.float32(v)
         for c in range(D):
             h[c] += vf * E[r, c]
+        if lin:
+            for c in range(M):
+                zr[c] += vf * U[r, c]
     if s > 0.0:
         inv = np.float32(1.0 / s)
         for c in range(D):
@@ -99,8 +113,9 @@ def hidden(E, indices, values, a, b, h):
 
 
 @kernel(fastmath=FAST)
-def node_logits(W, child, n, h, out):
-    """out[j] = W[n, j] . h over the non-empty children (NEG on empty slots); returns the largest."""
+def node_logits(W, child, n, h, zr, out):
+    """out[j] = W[n, j] . h (+ zr[j] at the root, row 0) over the non-empty children (NEG on empty
+    slots); returns the largest."""
     M = child.shape[1]
     D = h.shape[0]
     mx = NEG
@@ -111,6 +126,8 @@ def node_logits(W, child, n, h, out):
         z = np.float32(0.0)
         for c in range(D):
             z += W[n, j, c] * h[c]
+        if n == 0:
+            z += zr[j]
         out[j] = z
         if z > mx:
             mx = z
@@ -118,10 +135,10 @@ def node_logits(W, child, n, h, out):
 
 
 @kernel(fastmath=FAST)
-def node_logsoftmax(W, child, n, h, out):
+def node_logsoftmax(W, child, n, h, zr, out):
     """out[j] = log P(child j | node n, h) over the non-empty children (NEG on empty slots)."""
     M = child.shape[1]
-    mx = node_logits(W, child, n, h, out)
+    mx = node_logits(W, child, n, h, zr, out)
     tot = 0.0
     for j in range(M):
         if child[n, j] != -1:
@@ -133,23 +150,25 @@ def node_logsoftmax(W, child, n, h, out):
 
 
 @kernel()
-def path_logp(W, child, path_node, path_child, y, h, lp):
+def path_logp(W, child, path_node, path_child, y, h, zr, lp):
     """log P(y | x) along y's path (lp: work, (M,))."""
     L = path_node.shape[1]
     s = 0.0
     for d in range(L):
-        n = path_node[y, d]
-        node_logsoftmax(W, child, n, h, lp)
-        s += lp[path_child[y, d]]
+        t = path_child[y, d]
+        if t < 0:
+            break
+        node_logsoftmax(W, child, path_node[y, d], h, zr, lp)
+        s += lp[t]
     return s
 
 
 @kernel(fastmath=FAST)
-def node_softmax(W, child, n, h, out):
+def node_softmax(W, child, n, h, zr, out):
     """out[j] = P(child j | node n, h) over the non-empty children (0 on empty slots); returns
     the log-partition ``log sum_j exp(W[n, j] . h)`` (so log P(j) = W[n, j] . h - it)."""
     M = child.shape[1]
-    mx = node_logits(W, child, n, h, out)
+    mx = node_logits(W, child, n, h, zr, out)
     tot = 0.0
     for j in range(M):
         if child[n, j] != -1:
@@ -165,10 +184,11 @@ def node_softmax(W, child, n, h, out):
 
 
 @kernel(fastmath=FAST)
-def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b, y, iw, lr, l1, l2,
-              h, gh, lp, gather):
+def learn_one(E, U, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b, y, iw, lr, l1, l2,
+              lin, h, gh, zr, lp, gather):
     """One SGD step on ``-iw log P(y|x)``; accumulates the label statistics when ``gather`` (a
-    re-assignment is still to come); returns the loss before the step (iw * -log P).
+    re-assignment is still to come); returns the loss before the step (iw * -log P). The root's
+    linear weights (rows of U) move at ``lin`` times the rate.
 
     With ``l1`` or ``l2`` (``--l1``/``--l2``) every parameter the step moves (the node layers'
     outputs on y's path with a nonzero gradient, the embedding rows of the example's features) is
@@ -179,14 +199,17 @@ def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, 
     L = path_node.shape[1]
     M = child.shape[1]
     D = h.shape[0]
-    s = hidden(E, indices, values, a, b, h)
+    s = hidden(E, U, indices, values, a, b, h, zr)
+    ulin = U.shape[0] > 0
     for c in range(D):
         gh[c] = 0.0
     loss = 0.0
     for d in range(L):
         n = path_node[y, d]
         t = path_child[y, d]
-        node_softmax(W, child, n, h, lp)
+        if t < 0:
+            break
+        node_softmax(W, child, n, h, zr, lp)
         loss -= math.log(max(lp[t], 1e-300))
         if gather:
             cnt[y, d] += iw
@@ -201,6 +224,12 @@ def learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, 
                 continue
             gf = np.float32(g)
             w = W[n, j]
+            if n == 0 and ulin:
+                for q in range(a, b):
+                    r = indices[q]
+                    step = lin * g * np.float64(values[q])
+                    U[r, j] = np.float32(regularized(np.float64(U[r, j]), -step, rate * lin, l1, l2)) if reg \
+                        else U[r, j] - np.float32(step)
             if reg:
                 for c in range(D):
                     gh[c] += gf * w[c]
@@ -243,28 +272,32 @@ def _insert(bl, bn, width, count, lp, node):
 
 
 @kernel()
-def beam_search(W, child, h, width, bl, bn, cl, cn, lp):
+def beam_search(W, child, h, zr, width, bl, bn, cl, cn, lp):
     """The ``width`` best leaves by path log-probability, level by level (a beam of ``width``
-    nodes per level; exact when width >= the nodes of a level). Leaves in ``cn[:m]`` (codes
-    ``-label - 1``) with log-probabilities ``cl[:m]``, descending; returns m."""
+    nodes or leaves per level: a leaf reached at a shallower level stays in the beam; exact when
+    width >= the entries of a level). Leaves in ``cn[:m]`` (codes ``-label - 1``) with
+    log-probabilities ``cl[:m]``, descending; returns m."""
     M = child.shape[1]
     nb = 1
     bl[0] = 0.0
     bn[0] = 0
     while True:
         m = 0
-        leaves = False
+        internal = False
         for q in range(nb):
             n = bn[q]
-            node_logsoftmax(W, child, n, h, lp)
+            if n < 0:  # a leaf: kept as it is
+                m = _insert(cl, cn, width, m, bl[q], n)
+                continue
+            node_logsoftmax(W, child, n, h, zr, lp)
             for j in range(M):
                 c = child[n, j]
                 if c == -1:
                     continue
-                if c <= -2:
-                    leaves = True
+                if c >= 0:
+                    internal = True
                 m = _insert(cl, cn, width, m, bl[q] + lp[j], c)
-        if leaves or m == 0:
+        if not internal or m == 0:
             return m
         for q in range(m):
             bl[q] = cl[q]
@@ -284,8 +317,8 @@ def learning_rate(params, t):
 
 
 @kernel(nogil=True)
-def mtree_process(E, W, child, path_node, path_child, stats, cnt, touched, params, indptr, indices, values,
-                  labels, weights, train, start, preds, losses, h, gh, lp, bl, bn, cl, cn):
+def mtree_process(E, U, W, child, path_node, path_child, stats, cnt, touched, params, indptr, indices, values,
+                  labels, weights, train, start, preds, losses, h, gh, zr, lp, bl, bn, cl, cn):
     """Progressive validation over examples ``start:``: predict (beam search), log-loss of the
     label, then learn when ``train[i]``. Stops before a trained example at which the clock reaches
     ``PAR_NEXT`` (the caller re-assigns the labels, then calls again from there); returns the index
@@ -304,18 +337,19 @@ def mtree_process(E, W, child, path_node, path_child, stats, cnt, touched, param
         b = indptr[i + 1]
         y = labels[i]
         if need or not train[i]:
-            hidden(E, indices, values, a, b, h)
-            m = beam_search(W, child, h, width, bl, bn, cl, cn, lp)
+            hidden(E, U, indices, values, a, b, h, zr)
+            m = beam_search(W, child, h, zr, width, bl, bn, cl, cn, lp)
             preds[i] = -cn[0] - 1 if m > 0 else 1
         if train[i]:
             t = params[PAR_CLOCK]
             lr = learning_rate(params, t)
-            losses[i] = learn_one(E, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b,
-                                  y, weights[i], lr, params[PAR_L1], params[PAR_L2], h, gh, lp, gather)
+            losses[i] = learn_one(E, U, W, child, path_node, path_child, stats, cnt, touched, indices, values, a, b,
+                                  y, weights[i], lr, params[PAR_L1], params[PAR_L2], params[PAR_LIN], h, gh, zr, lp,
+                                  gather)
             params[PAR_CLOCK] = t + 1.0
         elif 1 <= y <= k:
-            hidden(E, indices, values, a, b, h)
-            lq = path_logp(W, child, path_node, path_child, y, h, lp)
+            hidden(E, U, indices, values, a, b, h, zr)
+            lq = path_logp(W, child, path_node, path_child, y, h, zr, lp)
             losses[i] = weights[i] * min(-lq, -math.log(PROB_FLOOR))
         elif y > k:
             losses[i] = weights[i] * -math.log(PROB_FLOOR)
@@ -325,8 +359,8 @@ def mtree_process(E, W, child, path_node, path_child, stats, cnt, touched, param
 
 
 @kernel(nogil=True)
-def mtree_top(E, W, child, path_node, path_child, params, indptr, indices, values, labels, ntop, labs, probs,
-              p_true, h, lp, bl, bn, cl, cn):
+def mtree_top(E, U, W, child, path_node, path_child, params, indptr, indices, values, labels, ntop, labs, probs,
+              p_true, h, zr, lp, bl, bn, cl, cn):
     """The ``ntop`` most probable labels (beam of max(beam, ntop)) with P(y|x), and P(label|x)."""
     n = labels.shape[0]
     k = path_node.shape[0] - 1
@@ -334,14 +368,14 @@ def mtree_top(E, W, child, path_node, path_child, params, indptr, indices, value
     for i in range(n):
         a = indptr[i]
         b = indptr[i + 1]
-        hidden(E, indices, values, a, b, h)
-        m = beam_search(W, child, h, width, bl, bn, cl, cn, lp)
+        hidden(E, U, indices, values, a, b, h, zr)
+        m = beam_search(W, child, h, zr, width, bl, bn, cl, cn, lp)
         for q in range(min(m, ntop)):
             labs[i, q] = -cn[q] - 1
             probs[i, q] = math.exp(cl[q])
         y = labels[i]
         if 1 <= y <= k:
-            p_true[i] = math.exp(path_logp(W, child, path_node, path_child, y, h, lp))
+            p_true[i] = math.exp(path_logp(W, child, path_node, path_child, y, h, zr, lp))
         else:
             p_true[i] = 0.0
 

@@ -94,11 +94,19 @@ REGISTRY = {
     "mtree": ReductionSpec("lomtree_cli.reductions.mtree:MaryTree", options=(
         _ARITY, _BEAM,
         Option("dim", ("--dim",), help="width of the learned embeddings"),
-        Option("depth", ("--depth",), help="tree depth (0 = a flat softmax when k <= 4 arity, else the least with "
-                                                    "arity^depth >= k)"),
+        Option("depth", ("--depth",), help="tree depth (0 = a flat softmax when k <= max(128, 4 arity), else "
+                                           "the Huffman tree, or the least depth with arity^depth >= k)"),
         Option("reassign_after", ("--reassign-after",),
                help="trained examples before the first label re-assignment, then at each doubling "
-                    "(0 = keep the initial random tree)"))),
+                    "(0 = keep the initial random tree)"),
+        Option("tree", ("--tree",), ("huffman", "balanced"),
+               help="huffman: the M-ary Huffman tree of the training files' label counts when they are known "
+                    "before training (--passes > 1 over plain files, a new model, no --depth), else balanced; "
+                    "balanced: all leaves at one depth, labels re-assigned by the node objective"),
+        Option("linear", ("--linear",), float,
+               help="rate factor of the hashed linear weights of the root's children (memory 2^bits x its children "
+                    "floats; 0 = none; -1 = 2 on a tree, 0.1 on a flat softmax)")),
+        defaults={"arity": 8}),
 }
 
 
