@@ -665,6 +665,7 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
     shown = 0
     passes_used = 0
     rounds = 0
+    moved = 0  # model bytes sent: to each worker at the start of a round, back from each task
     with connect(address) as client:
         w = n_workers(client)
         n_shards = shards or w
@@ -684,6 +685,7 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
                 round_index += 1
                 data = model_io.model_bytes(input_cfg, current.learner, current.reduction)
                 shared = client.scatter(data, broadcast=True, hash=False)
+                moved += len(data) * w
                 live = [min(cursors)] if grow else sorted(cursors)
                 done = []
 
@@ -707,7 +709,7 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
                         if isinstance(r, _Failure):
                             r.throw()
                         model, r.model = r.model, None
-                        done.append((i, r))
+                        done.append((i, r, len(model)))
                         yield model_io.load_model(io.BytesIO(model))
 
                 if len(live) == 1:  # one worker's model is the model (a growing pass, a last shard)
@@ -717,7 +719,8 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
                 else:
                     average_models(results(), current)
                 rounds += 1
-                for i, r in done:
+                for i, r, size in done:
+                    moved += size
                     if r.record is not None:
                         runner.progress.add_batch(*r.record)
                     for msg in r.skipped:
@@ -743,6 +746,7 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
         summary["holdout_losses"] = holdout.losses
     summary["dask_workers"] = w
     summary["dask_syncs"] = rounds
+    summary["dask_model_bytes"] = moved
     summary["dask_shards"] = n_shards
     _finish(err, opts, runner, summary)
     return summary
