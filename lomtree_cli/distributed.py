@@ -19,12 +19,17 @@ Prediction
 Training (VW's AllReduce, done by the client)
     Data-parallel over W shards, W = the workers or ``--shards W`` (more shards than workers
     simulate W machines on fewer: the tasks queue, at most 2 per worker in flight, and are averaged
-    exactly as W workers' models): each input file is cut into W line-aligned
-    ranges and shard i takes range i of every file. In each round every unfinished shard's task
+    exactly as W workers' models): each input file is cut into line-aligned blocks of about
+    ``SHARD_BLOCK_BYTES`` and shard i takes blocks i, i + W, i + 2W, ... of every file
+    (``shards_of``; a worker reads only its own blocks). In each round every unfinished shard's task
     loads the current model (bytes), runs the normal online learner (``driver.Runner``, holdout
-    included) on its next ``--sync-every`` examples (0: the whole shard: one sync per pass), and
-    returns its model; the client averages them (``average_models``: the models in shard order,
-    loaded one at a time into dense running sums) and starts the next round.
+    included) on its next N examples, and returns its model; the client averages them
+    (``average_models``: the models in shard order, loaded one at a time into dense running sums)
+    and starts the next round. N (``sync_interval``): in the first pass ``--sync-first`` (100)
+    examples, then doubling (syncs after 100, 300, 700, ... examples of each shard: about
+    log2(shard / 100) syncs), at most ``--sync-every`` when given; later passes ``--sync-every``
+    (0: the whole shard, one sync per pass). The early syncs are what makes one pass on 2 workers
+    as good as one process on Sector (docs/API.md).
     Weights are averaged as VW's ``accumulate_weighted_avg`` does under the adaptive update:
     per slot, weighted by each worker's adaptive sum G, and G and the normaliser N become their
     G-weighted means; under ``--sgd`` a plain mean. The per-regressor normaliser sums (S, T) and
