@@ -6,7 +6,9 @@
    (default threads, and --threads 1) against ``--dask local:1`` and ``--dask local:2``: wall time
    (cluster start-up included), examples/s, identical output bytes;
 2. training with 2 local workers against one process at the same passes: Sector (oaa, libsvm) and
-   KJV next word (filter), synced after the pass only and every N examples: test error, wall time;
+   KJV next word (filter), with the default syncs (--sync-first 100: doubling intervals in the first
+   pass, then after each pass), after each pass only (--sync-first 0) and every N examples: test
+   error, wall time;
 3. ``--only shards``: error against shard count, N = 1..64 shards on ``--dask local:2 --shards N``
    (N machines simulated by N shards run two at a time, averaged by the same code as N workers),
    synced after every pass, 1 and 3 passes.
@@ -124,6 +126,7 @@ def bench_train(a, res, tasks):
     for task, red, k, tr, te, fmt, sync in tasks:
         for passes in (1, 3):
             for name, extra in (("one process", []), ("--dask local:2", ["--dask", "local:2"]),
+                                ("--dask local:2 --sync-first 0", ["--dask", "local:2", "--sync-first", "0"]),
                                 (f"--dask local:2 --sync-every {sync}",
                                  ["--dask", "local:2", "--sync-every", str(sync)])):
                 s, err = train_and_test(a, red, k, tr, te, fmt, passes, extra)

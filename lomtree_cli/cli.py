@@ -256,6 +256,9 @@ def vw_options(f):
                    "worker processes on this machine. Needs pip install 'lomtree[dask]'.")
 @click.option("--sync-every", "sync_every", type=click.IntRange(min=0), default=0, show_default=True,
               help="--dask: average the workers' models every N examples of each shard (0 = after every pass).")
+@click.option("--sync-first", "sync_first", type=click.IntRange(min=0), default=100, show_default=True,
+              help="--dask: in the first pass also average after N examples of each shard, then at doubling "
+                   "intervals (N, 2N, 4N, ..., at most --sync-every); 0 = no early averaging.")
 @click.option("--shards", "shards", type=click.IntRange(min=1), default=None,
               help="--dask: split the data into N shards [one per worker]; more shards than workers run "
                    "a few at a time (N machines simulated on fewer).")

@@ -98,6 +98,98 @@ def test_line_ranges_cover_the_file(data):
         assert all(raw[e - 1:e] == b"\n" for _, e in r)
 
 
+def test_shards_interleave_blocks(tmp_path, monkeypatch):
+    """Training shards: a file is cut into line-aligned blocks and shard i takes blocks i, i + W, ...
+    in file order; every byte of every file is in exactly one shard; a file smaller than W blocks
+    gives W ranges (shard i: range i), a compressed file goes to the shards in turn."""
+    import gzip
+
+    import lomtree_cli.distributed as D
+
+    monkeypatch.setattr(D, "SHARD_BLOCK_BYTES", 1024)
+    big, small, gz = tmp_path / "big.vw", tmp_path / "small.vw", tmp_path / "c.vw.gz"
+    big.write_text("\n".join(separable_lines(12, 2000, seed=2, noise_feats=3)) + "\n")
+    small.write_text("\n".join(separable_lines(12, 20, seed=3)) + "\n")
+    with gzip.open(gz, "wt") as f:
+        f.write("\n".join(separable_lines(12, 20, seed=4)) + "\n")
+    raw = big.read_bytes()
+    for w in (1, 2, 3):
+        shards = D.shards_of([str(big), str(small), str(gz)], w)
+        blocks = sorted(r for sh in shards for r in sh if r[0] == str(big))
+        assert len(blocks) == w * (len(raw) // (w * 1024))
+        assert blocks[0][1] == 0 and blocks[-1][2] == len(raw)
+        assert all(a[2] == b[1] for a, b in zip(blocks, blocks[1:]))
+        assert all(raw[e - 1:e] == b"\n" and e - s < 2048 for _, s, e in blocks)
+        for i, sh in enumerate(shards):
+            assert [r for r in sh if r[0] == str(big)] == blocks[i::w]
+            assert [r[0] for r in sh if r[0] == str(small)] == [str(small)]
+        assert [r[1:] for sh in shards for r in sh if r[0] == str(small)] == D.line_ranges(str(small), w)
+        assert (str(gz), 0, -1) in shards[0]  # the blocks before it are a multiple of W: its turn is shard 0's
+    monkeypatch.setattr(D, "MAX_SHARD_BLOCKS", 3)
+    assert [len(sh) for sh in D.shards_of([str(big)], 2)] == [3, 3]
+
+
+def test_sync_interval_doctests():
+    import doctest
+
+    import lomtree_cli.distributed as D
+
+    assert doctest.testmod(D).failed == 0
+
+
+def _average_reference(states):
+    """VW's averaging under the adaptive update, one slot at a time in plain Python: the weights
+    weighted by the adaptive sums G, and G and N their G-weighted means; where no model has G > 0,
+    plain means (and G 0). A slot a model does not hold is 0 there. S and T: plain means."""
+    n = len(states)
+    cells = {}
+    for s in states:
+        for j, slot in enumerate(s["nz"].tolist()):
+            cells.setdefault(slot, []).append((float(s["w"][j]), float(s["G"][j]), float(s["N"][j])))
+    out = {}
+    for slot, vals in cells.items():
+        vals = vals + [(0.0, 0.0, 0.0)] * (n - len(vals))
+        sum_g = sum(g for _, g, _ in vals)
+        if sum_g > 0:
+            out[slot] = (sum(g * w for w, g, _ in vals) / sum_g, sum(g * g for _, g, _ in vals) / sum_g,
+                         sum(g * v for _, g, v in vals) / sum_g)
+        else:
+            out[slot] = (sum(w for w, _, _ in vals) / n, 0.0, sum(v for _, _, v in vals) / n)
+    S = [sum(float(s["model_S"][m]) for s in states) / n for m in range(states[0]["model_S"].shape[0])]
+    T = [sum(float(s["model_T"][m]) for s in states) / n for m in range(states[0]["model_T"].shape[0])]
+    return out, S, T
+
+
+@pytest.mark.parametrize("red,parts", [("oaa", 2), ("filter", 3)])
+def test_average_models_against_reference(data, red, parts):
+    """``average_models`` of models trained on different data (the same zero base) against the slow
+    reference; node counts add up (the base's, plus each model's own since it)."""
+    from lomtree_cli.distributed import average_models
+
+    lines = (data / "train.vw").read_text().splitlines()
+    models = [load_model(io.BytesIO(_fit(lines[i * 300:(i + 1) * 300], red).to_bytes())) for i in range(parts)]
+    states = [m.learner.state() for m in models]
+    base = load_model(io.BytesIO(_fit(lines[:1], red).to_bytes()))
+    base.learner.arrays.table[:] = 0
+    base.learner.arrays.S[:] = 0
+    base.learner.arrays.T[:] = 0
+    before = base.reduction.state()
+    average_models(models, base)
+    got = base.learner.state()
+    want, S, T = _average_reference(states)
+    kept = sorted(slot for slot, v in want.items() if any(np.float32(x) != 0 for x in v))
+    np.testing.assert_array_equal(got["nz"], kept)
+    for col, name in enumerate(("w", "G", "N")):
+        np.testing.assert_allclose(got[name], [want[slot][col] for slot in kept], rtol=2e-6, atol=1e-30,
+                                   err_msg=name)
+    np.testing.assert_allclose(got["model_S"], S, rtol=1e-12)
+    np.testing.assert_allclose(got["model_T"], T, rtol=1e-12)
+    if "node_counts" in before:
+        c0 = before["node_counts"]
+        np.testing.assert_array_equal(base.reduction.state()["node_counts"],
+                                      c0 + sum(m.reduction.state()["node_counts"] - c0 for m in models))
+
+
 def _fit(lines, red="oaa", k=12):
     from lomtree_cli import Classifier
 
@@ -158,6 +250,21 @@ def test_train_sync_every_and_passes(cluster, data, tmp_path):
     assert load_model(str(tmp_path / "d.lt")).passes_done == r["best_pass"]
 
 
+def test_first_pass_syncs_at_doubling_intervals(cluster, data, tmp_path):
+    """--sync-first N: in the first pass the models are averaged after N, 3N, 7N, ... examples of each
+    shard (about 600 here), capped by --sync-every; later passes sync once; 0 turns it off."""
+    tr = str(data / "train.vw")
+    for extra, syncs in (([], 3), (["--sync-first", "0"], 1), (["--sync-first", "50"], 4),
+                         (["--sync-first", "50", "--sync-every", "130"], 6),
+                         (["--passes", "2", "--holdout-off"], 4)):
+        cli(["train", "-r", "oaa", "-k", "12", tr, "-f", str(tmp_path / "m.lt"), "--quiet", "--dask", cluster,
+             "--report", str(tmp_path / "r.json"), *extra])
+        assert json.loads((tmp_path / "r.json").read_text())["dask_syncs"] == syncs, extra
+        cli(["predict", "-i", str(tmp_path / "m.lt"), str(data / "test.vw"), "--quiet", "-p", "/dev/null",
+             "--report", str(tmp_path / "p.json")])
+        assert json.loads((tmp_path / "p.json").read_text())["average_loss"] < 0.1
+
+
 def test_local_cluster_and_usage_errors(data, tmp_path):
     m = str(tmp_path / "m.lt")
     cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), "-f", m, "--quiet", "--dask", "local:2"])
@@ -169,6 +276,8 @@ def test_local_cluster_and_usage_errors(data, tmp_path):
     assert "--sync-every needs --dask" in r.output
     r = cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), "--shards", "4"], code=2)
     assert "--shards needs --dask" in r.output
+    r = cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), "--sync-first", "50"], code=2)
+    assert "--sync-first needs --dask" in r.output
     r = cli(["predict", "-i", m, str(data / "test.vw"), "--dask", "local:0"], code=2)
     assert "local:N" in r.output
 
