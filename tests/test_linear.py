@@ -209,7 +209,7 @@ def test_learn_block_equals_sequential_learns(exs, loss, sgd, power_t, bits, reg
         used += 1
         for c in range(k):
             K.learn(a, idx, val, 0, len(idx), c, ys[c], iw, yh[c])
-        K.learn_block(b, idx, val, 0, len(idx), k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64))
+        K.learn_block(b, idx, val, 0, len(idx), np.arange(k), k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64))
         if iw > 0:
             K.end_example(a, iw)
             K.end_example(b, iw)
@@ -252,8 +252,8 @@ def test_learn_block_distinct_equals_learn_block(exs, loss, sgd, power_t, bits, 
         yh_b = np.array([K.clip_score(b, K.score(b, idx, val, 0, len(idx), c)) for c in range(k)])
         np.testing.assert_array_equal(yh, yh_b)
         ys = np.array([1.0 if c == y else -1.0 for c in range(k)])
-        K.learn_block(a, idx, val, 0, len(idx), k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64))
-        K.learn_block_distinct(b, idx, val, 0, len(idx), k, ys, iw, yh, np.zeros((k, 4)),
+        K.learn_block(a, idx, val, 0, len(idx), np.arange(k), k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64))
+        K.learn_block_distinct(b, idx, val, 0, len(idx), np.arange(k), k, ys, iw, yh, np.zeros((k, 4)),
                                np.zeros(k, np.int64), np.zeros(max(1, len(idx)) * k))
         if iw > 0:
             K.end_example(a, iw)
