@@ -167,6 +167,8 @@ class LeafWork(NamedTuple):
     fs : float64 (2, L): the prediction's candidate scores (row 0) and log count shares (row 1)
     cand : int64 (L + 1,): the regressors the prediction scored, in ``fs``'s order, ``-1`` after
         the last (training takes their scores when nothing trained since shares a slot with them)
+    tm, tf : int64, float64 (L,): the regressors of the training leaf's candidates and their
+        pre-update scores
     ms, ys, yh : int64, float64, float64 (L,): a batch of candidates trained together
         (``K.learn_block``): regressors, targets, pre-update predictions
     work : float64 (L, 4), act : int64 (L,): ``K.learn_block``'s scratch
@@ -174,6 +176,8 @@ class LeafWork(NamedTuple):
 
     fs: np.ndarray
     cand: np.ndarray
+    tm: np.ndarray
+    tf: np.ndarray
     ms: np.ndarray
     ys: np.ndarray
     yh: np.ndarray
@@ -183,8 +187,9 @@ class LeafWork(NamedTuple):
 
 def leaf_work(L: int) -> LeafWork:
     L = max(1, int(L))
-    return LeafWork(np.zeros((2, L)), np.full(L + 1, -1, dtype=np.int64), np.zeros(L, dtype=np.int64),
-                    np.zeros(L), np.zeros(L), np.zeros((L, 4)), np.zeros(L, dtype=np.int64))
+    return LeafWork(np.zeros((2, L)), np.full(L + 1, -1, dtype=np.int64), np.zeros(L, dtype=np.int64), np.zeros(L),
+                    np.zeros(L, dtype=np.int64), np.zeros(L), np.zeros(L), np.zeros((L, 4)),
+                    np.zeros(L, dtype=np.int64))
 
 
 @kernel(inline="always")
@@ -428,9 +433,9 @@ def _prior_stats(node_i, node_top, glob, prior, fs, j, y):
 
 
 @kernel(inline="always")
-def _independent_of(lin, m, ms, n, nd):
-    """Training none of the regressors ``ms[:n]`` on this example can change ``m``'s score."""
-    for t in range(n):
+def _independent_of(lin, m, ms, a, b, nd):
+    """Training none of the regressors ``ms[a:b]`` on this example can change ``m``'s score."""
+    for t in range(a, b):
         if not K.scores_independent(lin, ms[t], m, nd):
             return False
     return True
@@ -442,12 +447,13 @@ def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, tra
     ``_candidate_node``) learns toward +1 if it is ``y``, else -1, in list order: each scored
     (``K.score``) and updated (``K.learn``) in turn.
 
-    With ``G_SHORTCUTS`` the same bits, cheaper: consecutive candidates that share no slot on this
-    example (``K.scores_independent``, ``nd`` from ``K.slot_layout``) are updated together in one
-    pass over the features (``K.learn_block``; a candidate that shares a slot with one of the batch
-    starts the next batch), and a candidate's pre-update score is the prediction's
-    (``lw.cand``/``lw.fs``) unless a regressor trained on this example since, the routers
-    ``trained[:nt]`` and the earlier batches, may share one of its slots.
+    With ``G_SHORTCUTS`` the same bits, cheaper. A candidate's pre-update score is the
+    prediction's (``lw.cand``/``lw.fs``) unless a regressor trained on this example since may
+    share one of its slots (``K.scores_independent``, ``nd`` from ``K.slot_layout``: the routers
+    ``trained[:nt]``); if any candidate's is not, all are scored in one pass (``K.score_set``).
+    Consecutive candidates that share no slot are then updated together in one pass over the
+    features (``K.learn_block``); a candidate that shares a slot with one of the batch starts the
+    next batch, and is scored again if it shares one with a candidate of an earlier batch.
     ``trained`` : int64, capacity >= nt + L."""
     L = glob[G_LEAFL]
     W0 = glob[G_W0]
@@ -461,31 +467,36 @@ def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, tra
             f = K.score(lin, idx, val, st, en, m)
             K.learn(lin, idx, val, st, en, m, 1.0 if c == y else -1.0, iw, K.clip_score(lin, f))
         return
+    n = 0
+    known = True
+    while n < L and node_top[v, n] != 0:
+        m = W0 + node_top[v, n] - 1
+        lw.tm[n] = m
+        p = 0
+        while lw.cand[p] >= 0 and lw.cand[p] != m:
+            p += 1
+        if lw.cand[p] < 0 or not _independent_of(lin, m, trained, 0, nt, nd):
+            known = False
+        else:
+            lw.tf[n] = lw.fs[0, p]
+        n += 1
+    if not known:
+        K.score_set(lin, idx, val, st, en, lw.tm, n, lw.tf)
+    nr = nt
     nb = 0
-    for q in range(L):
-        c = node_top[v, q]
-        if c == 0:
-            break
-        m = W0 + c - 1
-        if not _independent_of(lin, m, lw.ms, nb, nd):
+    for q in range(n):
+        m = lw.tm[q]
+        if not _independent_of(lin, m, lw.ms, 0, nb, nd):
             K.learn_block(lin, idx, val, st, en, lw.ms, nb, lw.ys, iw, lw.yh, lw.work, lw.act)
             for b in range(nb):
                 trained[nt] = lw.ms[b]
                 nt += 1
             nb = 0
-        known = False
-        f = 0.0
-        p = 0
-        while lw.cand[p] >= 0:
-            if lw.cand[p] == m:
-                known = _independent_of(lin, m, trained, nt, nd)
-                f = lw.fs[0, p]
-                break
-            p += 1
-        if not known:
+        f = lw.tf[q]
+        if not _independent_of(lin, m, trained, nr, nt, nd):
             f = K.score(lin, idx, val, st, en, m)
         lw.ms[nb] = m
-        lw.ys[nb] = 1.0 if c == y else -1.0
+        lw.ys[nb] = 1.0 if node_top[v, q] == y else -1.0
         lw.yh[nb] = K.clip_score(lin, f)
         nb += 1
     K.learn_block(lin, idx, val, st, en, lw.ms, nb, lw.ys, iw, lw.yh, lw.work, lw.act)
