@@ -54,6 +54,9 @@ a node: training costs ``O(depth)`` regressor calls plus ``O(depth)`` look-ups a
   (``K.slot_layout``/``K.scores_independent``); the post-update score is summed in the
   update's weight pass when no slot repeats (``K.learn_rescore``). Per trained node that is two
   passes over the features instead of four, with the same bits (tests compare both ways).
+  The leaf's candidates likewise (``_train_leaf``): their pre-update scores are the
+  prediction's when nothing trained since shares their slots, and candidates that share no slot
+  with each other are updated in one pass over the features (``K.learn_block``).
 
 Candidate label lists (deviation from the paper, ``--leaf-labels L``, ``--candidates-up U``)
 -----------------------------------------------------------------------------------------
@@ -73,7 +76,10 @@ as ``prior_stats``; files without them load with beta 0). Label ``y`` owns regre
 Recall tree, Daume III et al. 2017). Training: after the routers, at the training leaf, each of
 those candidates' regressors learns toward +1 if it is the example's label, else -1. Per example
 that adds ``L`` regressor calls (score, and learn when training) to the ``O(depth)`` of routing,
-so cost stays ``O(log k + L)``. While the candidate node has no record the leaf's ``maxlab`` is
+so cost stays ``O(log k + L)``. A feature's slots of all label regressors lie in one run of ``W``
+rows from its base, so the candidates are scored together, features outer (``K.score_set``): the
+``L`` reads of a feature share a few cache lines (KJV book, k = 66: 13 lines) instead of being
+``L`` passes of random reads over the table. While the candidate node has no record the leaf's ``maxlab`` is
 predicted. Everything else (routing, splits, swaps, records) is the paper's Algorithm 1 unchanged;
 ``L = 0`` gives it exactly. The command line's defaults for ``-r lomtree`` are ``L = 32``, ``U = 3``,
 the learned prior, squared loss (VW forces quantile, which lost: see the doc), ``power_t = 0.75``
