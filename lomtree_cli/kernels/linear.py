@@ -232,8 +232,9 @@ def score_set(lin, idx, val, start, end, ms, n, out):
 
 @kernel(inline="always")
 def prefetch_block(lin, idx, start, end, m0):
-    """Prefetch the first row of each feature's slots in block ``m0 / W`` (block mode): issued for
-    a whole beam level before it is scored, so that its cache misses overlap."""
+    """Prefetch the first row of each feature's slots in block ``m0 / W`` (block mode; in stride
+    mode the row of regressor ``m0``): issued for a whole beam level before it is scored (PLT), or
+    for the next example's first nodes (LOMtree), so that the cache misses overlap."""
     tab = lin.table
     mult, off, mask = slot_params(lin, m0)
     for t in range(start, end):

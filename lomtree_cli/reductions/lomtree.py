@@ -165,6 +165,9 @@ P_AUTO = NB + 1
 
 MIN_HASH_CAP = 64
 NODE_CAP0 = 1024
+#: ``_prefetch_next`` prefetches the label regressors' rows of the next example for at most this
+#: many labels (KJV book: 66; not KJV next word's 5,001)
+PREFETCH_LABELS = 128
 
 
 class LeafWork(NamedTuple):
@@ -692,6 +695,25 @@ def predict_path(lin, idx, val, st, en, node_i, node_top, glob, prior, lw, pnode
     return leaf_label(lin, idx, val, st, en, node_i, node_top, glob, prior, lw, j), d, j
 
 
+@kernel(inline="always")
+def _prefetch_next(lin, idx, st, en, node_i, glob):
+    """Prefetch the rows the next example ``idx[st:en]`` reads first: its root's and the root's
+    internal children's regressors, and with at most ``PREFETCH_LABELS`` labels the whole run of
+    its features' label regressors (the candidates of any leaf are among them). Issued before this
+    example trains, so the next one's misses overlap with this one's arithmetic; a hint only.
+    KJV book with ``-q ww`` (423 features, 66 labels): training 5-10% less CPU."""
+    if node_i[0, N_INTERNAL] != 0:
+        K.prefetch_block(lin, idx, st, en, node_i[0, N_MODEL])
+        for c in (node_i[0, N_LEFT], node_i[0, N_RIGHT]):
+            if node_i[c, N_INTERNAL] != 0:
+                K.prefetch_block(lin, idx, st, en, node_i[c, N_MODEL])
+    W = np.int64(lin.hp[K.HP_W])
+    W0 = glob[G_W0]
+    if glob[G_LEAFL] > 0 and W - W0 <= PREFETCH_LABELS:
+        for r in range(0, W - W0, 5):  # 5 rows of 12 bytes: every cache line of the run
+            K.prefetch_block(lin, idx, st, en, W0 + r)
+
+
 @jit(nogil=True)
 def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i, node_f, node_top, rec_i,
                     rec_f, glob, prior, lw, preds):
@@ -716,6 +738,8 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
             trained = np.empty(2 * glob[G_DEPTH] + 2 + L, dtype=np.int64)
         preds[i], plen, leaf = predict_path(lin, indices, values, st, en, node_i, node_top, glob, prior, lw, pnode,
                                             pscore)
+        if i + 1 < n:
+            _prefetch_next(lin, indices, en, indptr[i + 2], node_i, glob)
         if train[i]:
             _prior_stats(node_i, node_top, glob, prior, lw.fs, leaf, labels[i])
             if glob[G_NNODES] + 2 > node_i.shape[0] and node_i.shape[0] < glob[G_NODECAP_MAX]:
