@@ -481,9 +481,12 @@ def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, tra
     while n < L and node_top[v, n] != 0:
         m = W0 + node_top[v, n] - 1
         lw.tm[n] = m
-        p = 0
-        while lw.cand[p] >= 0 and lw.cand[p] != m:
-            p += 1
+        p = 0  # the prediction's list at the same position (the same leaf), else found by a scan
+        if lw.cand[n] != m:
+            while lw.cand[p] >= 0 and lw.cand[p] != m:
+                p += 1
+        else:
+            p = n
         if lw.cand[p] < 0 or not _independent_of(lin, m, trained, 0, nt, nd):
             known = False
         else:
