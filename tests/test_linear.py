@@ -209,13 +209,51 @@ def test_learn_block_equals_sequential_learns(exs, loss, sgd, power_t, bits, reg
         used += 1
         for c in range(k):
             K.learn(a, idx, val, 0, len(idx), c, ys[c], iw, yh[c])
-        K.learn_block(b, idx, val, 0, len(idx), k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64))
+        K.learn_block(b, idx, val, 0, len(idx), np.arange(k), k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64))
         if iw > 0:
             K.end_example(a, iw)
             K.end_example(b, iw)
         np.testing.assert_array_equal(a.table, b.table)
         np.testing.assert_array_equal(a.S, b.S)
         np.testing.assert_array_equal(a.T, b.T)
+
+
+@settings(deadline=None, max_examples=80)
+@given(
+    exs=st.lists(st.tuples(
+        st.lists(st.tuples(st.integers(0, 3000), st.sampled_from([1.0, -1.0, 0.5, 2.0, 1e-30, 3.25])),
+                 min_size=0, max_size=8),
+        st.lists(st.integers(0, 11), min_size=1, max_size=6, unique=True), st.sampled_from([1.0, 0.5, 0.0])),
+        min_size=1, max_size=20),
+    loss=st.sampled_from(["squared", "quantile", "logistic"]), power_t=st.sampled_from([0.5, 0.75, 0.25]),
+    bits=st.sampled_from([6, 8, 16]),
+)
+def test_learn_block_over_any_regressors_equals_sequential_learns(exs, loss, power_t, bits):
+    """``learn_block`` over any regressor ids ``ms`` (LOMtree's leaf candidates) is bit-identical
+    to sequential updates whenever no two of them share a slot on the example
+    (``scores_independent`` for every pair, from ``slot_layout``); small tables make that fail often."""
+    W = 12
+    lcfg = LearnerConfig(loss=loss, power_t=power_t)
+    a_l, b_l = LinearLearner(lcfg, bits, W), LinearLearner(lcfg, bits, W)
+    used = 0
+    for feats, ms, iw in exs:
+        idx = np.array([h for h, _ in feats], np.int64)
+        val = np.array([v for _, v in feats], np.float32)
+        for lrn in (a_l, b_l):
+            lrn.ensure_scratch(max(1, len(idx)) * len(ms))
+        a, b = a_l.arrays, b_l.arrays
+        _, nd = K.slot_layout(a, idx, 0, len(idx))
+        if not all(K.scores_independent(a, p, c, nd) for p in ms for c in ms if p != c):
+            continue
+        used += 1
+        ms = np.array(ms, np.int64)
+        k = len(ms)
+        yh = np.array([K.clip_score(a, K.score(a, idx, val, 0, len(idx), m)) for m in ms])
+        ys = np.where(np.arange(k) == 0, 1.0, -1.0)
+        for c in range(k):
+            K.learn(a, idx, val, 0, len(idx), ms[c], ys[c], iw, yh[c])
+        K.learn_block(b, idx, val, 0, len(idx), ms, k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64))
+        assert_same_state(a, b)
 
 
 @settings(deadline=None, max_examples=80)
@@ -252,8 +290,8 @@ def test_learn_block_distinct_equals_learn_block(exs, loss, sgd, power_t, bits, 
         yh_b = np.array([K.clip_score(b, K.score(b, idx, val, 0, len(idx), c)) for c in range(k)])
         np.testing.assert_array_equal(yh, yh_b)
         ys = np.array([1.0 if c == y else -1.0 for c in range(k)])
-        K.learn_block(a, idx, val, 0, len(idx), k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64))
-        K.learn_block_distinct(b, idx, val, 0, len(idx), k, ys, iw, yh, np.zeros((k, 4)),
+        K.learn_block(a, idx, val, 0, len(idx), np.arange(k), k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64))
+        K.learn_block_distinct(b, idx, val, 0, len(idx), np.arange(k), k, ys, iw, yh, np.zeros((k, 4)),
                                np.zeros(k, np.int64), np.zeros(max(1, len(idx)) * k))
         if iw > 0:
             K.end_example(a, iw)

@@ -537,16 +537,19 @@ def test_sector_error_close_to_vw(tmp_path):
 
 @settings(deadline=None, max_examples=80, suppress_health_check=[HealthCheck.too_slow])
 @given(streams(kmax=9, nmax=80), st.sampled_from([4, 6, 8, 18]), st.sampled_from(["quantile", "squared", "logistic"]),
-       st.sampled_from([(0.5, False), (0.75, False), (0.5, True)]))
-def test_shortcuts_are_bit_identical(s, bits, loss, opt):
-    """Reusing the prediction's scores and fusing re-scores into updates (``G_SHORTCUTS``) gives
-    the same bits as scoring every node afresh: predictions, tree, statistics, weights. Small
-    tables make duplicate and close slots common, so every fallback runs."""
+       st.sampled_from([(0.5, False), (0.75, False), (0.5, True)]), st.sampled_from([(0, 0), (3, 1), (32, 3)]))
+def test_shortcuts_are_bit_identical(s, bits, loss, opt, leaf):
+    """Reusing the prediction's scores, fusing re-scores into updates and training the leaf's
+    candidates together (``G_SHORTCUTS``) gives the same bits as scoring every node and candidate
+    afresh: predictions, tree, statistics, weights. Small tables make duplicate and close slots
+    common, so every fallback runs."""
     k, T, rs, ex = s
     power_t, sgd = opt
+    L, up = leaf
     reds = []
     for shortcuts in (1, 0):
-        rcfg = ReductionConfig(name="lomtree", k=k, max_internal_nodes=T, swap_resistance=rs)
+        rcfg = ReductionConfig(name="lomtree", k=k, max_internal_nodes=T, swap_resistance=rs, leaf_labels=L,
+                               candidates_up=up)
         lin = LinearLearner(LearnerConfig(loss=loss, power_t=power_t, sgd=sgd), bits, LomTree.n_models_for(rcfg))
         red = LomTree(rcfg, lin)
         red.glob[LT.G_SHORTCUTS] = shortcuts
@@ -563,9 +566,10 @@ def test_shortcuts_are_bit_identical(s, bits, loss, opt):
     assert a.learner.arrays.hp.tobytes() == b.learner.arrays.hp.tobytes()
 
 
-@pytest.mark.parametrize("bits", [4, 6, 8])
+@pytest.mark.parametrize("bits", [4, 6, 8, 10])
 @pytest.mark.parametrize("loss", ["squared", "quantile"])
-def test_shortcuts_are_bit_identical_on_a_crowded_table(bits, loss):
+@pytest.mark.parametrize("L", [0, 32])
+def test_shortcuts_are_bit_identical_on_a_crowded_table(bits, loss, L):
     """200 examples of 5 features in 16 to 256 slots: duplicate slots, close bases and regressors
     trained above a reused node that share its slots are all common (checked: breaking either
     guard of the shortcuts fails this test)."""
@@ -577,8 +581,8 @@ def test_shortcuts_are_bit_identical_on_a_crowded_table(bits, loss):
         ex.append((y, [(y, 1.0)] + [(int(h), 0.5) for h in rng.integers(0, 1023, 3)] + [CONST], 1.0))
     out = []
     for shortcuts in (1, 0):
-        rcfg = ReductionConfig(name="lomtree", k=k)
-        lin = LinearLearner(LearnerConfig(loss=loss), bits, LomTree.n_models_for(rcfg))
+        rcfg = ReductionConfig(name="lomtree", k=k, leaf_labels=L, candidates_up=3 if L else 0)
+        lin = LinearLearner(LearnerConfig(loss=loss, power_t=0.75 if L else 0.5), bits, LomTree.n_models_for(rcfg))
         red = LomTree(rcfg, lin)
         red.glob[LT.G_SHORTCUTS] = shortcuts
         preds = red.process(batch(ex), np.ones(len(ex), dtype=bool))[0]

@@ -1,13 +1,61 @@
-"""KJV book, one pass, -b 24: lomtree and VW trained alternately 5 times each (the machine is shared;
-alternating spreads its load over both). Prints the median and fastest seconds of each."""
-import subprocess, time, statistics, sys
-LT="/work/wt23/.venv/bin/lomtree"; VW=["/work/main/.venv/bin/python","-m","vowpalwabbit"]
-D="/work/main/bench/data/kjv_book.train.vw"
-pairs={"filter":"ect","lomtree":"log_multi","oaa":"oaa"}
-for opt in (["-q","ww"],["--ngram","2"]):
-  for red,v in pairs.items():
-    a=[];b=[]
-    for i in range(5):
-        t=time.time(); subprocess.run([LT,"train","-r",red,"-k","66","-b","24",D,"--quiet"]+opt,check=True); a.append(time.time()-t)
-        t=time.time(); subprocess.run(VW+["--"+v,"66","-b","24","-d",D,"--quiet"]+opt,check=True,capture_output=True); b.append(time.time()-t)
-    print(" ".join(opt), red, "lomtree median %.2f min %.2f" % (statistics.median(a), min(a)), "| vw", v, "median %.2f min %.2f" % (statistics.median(b), min(b)), flush=True)
+"""Training throughput against VW with the two programs alternating (the machine is shared;
+alternating spreads its load over both). One pass, -b 24, no model written, whole command.
+
+    python bench/issue23/alternate.py [REPS] [ROW ...]
+
+ROW is ``task:options:reduction``, e.g. ``book:-q ww:lomtree`` (default: every KJV book row,
+and KJV next word without feature options and with ``-q pp``). Prints, per row, the median and
+fastest training seconds of each program, both as CPU time (user + sys of the command, from
+``getrusage(RUSAGE_CHILDREN)``) and as wall clock.
+"""
+import os
+import resource
+import statistics
+import subprocess
+import sys
+
+LT = os.environ.get("LT", os.path.join(os.path.dirname(sys.executable), "lomtree"))
+VW = os.environ.get("VW", "/work/main/.venv/bin/python -m vowpalwabbit").split()
+DATA = os.environ.get("DATA", "/work/main/bench/data")
+TASKS = {"book": ("kjv_book.train.vw", 66), "nextword": ("kjv_nextword.train.vw", 5001)}
+VW_NAME = {"filter": "ect", "lomtree": "log_multi", "oaa": "oaa"}
+ROWS = [f"book:{o}:{r}" for o in ("-q ww", "--ngram 2") for r in ("filter", "lomtree", "oaa")] + \
+       [f"nextword:{o}:{r}" for o in ("", "-q pp") for r in ("filter", "lomtree")]
+
+
+def timed(cmd):
+    """(cpu seconds, wall seconds) of one command."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = os.times().elapsed
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t1 = os.times().elapsed
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), t1 - t0
+
+
+def fmt(xs):
+    return "%.2f / %.2f" % (statistics.median(xs), min(xs))
+
+
+def main(argv):
+    reps = int(argv[0]) if argv else 5
+    rows = argv[1:] or ROWS
+    print("row | lomtree cpu median / fastest | VW cpu | lomtree wall | VW wall", flush=True)
+    for row in rows:
+        task, opts, red = row.split(":")
+        path, k = TASKS[task]
+        data = os.path.join(DATA, path)
+        extra = ["--max-internal-nodes", "5000"] if (task, red) == ("nextword", "lomtree") and "T=" in opts else []
+        opts = [o for o in opts.split() if not o.startswith("T=")]
+        lt = [LT, "train", "-r", red, "-k", str(k), "-b", "24", data, "--quiet", *opts, *extra]
+        vw = [*VW, f"--{VW_NAME[red]}", str(k), "-b", "24", "-d", data, "--quiet", *opts]
+        a, b = [], []
+        for _ in range(reps):
+            a.append(timed(lt))
+            b.append(timed(vw))
+        print(f"{task} {' '.join(opts) or '(none)'} {red} | {fmt([x[0] for x in a])} | {fmt([x[0] for x in b])} | "
+              f"{fmt([x[1] for x in a])} | {fmt([x[1] for x in b])}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

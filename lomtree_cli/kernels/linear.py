@@ -211,10 +211,30 @@ def score_block(lin, idx, val, start, end, m0, n, out):
 
 
 
+@kernel(error_model="numpy")
+def score_set(lin, idx, val, start, end, ms, n, out):
+    """Raw scores of the ``n`` regressors ``ms[:n]`` (int64; stride mode): ``out[q] = f_{ms[q]}(x)``,
+    each summed over the features in order as ``score`` does, in one pass over the features. A
+    feature's slots of all regressors lie in one run of W rows from its base ``h W``, so the ``n``
+    reads of a feature share a few cache lines instead of being ``n`` passes of random reads
+    (LOMtree's leaf candidates, which are label regressors of one such run)."""
+    tab = lin.table
+    W = np.int64(lin.hp[HP_W])
+    mask = np.int64(lin.hp[HP_MASK])
+    for q in range(n):
+        out[q] = 0.0
+    for t in range(start, end):
+        base = np.int64(idx[t]) * W
+        v = np.float64(val[t])
+        for q in range(n):
+            out[q] += np.float64(tab[np.uint64((base + ms[q]) & mask), 0]) * v
+
+
 @kernel(inline="always")
 def prefetch_block(lin, idx, start, end, m0):
-    """Prefetch the first row of each feature's slots in block ``m0 / W`` (block mode): issued for
-    a whole beam level before it is scored, so that its cache misses overlap."""
+    """Prefetch the first row of each feature's slots in block ``m0 / W`` (block mode; in stride
+    mode the row of regressor ``m0``): issued for a whole beam level before it is scored (PLT), or
+    for the next example's first nodes (LOMtree), so that the cache misses overlap."""
     tab = lin.table
     mult, off, mask = slot_params(lin, m0)
     for t in range(start, end):
@@ -337,6 +357,23 @@ def update_amount(loss, tau, yhat, y, sigma, q):
 
 
 @kernel(inline="always")
+def adaptive_rate(G, N, p, nexp):
+    """The rate ``r = G^-p N^-nexp`` of a slot (float64; ``G`` its adaptive sum, ``N`` its
+    normaliser, ``nexp = 2 (1 - p)``) in the adaptive, normalized update.
+
+    ``p = 0.5``: ``1 / (sqrt(G) N)``. ``p = 0.75`` (LOMtree's and CPT's default):
+    ``1 / sqrt(G sqrt(G) N)``, within 2 ulp of ``pow`` (float64) and a third of its cost: two
+    ``pow`` per (feature, regressor) were 30% of LOMtree's training with ``-q ww`` on KJV book.
+    Other ``p``: ``pow``; ``N^-nexp`` is skipped when ``N = 1`` (binary features), where it is 1
+    exactly."""
+    if p == 0.5:
+        return 1.0 / (math.sqrt(G) * N)
+    if p == 0.75:
+        return 1.0 / math.sqrt(G * math.sqrt(G) * N)
+    return G ** (-p) * (1.0 if N == 1.0 else N ** (-nexp))
+
+
+@kernel(inline="always")
 def reg_on(hp):
     """--l1 or --l2 is set: the weight passes take ``reg_step`` (one test per example)."""
     return hp[HP_L1] != 0.0 or hp[HP_L2] != 0.0
@@ -452,10 +489,7 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
             tab[s, 2] = Nf
         Nv = np.float64(Nf)
         nx += x2 / (Nv * Nv)
-        if half:
-            r = 1.0 / (math.sqrt(np.float64(G)) * Nv)
-        else:
-            r = np.float64(G) ** (-p) * Nv ** (-nexp)
+        r = adaptive_rate(np.float64(G), Nv, p, nexp)
         q += x2 * r
         if cached:
             k = j - start
@@ -489,10 +523,8 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         # later feature of this example (a duplicate or a collision) changed them since
         if cached and scr[j - start, 1] == Gs and scr[j - start, 2] == Ns:
             r = scr[j - start, 0]
-        elif half:
-            r = 1.0 / (math.sqrt(Gs) * Ns)
         else:
-            r = Gs ** (-p) * Ns ** (-nexp)
+            r = adaptive_rate(Gs, Ns, p, nexp)
         if reg:
             tab[s, 0] = np.float32(reg_step(hp, np.float64(tab[s, 0]), Mu * v * r, a * r))
         else:
@@ -735,10 +767,7 @@ def learn_rescore(lin, idx, val, start, end, m, y, iw, f, distinct):
             tab[s, 2] = Nf
         Nv = np.float64(Nf)
         nx += x2 / (Nv * Nv)
-        if half:
-            r = 1.0 / (math.sqrt(np.float64(G)) * Nv)
-        else:
-            r = np.float64(G) ** (-p) * Nv ** (-nexp)
+        r = adaptive_rate(np.float64(G), Nv, p, nexp)
         q += x2 * r
         scr[j - start, 0] = r
     lin.T[m] += iw
@@ -834,21 +863,22 @@ def stride_block_disjoint(lin, idx, start, end, k, tmp):
 
 
 @kernel(error_model="numpy")
-def _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, p, reg):
-    """Between the two passes of ``learn_block``/``learn_block_distinct``: for each active regressor
-    ``c = act[a]``, fold the first pass's sums (``work[c, 1]`` = sum x^2/N^2, ``work[c, 2]`` = q)
+def _block_amounts(lin, ms, act, na, work, ys, yhats, iw, loss, tau, eta, p, reg):
+    """Between the two passes of ``learn_block``/``learn_block_distinct``: for each active entry
+    ``c = act[a]`` (regressor ``ms[c]``), fold the first pass's sums (``work[c, 1]`` = sum x^2/N^2, ``work[c, 2]`` = q)
     into its normaliser state S, T and leave the weight-pass multiplier ``M * u`` in ``work[c, 3]``
     (0 for a NaN update, counted in hp[HP_NAN]), and when ``reg`` ``reg_rate * M`` in ``work[c, 1]``
     (times a slot's r, the slot's rate). Once per example, not per slot."""
     half = p == 0.5
     for a in range(na):
         c = act[a]
-        lin.T[c] += iw
-        lin.S[c] += iw * work[c, 1]
+        m = ms[c]
+        lin.T[m] += iw
+        lin.S[m] += iw * work[c, 1]
         if half:
-            M = math.sqrt(lin.T[c] / lin.S[c])
+            M = math.sqrt(lin.T[m] / lin.S[m])
         else:
-            M = (lin.S[c] / lin.T[c]) ** (-(1.0 - p))
+            M = (lin.S[m] / lin.T[m]) ** (-(1.0 - p))
         u = update_amount(loss, tau, yhats[c], ys[c], eta * iw, M * work[c, 2])
         if u != u:
             lin.hp[HP_NAN] += 1.0
@@ -859,13 +889,15 @@ def _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, p, reg):
 
 
 @kernel(error_model="numpy")
-def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
-    """Same result as ``for c in range(k): learn(lin, idx, val, start, end, c, ys[c], iw, yhats[c])``
-    when ``stride_block_disjoint`` holds (the regressors then touch disjoint slots, so the order
-    of their updates does not matter); loops features outer and regressors inner, so the k slots
-    of one feature are updated while they sit in the cache.
+def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act):
+    """Same result as ``for c in range(k): learn(lin, idx, val, start, end, ms[c], ys[c], iw, yhats[c])``
+    (stride mode) when no two of the regressors ``ms[:k]`` share a slot on this example (OAA:
+    ``ms = 0..k-1`` and ``stride_block_disjoint``; LOMtree's leaf candidates: ``scores_independent``
+    for every pair), so the order of their updates does not matter; loops features outer and
+    regressors inner, so the k slots of one feature are updated while they sit in the cache.
 
-    ys, yhats : float64 (k,); work : float64 (k, 4) scratch; act : int64 (k,) scratch.
+    ms : int64 (k,) regressor ids; ys, yhats : float64 (k,); work : float64 (k, 4) scratch;
+    act : int64 (k,) scratch.
 
     The per-slot arithmetic is written out here and in ``learn`` on purpose: moving it into
     shared helper functions made OAA training 20-50% slower under numba 0.68 (measured on Sector,
@@ -916,7 +948,7 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
             base = np.int64(idx[j]) * W
             for a in range(na):
                 c = act[a]
-                s = np.uint64((base + c) & mask)
+                s = np.uint64((base + ms[c]) & mask)
                 if reg:
                     tab[s, 0] = np.float32(reg_step(hp, np.float64(tab[s, 0]), work[c, 3] * v, work[c, 1]))
                 else:
@@ -940,7 +972,7 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
             ax = X_MIN
         for a in range(na):
             c = act[a]
-            s = np.uint64((base + c) & mask)
+            s = np.uint64((base + ms[c]) & mask)
             G = np.float32(np.float64(tab[s, 1]) + work[c, 0] * x2)
             tab[s, 1] = G
             Nf = tab[s, 2]
@@ -954,17 +986,14 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
                 tab[s, 2] = Nf
             Nv = np.float64(Nf)
             work[c, 1] += x2 / (Nv * Nv)
-            if half:
-                r = 1.0 / (math.sqrt(np.float64(G)) * Nv)
-            else:
-                r = np.float64(G) ** (-p) * Nv ** (-nexp)
+            r = adaptive_rate(np.float64(G), Nv, p, nexp)
             work[c, 2] += x2 * r
             if cached:
                 scr[pos, 0] = r
                 scr[pos, 1] = np.float64(G)
                 scr[pos, 2] = Nv
             pos += 1
-    _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, p, reg)
+    _block_amounts(lin, ms, act, na, work, ys, yhats, iw, loss, tau, eta, p, reg)
     pos = 0
     for j in range(start, end):
         v = np.float64(val[j])
@@ -976,15 +1005,13 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
             c = act[a]
             Mu = work[c, 3]
             if Mu != 0.0:
-                s = np.uint64((base + c) & mask)
+                s = np.uint64((base + ms[c]) & mask)
                 Gs = np.float64(tab[s, 1])
                 Ns = np.float64(tab[s, 2])
                 if cached and scr[pos, 1] == Gs and scr[pos, 2] == Ns:
                     r = scr[pos, 0]
-                elif half:
-                    r = 1.0 / (math.sqrt(Gs) * Ns)
                 else:
-                    r = Gs ** (-p) * Ns ** (-nexp)
+                    r = adaptive_rate(Gs, Ns, p, nexp)
                 if reg:
                     tab[s, 0] = np.float32(reg_step(hp, np.float64(tab[s, 0]), Mu * v * r, work[c, 1] * r))
                 else:
@@ -993,21 +1020,20 @@ def learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act):
 
 
 @kernel(error_model="numpy")
-def learn_block_distinct(lin, idx, val, start, end, k, ys, iw, yhats, work, act, rbuf):
-    """``learn_block`` for an example whose ``stride_block_disjoint`` code is 2 (distinct bases,
-    no wrap), with the adaptive update at ``power_t = 0.5``; any other case is passed on to
+def learn_block_distinct(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, rbuf):
+    """``learn_block`` for an example whose ``stride_block_disjoint`` code for regressors ``0..k-1``
+    is 2 (distinct bases, no wrap; ``ms[:k]`` within ``0..k-1``), with the adaptive update at ``power_t = 0.5``; any other case is passed on to
     ``learn_block``. Bit-identical to it (``test_learn_block_distinct_equals_learn_block``).
 
     With distinct bases no slot is visited twice, so the rate ``r`` of the first pass is final:
     it is kept in ``rbuf`` (float64, >= (end - start) * k) for the weight pass, which then reads
-    neither G nor N back; slots are ``base + c`` without masking, and when every regressor is
-    active the class index needs no indirection.
+    neither G nor N back; slots are ``base + ms[c]`` without masking.
     """
     hp = lin.hp
     tab = lin.table
     if (iw <= 0.0 or end <= start or hp[HP_SGD] != 0.0 or hp[HP_POWER_T] != 0.5
             or tab.shape[1] < 3 or rbuf.shape[0] < (end - start) * k):
-        learn_block(lin, idx, val, start, end, k, ys, iw, yhats, work, act)
+        learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act)
         return
     loss = np.int64(hp[HP_LOSS])
     tau = hp[HP_TAU]
@@ -1043,7 +1069,7 @@ def learn_block_distinct(lin, idx, val, start, end, k, ys, iw, yhats, work, act,
             ax = X_MIN
         for a in range(na):
             c = act[a]
-            o = b3 + np.uint64(3 * c)
+            o = b3 + np.uint64(3 * ms[c])
             G = np.float32(np.float64(t[o + _U1]) + work[c, 0] * x2)
             t[o + _U1] = G
             Nf = t[o + _U2]
@@ -1058,7 +1084,7 @@ def learn_block_distinct(lin, idx, val, start, end, k, ys, iw, yhats, work, act,
             work[c, 2] += x2 * r
             rbuf[pos + a] = r
         pos += na
-    _block_amounts(lin, act, na, work, ys, yhats, iw, loss, tau, eta, 0.5, reg)
+    _block_amounts(lin, ms, act, na, work, ys, yhats, iw, loss, tau, eta, 0.5, reg)
     pos = 0
     for j in range(start, end):
         v = np.float64(val[j])
@@ -1069,7 +1095,7 @@ def learn_block_distinct(lin, idx, val, start, end, k, ys, iw, yhats, work, act,
             c = act[a]
             Mu = work[c, 3]
             if Mu != 0.0:
-                o = b3 + np.uint64(3 * c)
+                o = b3 + np.uint64(3 * ms[c])
                 if reg:
                     r = rbuf[pos + a]
                     t[o] = np.float32(reg_step(hp, np.float64(t[o]), Mu * v * r, work[c, 1] * r))

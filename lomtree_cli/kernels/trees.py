@@ -115,6 +115,19 @@ def node_depths(parent):
     return d
 
 
+@kernel(inline="always")
+def prefetch_path(lin, idx, start, end, parent, c, k):
+    """Prefetch the rows of the regressors of every ancestor of bracket node ``c`` (node ``a`` uses
+    regressor ``a - k``) for ``idx[start:end]``: the nodes a label's training visits (bottom-up in
+    the Filter tree, top-down in the Rtree), known before the prediction's descent, so their cache
+    misses overlap with it. A hint only. KJV book with ``-q ww`` (423 features): Filter tree
+    training 1.33 -> 0.93 s CPU in process (medians of 5 alternating runs)."""
+    a = parent[c]
+    while a >= 0:
+        K.prefetch_block(lin, idx, start, end, a - k)
+        a = parent[a]
+
+
 @kernel()
 def descend_path(lin, idx, val, start, end, left, right, root, k, pnode, pscore):
     """Top-down prediction through a bracket: (the leaf id (0..k-1) reached, number of internal

@@ -78,6 +78,7 @@ def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, 
     ys = np.empty(k, dtype=np.float64)
     work = np.empty((k, 4), dtype=np.float64)
     act = np.empty(k, dtype=np.int64)
+    ms = np.arange(k, dtype=np.int64)  # class c is regressor c
     maxf = 1
     for i in range(n):
         if indptr[i + 1] - indptr[i] > maxf:
@@ -98,9 +99,9 @@ def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, 
                 for c in range(k):
                     ys[c] = 1.0 if c == y else -1.0
                 if code == 2:  # (too long for rbuf: it passes the example on to learn_block)
-                    K.learn_block_distinct(lin, indices, values, s, e, k, ys, iw, scratch, work, act, rbuf)
+                    K.learn_block_distinct(lin, indices, values, s, e, ms, k, ys, iw, scratch, work, act, rbuf)
                 else:
-                    K.learn_block(lin, indices, values, s, e, k, ys, iw, scratch, work, act)
+                    K.learn_block(lin, indices, values, s, e, ms, k, ys, iw, scratch, work, act)
             else:
                 for c in range(k):
                     K.learn(lin, indices, values, s, e, c, 1.0 if c == y else -1.0, iw, scratch[c])

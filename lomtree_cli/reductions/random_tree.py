@@ -65,6 +65,8 @@ def rtree_process(lin, tree, indptr, indices, values, labels, weights, train, k,
     for i in range(labels.shape[0]):
         s = indptr[i]
         e = indptr[i + 1]
+        if train[i]:
+            TR.prefetch_path(lin, indices, s, e, tree.parent, tree.pos[labels[i] - 1], k)
         leaf, plen = TR.descend_path(lin, indices, values, s, e, tree.left, tree.right, root, k, pnode, pscore)
         preds[i] = tree.perm[leaf]
         if train[i]:
