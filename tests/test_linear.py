@@ -380,6 +380,20 @@ def test_slot_layout_sector_like_example_is_free():
     assert distinct and nd == 1 and abs(int(lrn.arrays.work[0])) == 8
 
 
+def test_slot_layout_one_feature_when_ids_alias():
+    """One feature: free of close pairs (nd = 0) only if no two regressor ids share its slot;
+    with W > size, ids m and m + size do, so nd is unknown and scores_independent says no."""
+    idx = np.array([1023], dtype=np.int64)
+    lrn = make(bits=4, n_models=17)
+    lrn.ensure_scratch(1)
+    assert K.slot_layout(lrn.arrays, idx, 0, 1) == (True, -1)
+    assert not K.scores_independent(lrn.arrays, 0, 16, -1)
+    lrn = make(bits=4, n_models=16)
+    lrn.ensure_scratch(1)
+    assert K.slot_layout(lrn.arrays, idx, 0, 1) == (True, 0)
+    assert K.slot_layout(lrn.arrays, idx, 0, 0) == (True, 0)
+
+
 @settings(deadline=None, max_examples=150)
 @given(
     exs=st.lists(st.tuples(

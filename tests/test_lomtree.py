@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from lomtree_cli.batch import ExampleBatch
 from lomtree_cli.config import InputConfig, LearnerConfig, ReductionConfig
+from lomtree_cli.kernels import linear as KL
 from lomtree_cli.learner import LinearLearner
 from lomtree_cli.model_io import load_model, save_model
 from lomtree_cli.reductions import lomtree as LT
@@ -583,6 +584,26 @@ def test_shortcuts_are_bit_identical_on_a_crowded_table(bits, loss, L):
     for shortcuts in (1, 0):
         rcfg = ReductionConfig(name="lomtree", k=k, leaf_labels=L, candidates_up=3 if L else 0)
         lin = LinearLearner(LearnerConfig(loss=loss, power_t=0.75 if L else 0.5), bits, LomTree.n_models_for(rcfg))
+        red = LomTree(rcfg, lin)
+        red.glob[LT.G_SHORTCUTS] = shortcuts
+        preds = red.process(batch(ex), np.ones(len(ex), dtype=bool))[0]
+        out.append((preds.tobytes(), lin.arrays.table.tobytes(), red.node_f.tobytes()))
+    assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("loss", ["squared", "quantile"])
+def test_shortcuts_are_bit_identical_when_regressor_ids_alias(loss):
+    """-b 4 for 17 regressors (8 routers, 9 labels): ids m and m + 16 share every slot, so an
+    example of one feature (the constant) must not count as free of close pairs: router 0 and
+    label 9's regressor train the same weight (failed with a reused leaf score before)."""
+    rng = np.random.default_rng(0)
+    ex = [(int(y), [CONST] if rng.random() < 0.7 else [(int(y), 1.0), CONST], 1.0)
+          for y in rng.choice([1, 9, 9, 2, 5], 80)]
+    out = []
+    for shortcuts in (1, 0):
+        rcfg = ReductionConfig(name="lomtree", k=9, leaf_labels=3, candidates_up=1)
+        lin = LinearLearner(LearnerConfig(loss=loss), 4, LomTree.n_models_for(rcfg))
+        assert lin.arrays.hp[KL.HP_W] > 16
         red = LomTree(rcfg, lin)
         red.glob[LT.G_SHORTCUTS] = shortcuts
         preds = red.process(batch(ex), np.ones(len(ex), dtype=bool))[0]

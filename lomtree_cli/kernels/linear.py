@@ -575,6 +575,10 @@ def slot_layout(lin, idx, start, end):
       Training regressor ``a`` can only change the score of another regressor ``c`` of this
       example if ``c - a`` is such a ``d`` (``scores_independent``).
 
+    The tests of ``nd`` hold only when the regressors' ids do not alias modulo the table size
+    (``W <= size``; the two ways below need ``size >= 2 W`` anyway, and an example of one
+    feature gives ``(True, -1)`` when ``W > size`` or in CPT mode).
+
     ``(False, -1)`` means unknown: CPT mode, an example longer than the work space
     (``LinearLearner.ensure_scratch``), or one the narrow way below cannot clear in a table of
     fewer than 4 buckets (under ``8 W`` to ``16 W`` slots); ``nd = -1`` also when there are more
@@ -596,13 +600,18 @@ def slot_layout(lin, idx, start, end):
     hp = lin.hp
     work = lin.work
     n = end - start
-    if n <= 1:
-        return True, np.int64(0)
-    if hp[HP_MODE] != MODE_STRIDE:
-        return False, np.int64(-1)
     W = np.int64(hp[HP_W])
     mask = np.int64(hp[HP_MASK])
     size = mask + 1
+    if n <= 1:
+        # one slot per regressor, so ``distinct``; but two regressors share it when their slots
+        # alias: always possible in CPT mode, and in stride mode when W > size (regressors m and
+        # m + size; a tiny table, e.g. -b 4 for 17 regressors)
+        if hp[HP_MODE] != MODE_STRIDE or W > size:
+            return True, np.int64(-1)
+        return True, np.int64(0)
+    if hp[HP_MODE] != MODE_STRIDE:
+        return False, np.int64(-1)
     P = np.int64(16)
     lp = np.uint64(4)
     while P < 2 * n:
