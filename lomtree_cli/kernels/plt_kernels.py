@@ -123,6 +123,16 @@ def score_floor(logistic, t):
     return 2.0 * q - 1.0 - 1e-6  # (f + 1) / 2 >= q; the log's slope 1 / (f + 1) is far above 1e-9
 
 
+@kernel(inline="always")
+def _add_candidate(cn, cl, cs, cb, nc, c, parent_lp, lp, f):
+    """Append leaf ``c`` (raw score f, ``lp = log P(c | parent)``) to the candidates; returns nc + 1."""
+    cn[nc] = c
+    cl[nc] = parent_lp + lp
+    cs[nc] = lp + TIE * f
+    cb[nc] = parent_lp
+    return nc + 1
+
+
 @kernel()
 def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb, best_only):
     """Candidate labels of example ``s:e`` by beam search over the internal nodes.
@@ -133,7 +143,7 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
     ``cs = log P(leaf | parent) + TIE * f`` (the raw score f breaks ties of clipped
     probabilities) and its parent's log path probability ``cb`` (ranked by ``best_candidate``).
     Out: ``cn[:nc]`` (leaf nodes), ``cl``, ``cs``, ``cb``; returns nc (0 for an empty tree),
-    candidates in discovery order. ``bn, bl, nn, nl``: frontier work arrays, size >= B * M;
+    candidates in discovery order. ``bn, bl, nn, nl``: frontier work arrays, size >= B;
     ``cn, cl, cs, cb`` size >= B * M * depth; ``fb`` (M,) the scores of one node's children.
     Cost: at most ``B * M`` scores per level, ``B`` passes over the example's features (one per
     expanded node).
@@ -172,12 +182,7 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
                             top = j
                             top_fc = fc
                     elif nc < cap:
-                        lp = clipped_logp(logistic, fc)
-                        cn[nc] = c
-                        cl[nc] = bl[b] + lp
-                        cs[nc] = lp + TIE * f
-                        cb[nc] = bl[b]
-                        nc += 1
+                        nc = _add_candidate(cn, cl, cs, cb, nc, c, bl[b], clipped_logp(logistic, fc), f)
                     continue
                 if fc < floor:
                     continue
@@ -198,13 +203,8 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
                 if nx == B:
                     floor = score_floor(logistic, nl[B - 1] - bl[b])
             if top >= 0 and nc < cap:
-                f = fb[top]
-                lp = clipped_logp(logistic, top_fc)
-                cn[nc] = tree.child[a, top]
-                cl[nc] = bl[b] + lp
-                cs[nc] = lp + TIE * f
-                cb[nc] = bl[b]
-                nc += 1
+                nc = _add_candidate(cn, cl, cs, cb, nc, tree.child[a, top], bl[b], clipped_logp(logistic, top_fc),
+                                    fb[top])
         nb = nx
         for t in range(nb):
             bn[t] = nn[t]
@@ -360,10 +360,10 @@ def tree_depth(tree):
 
 @jit(nogil=True)
 def _beam_work(B, M, depth):
-    """``beam_search``'s work arrays: frontier (node, log p) x2 of size B * M, candidates (node,
+    """``beam_search``'s work arrays: frontier (node, log p) x2 of size B, candidates (node,
     log p, own score, parent log p) of size B * M * depth, a node's child scores (M)."""
-    return (np.empty(B * M, dtype=np.int64), np.empty(B * M, dtype=np.float64),
-            np.empty(B * M, dtype=np.int64), np.empty(B * M, dtype=np.float64),
+    return (np.empty(B, dtype=np.int64), np.empty(B, dtype=np.float64),
+            np.empty(B, dtype=np.int64), np.empty(B, dtype=np.float64),
             np.empty(B * M * depth, dtype=np.int64), np.empty(B * M * depth, dtype=np.float64),
             np.empty(B * M * depth, dtype=np.float64), np.empty(B * M * depth, dtype=np.float64),
             np.empty(M, dtype=np.float64))
