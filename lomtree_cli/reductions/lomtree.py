@@ -476,18 +476,20 @@ def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, tra
             f = K.score(lin, idx, val, st, en, m)
             K.learn(lin, idx, val, st, en, m, 1.0 if c == y else -1.0, iw, K.clip_score(lin, f))
         return
+    P = 0  # the prediction's list: lw.cand[:P] (entries after its -1 are older examples')
+    while lw.cand[P] >= 0:
+        P += 1
     n = 0
     known = True
     while n < L and node_top[v, n] != 0:
         m = W0 + node_top[v, n] - 1
         lw.tm[n] = m
-        p = 0  # the prediction's list at the same position (the same leaf), else found by a scan
-        if lw.cand[n] != m:
-            while lw.cand[p] >= 0 and lw.cand[p] != m:
+        p = n  # the prediction's list at the same position (the same leaf), else found by a scan
+        if p >= P or lw.cand[p] != m:
+            p = 0
+            while p < P and lw.cand[p] != m:
                 p += 1
-        else:
-            p = n
-        if lw.cand[p] < 0 or not _independent_of(lin, m, trained, 0, nt, nd):
+        if p == P or not _independent_of(lin, m, trained, 0, nt, nd):
             known = False
         else:
             lw.tf[n] = lw.fs[0, p]
