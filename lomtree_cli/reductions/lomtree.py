@@ -319,7 +319,13 @@ def _top_update(node_top, j, y, c, L):
     """Keep row ``j`` of ``node_top`` = the ``L`` labels of node ``j`` ranked first by (count
     descending, label ascending) after label ``y``'s count became ``c`` (labels in columns
     ``0..L-1``, 0 = empty, their counts in ``L..2L-1``). Exact: only ``y``'s key grew, so it
-    either moves up within the list or replaces the last entry; ``O(L)``."""
+    either moves up within the list or replaces the last entry; ``O(L)``, and ``O(1)`` when the
+    list is full and ``y`` ranks below its last entry (then ``y`` is not in the list, where its
+    count would be at least the last one's: the common case at the busy nodes near the root)."""
+    if node_top[j, L - 1] != 0:
+        wc = node_top[j, 2 * L - 1]
+        if c < wc or (c == wc and y > node_top[j, L - 1]):
+            return
     pos = -1
     n = 0
     for q in range(L):
@@ -330,14 +336,7 @@ def _top_update(node_top, j, y, c, L):
             pos = q
         n += 1
     if pos < 0:
-        if n < L:
-            pos = n
-        else:
-            wl = node_top[j, L - 1]
-            wc = node_top[j, 2 * L - 1]
-            if c < wc or (c == wc and y > wl):
-                return
-            pos = L - 1
+        pos = n if n < L else L - 1  # full: y outranks the last entry (checked above)
         node_top[j, pos] = y
     node_top[j, L + pos] = c
     while pos > 0:
