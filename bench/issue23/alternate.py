@@ -3,8 +3,9 @@ alternating spreads its load over both). One pass, -b 24, no model written, whol
 
     python bench/issue23/alternate.py [REPS] [ROW ...]
 
-ROW is ``task:options:reduction``, e.g. ``book:-q ww:lomtree`` (default: every KJV book row,
-and KJV next word without feature options and with ``-q pp``). Prints, per row, the median and
+ROW is ``task:options:reduction[:lomtree-only options]``, e.g. ``book:-q ww:lomtree`` or
+``book:-q ww:lomtree:--leaf-labels 0`` (LOMtree with VW's model: no leaf candidate lists; default:
+every KJV book row, and KJV next word without feature options and with ``-q pp``). Prints, per row, the median and
 fastest training seconds of each program, both as CPU time (user + sys of the command, from
 ``getrusage(RUSAGE_CHILDREN)``) and as wall clock.
 """
@@ -42,18 +43,19 @@ def main(argv):
     rows = argv[1:] or ROWS
     print("row | lomtree cpu median / fastest | VW cpu | lomtree wall | VW wall", flush=True)
     for row in rows:
-        task, opts, red = row.split(":")
+        task, opts, red, *own = row.split(":")
+        own = own[0].split() if own else []
         path, k = TASKS[task]
         data = os.path.join(DATA, path)
         extra = ["--max-internal-nodes", "5000"] if (task, red) == ("nextword", "lomtree") and "T=" in opts else []
         opts = [o for o in opts.split() if not o.startswith("T=")]
-        lt = [LT, "train", "-r", red, "-k", str(k), "-b", "24", data, "--quiet", *opts, *extra]
+        lt = [LT, "train", "-r", red, "-k", str(k), "-b", "24", data, "--quiet", *opts, *extra, *own]
         vw = [*VW, f"--{VW_NAME[red]}", str(k), "-b", "24", "-d", data, "--quiet", *opts]
         a, b = [], []
         for _ in range(reps):
             a.append(timed(lt))
             b.append(timed(vw))
-        print(f"{task} {' '.join(opts) or '(none)'} {red} | {fmt([x[0] for x in a])} | {fmt([x[0] for x in b])} | "
+        print(f"{task} {' '.join(opts) or '(none)'} {red} {' '.join(own)}| {fmt([x[0] for x in a])} | {fmt([x[0] for x in b])} | "
               f"{fmt([x[1] for x in a])} | {fmt([x[1] for x in b])}", flush=True)
 
 
