@@ -389,7 +389,10 @@ def model_rate(S, T, p):
 @kernel(inline="always")
 def renorm(ratio, p, nexp):
     """``ratio^nexp`` (``nexp = 2 (1 - p)``): how a weight shrinks when its slot's normaliser grows
-    from ``N`` to ``|x|`` (``ratio = N / |x|``); ``sqrt`` at ``p = 0.75``, ``pow`` otherwise."""
+    from ``N`` to ``|x|`` (``ratio = N / |x|``); ``ratio`` itself at ``p = 0.5``, ``sqrt`` at
+    ``p = 0.75``, ``pow`` otherwise."""
+    if p == 0.5:
+        return ratio
     if p == 0.75:
         return math.sqrt(ratio)
     return ratio ** nexp
@@ -482,7 +485,6 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
     g2 = iw * d * d
     if g2 == 0.0:
         return
-    half = p == 0.5
     nexp = 2.0 * (1.0 - p)
     scr = lin.scratch
     cached = end - start <= scr.shape[0]
@@ -503,10 +505,7 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         Nf = tab[s, 2]
         if ax > np.float64(Nf):
             if Nf > 0.0:
-                if half:
-                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) * (np.float64(Nf) / ax))
-                else:
-                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) * renorm(np.float64(Nf) / ax, p, nexp))
+                tab[s, 0] = np.float32(np.float64(tab[s, 0]) * renorm(np.float64(Nf) / ax, p, nexp))
             Nf = np.float32(ax)
             tab[s, 2] = Nf
         Nv = np.float64(Nf)
@@ -766,7 +765,6 @@ def learn_rescore(lin, idx, val, start, end, m, y, iw, f, distinct):
     p = hp[HP_POWER_T]
     eta = hp[HP_ETA]
     mult, off, mask = slot_params(lin, m)
-    half = p == 0.5
     nexp = 2.0 * (1.0 - p)
     moved = False
     nx = 0.0
@@ -787,10 +785,7 @@ def learn_rescore(lin, idx, val, start, end, m, y, iw, f, distinct):
         if ax > np.float64(Nf):
             if Nf > 0.0:
                 moved = True
-                if half:
-                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) * (np.float64(Nf) / ax))
-                else:
-                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) * renorm(np.float64(Nf) / ax, p, nexp))
+                tab[s, 0] = np.float32(np.float64(tab[s, 0]) * renorm(np.float64(Nf) / ax, p, nexp))
             Nf = np.float32(ax)
             tab[s, 2] = Nf
         Nv = np.float64(Nf)
@@ -975,7 +970,6 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act):
                 else:
                     tab[s, 0] = np.float32(np.float64(tab[s, 0]) + work[c, 3] * v)
         return
-    half = p == 0.5
     nexp = 2.0 * (1.0 - p)
     scr = lin.scratch
     cached = (end - start) * na <= scr.shape[0]
@@ -999,10 +993,7 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act):
             Nf = tab[s, 2]
             if ax > np.float64(Nf):
                 if Nf > 0.0:
-                    if half:
-                        tab[s, 0] = np.float32(np.float64(tab[s, 0]) * (np.float64(Nf) / ax))
-                    else:
-                        tab[s, 0] = np.float32(np.float64(tab[s, 0]) * renorm(np.float64(Nf) / ax, p, nexp))
+                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) * renorm(np.float64(Nf) / ax, p, nexp))
                 Nf = np.float32(ax)
                 tab[s, 2] = Nf
             Nv = np.float64(Nf)
