@@ -179,15 +179,16 @@ def test_ensure_models_grows_and_keeps_state():
 @settings(deadline=None, max_examples=80)
 @given(
     exs=st.lists(st.tuples(
-        st.lists(st.tuples(st.integers(0, 3000), st.sampled_from([1.0, -1.0, 0.5, 2.0, 1e-30, 3.25])),
+        st.lists(st.tuples(st.integers(0, 3000), st.sampled_from([1.0, -1.0, 0.5, 2.0, 1e-30, 3.25, np.inf])),
                  min_size=0, max_size=8),
         st.integers(0, 4), st.sampled_from([1.0, 0.5, 2.0, 0.0])), min_size=1, max_size=20),
     loss=st.sampled_from(["squared", "logistic", "hinge", "quantile"]),
-    sgd=st.booleans(), power_t=st.sampled_from([0.5, 0.25]), bits=st.sampled_from([6, 16]), reg=REGS,
+    sgd=st.booleans(), power_t=st.sampled_from([0.5, 0.75, 0.25]), bits=st.sampled_from([6, 16]), reg=REGS,
 )
 def test_learn_block_equals_sequential_learns(exs, loss, sgd, power_t, bits, reg):
     """The fused k-regressor update is bit-identical to k sequential updates whenever the
-    disjointness check passes (bits=6 makes it fail often: then only the check is exercised)."""
+    disjointness check passes, through its distinct path when the check says no slot repeats
+    (code 2) (bits=6 makes the check fail often: then only the check is exercised)."""
     k = 5
     lcfg = LearnerConfig(loss=loss, sgd=sgd, power_t=power_t, l1=reg[0], l2=reg[1])
     a_l = LinearLearner(lcfg, bits, k)
@@ -200,16 +201,21 @@ def test_learn_block_equals_sequential_learns(exs, loss, sgd, power_t, bits, reg
         a, b = a_l.arrays, b_l.arrays
         yh = np.array([K.clip_score(a, K.score(a, idx, val, 0, len(idx), c)) for c in range(k)])
         ys = np.array([1.0 if c == y else -1.0 for c in range(k)])
-        if not K.stride_block_disjoint(a, idx, 0, len(idx), k, np.zeros(max(1, len(idx)), np.int64)):
+        code = K.stride_block_disjoint(a, idx, 0, len(idx), k, np.zeros(max(1, len(idx)), np.int64))
+        bases = [(int(h) * k) & mask for h in idx]
+        if not code:
             # check it: some two distinct bases really are closer than k
-            bases = sorted({(int(h) * k) & mask for h in idx})
+            bases = sorted(set(bases))
             gaps = [y2 - y1 for y1, y2 in zip(bases, bases[1:])] + [bases[0] + mask + 1 - bases[-1]]
             assert min(gaps) < k
             continue
+        # code 2: every base distinct and no range wraps; then learn_block may take its distinct path
+        assert (code == 2) == (len(set(bases)) == len(bases) and all(x + k <= mask + 1 for x in bases))
         used += 1
         for c in range(k):
             K.learn(a, idx, val, 0, len(idx), c, ys[c], iw, yh[c])
-        K.learn_block(b, idx, val, 0, len(idx), np.arange(k), k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64))
+        K.learn_block(b, idx, val, 0, len(idx), np.arange(k), k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64),
+                      code == 2)
         if iw > 0:
             K.end_example(a, iw)
             K.end_example(b, iw)
@@ -231,7 +237,8 @@ def test_learn_block_equals_sequential_learns(exs, loss, sgd, power_t, bits, reg
 def test_learn_block_over_any_regressors_equals_sequential_learns(exs, loss, power_t, bits):
     """``learn_block`` over any regressor ids ``ms`` (LOMtree's leaf candidates) is bit-identical
     to sequential updates whenever no two of them share a slot on the example
-    (``scores_independent`` for every pair, from ``slot_layout``); small tables make that fail often."""
+    (``scores_independent`` for every pair, from ``slot_layout``), told ``slot_layout``'s
+    ``distinct`` as LOMtree's leaf tells it; small tables make that fail often."""
     W = 12
     lcfg = LearnerConfig(loss=loss, power_t=power_t)
     a_l, b_l = LinearLearner(lcfg, bits, W), LinearLearner(lcfg, bits, W)
@@ -242,7 +249,7 @@ def test_learn_block_over_any_regressors_equals_sequential_learns(exs, loss, pow
         for lrn in (a_l, b_l):
             lrn.ensure_scratch(max(1, len(idx)) * len(ms))
         a, b = a_l.arrays, b_l.arrays
-        _, nd = K.slot_layout(a, idx, 0, len(idx))
+        distinct, nd = K.slot_layout(a, idx, 0, len(idx))
         if not all(K.scores_independent(a, p, c, nd) for p in ms for c in ms if p != c):
             continue
         used += 1
@@ -252,52 +259,9 @@ def test_learn_block_over_any_regressors_equals_sequential_learns(exs, loss, pow
         ys = np.where(np.arange(k) == 0, 1.0, -1.0)
         for c in range(k):
             K.learn(a, idx, val, 0, len(idx), ms[c], ys[c], iw, yh[c])
-        K.learn_block(b, idx, val, 0, len(idx), ms, k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64))
+        K.learn_block(b, idx, val, 0, len(idx), ms, k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64),
+                      distinct)
         assert_same_state(a, b)
-
-
-@settings(deadline=None, max_examples=80)
-@given(
-    exs=st.lists(st.tuples(
-        st.lists(st.tuples(st.integers(0, 3000), st.sampled_from([1.0, -1.0, 0.5, 2.0, 1e-30, 3.25, np.inf])),
-                 min_size=0, max_size=8),
-        st.integers(0, 6), st.sampled_from([1.0, 0.5, 2.0, 0.0])), min_size=1, max_size=20),
-    loss=st.sampled_from(["squared", "logistic", "hinge", "quantile"]),
-    sgd=st.booleans(), power_t=st.sampled_from([0.5, 0.25]), bits=st.sampled_from([7, 16]),
-    t0=st.sampled_from([0.0, 1.0]), reg=REGS,
-)
-def test_learn_block_distinct_equals_learn_block(exs, loss, sgd, power_t, bits, t0, reg):
-    """The distinct-bases fast path (code 2) is bit-identical to ``learn_block``; on examples
-    whose code is not 2 the code is checked against the bases themselves."""
-    k = 6
-    lcfg = LearnerConfig(loss=loss, sgd=sgd, power_t=power_t, initial_t=t0, l1=reg[0], l2=reg[1])
-    a_l = LinearLearner(lcfg, bits, k)
-    b_l = LinearLearner(lcfg, bits, k)
-    size = 1 << bits
-    for feats, y, iw in exs:
-        idx = np.array([h & (size - 1) for h, _ in feats], np.int64)
-        val = np.array([v for _, v in feats], np.float32)
-        a, b = a_l.arrays, b_l.arrays
-        code = K.stride_block_disjoint(a, idx, 0, len(idx), k, np.zeros(max(1, len(idx)), np.int64))
-        bases = [(int(h) * k) & (size - 1) for h in idx]
-        distinct_nowrap = len(set(bases)) == len(bases) and all(x + k <= size for x in bases)
-        if code == 0:
-            continue
-        assert (code == 2) == distinct_nowrap
-        if code != 2:
-            continue
-        yh = np.array([K.clip_score(a, K.score(a, idx, val, 0, len(idx), c)) for c in range(k)])
-        yh_b = np.array([K.clip_score(b, K.score(b, idx, val, 0, len(idx), c)) for c in range(k)])
-        np.testing.assert_array_equal(yh, yh_b)
-        ys = np.array([1.0 if c == y else -1.0 for c in range(k)])
-        K.learn_block(a, idx, val, 0, len(idx), np.arange(k), k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64))
-        K.learn_block_distinct(b, idx, val, 0, len(idx), np.arange(k), k, ys, iw, yh, np.zeros((k, 4)),
-                               np.zeros(k, np.int64), np.zeros(max(1, len(idx)) * k))
-        if iw > 0:
-            K.end_example(a, iw)
-            K.end_example(b, iw)
-        assert_same_state(a, b)
-        assert a.hp[K.HP_NAN] == b.hp[K.HP_NAN]
 
 
 # -- slot_layout / learn_rescore: the exact shortcuts of the tree reductions ----------------------

@@ -70,15 +70,17 @@ pass tests ``reg_on`` once per example and keeps the old arithmetic when both ar
 are bit for bit those of before). A feature repeated in an example (or two colliding in a
 slot) is regularised once per occurrence, as its step is applied.
 
-Four copies of the update: ``learn`` (one regressor), ``learn_rescore`` (and its post-update
-score in the weight pass), ``learn_block`` (k regressors, features outer) and
-``learn_block_distinct`` (the same when no slot repeats). Each writes the per-slot arithmetic out
-because shared helper functions, with or without ``inline="always"``, made the learn loops 20-50%
-slower under numba 0.68 (OAA on Sector); tests keep the four bit-identical
-(``test_learn_rescore_equals_learn_then_score``, ``test_learn_block_equals_sequential_learns``,
-``test_learn_block_distinct_equals_learn_block``). Issue #21 asked for one copy where numba allows
-it within 5%; not re-measured there: on the shared 2-core machine of that session (load 3-4)
-run-to-run noise was well above 5%.
+Two copies of the update: ``_update`` (one regressor: ``learn``, and ``learn_rescore``, which
+sums the post-update score in the weight pass when no slot repeats) and ``learn_block`` (k
+regressors, features outer; with ``distinct`` the weight pass takes the first pass's rates as
+they are). Each writes the per-slot arithmetic out because shared per-slot helper functions,
+with or without ``inline="always"``, made the learn loops 20-50% slower under numba 0.68 (OAA
+on Sector); ``test_learn_block_equals_sequential_learns`` keeps the two bit-identical. Issue #21
+asked for one copy where numba allows it within 5%: on 2026-11-25 ``learn_rescore`` and
+``learn_block_distinct`` (two more copies) became flags of these two, at the same bits (model
+files compared) and the same speed within this machine's noise (alternating in-process runs:
+LOMtree, Filter tree and OAA, KJV book ``-q ww``, KJV next word, Sector). ``learn`` as
+``learn_block`` with k = 1 was not tried: the routers' updates are the trees' hot loop.
 """
 
 from __future__ import annotations
@@ -449,16 +451,40 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
     move, and the normaliser state S, T is left alone too, so a featureless example cannot
     make the normaliser infinite). Does not advance the SGD clock (see ``end_example``).
     """
+    _update(lin, idx, val, start, end, m, y, iw, yhat, 0.0, False, False)
+
+
+@kernel(error_model="numpy")
+def learn_rescore(lin, idx, val, start, end, m, y, iw, f, distinct):
+    """``learn(..., m, y, iw, clip_score(f))``, then the post-update raw score of ``m``.
+
+    ``f`` must be ``score(lin, idx, val, start, end, m)`` at the current weights (the caller may
+    pass one it already has). Bit-identical to ``learn`` followed by ``score``: when no weight
+    moved the answer is ``f``; when ``distinct`` (``slot_layout``: no slot visited twice) the
+    score is summed in the weight pass, in feature order, from the stored weights, and the
+    first pass's rate of each feature is final (its G, N cannot change again), so the weight
+    pass reads neither back. Any other case (SGD, a predict-only table, duplicate slots, more
+    features than the scratch holds) updates as ``learn`` does, then runs ``score``.
+    """
+    return _update(lin, idx, val, start, end, m, y, iw, clip_score(lin, f), f, distinct, True)
+
+
+@kernel(error_model="numpy")
+def _update(lin, idx, val, start, end, m, y, iw, yhat, f, distinct, rescore):
+    """The one update of a single regressor, for ``learn`` and (``rescore``) ``learn_rescore``;
+    returns the post-update score when ``rescore`` (else 0). ``packed``: the rescore's fast path,
+    the first pass keeps each feature's rate alone and the weight pass sums the score."""
     hp = lin.hp
+    tab = lin.table
+    scr = lin.scratch
     loss = np.int64(hp[HP_LOSS])
     tau = hp[HP_TAU]
     if iw <= 0.0 or end <= start:
-        return
-    if hp[HP_SGD] == 0.0 and lin.table.shape[1] < 3:
-        return  # a predict-only table has no optimiser state
+        return f
+    if hp[HP_SGD] == 0.0 and tab.shape[1] < 3:
+        return f  # a predict-only table has no optimiser state
     if not loss_value(loss, tau, yhat, y) > 0.0:
-        return
-    tab = lin.table
+        return f
     p = hp[HP_POWER_T]
     eta = hp[HP_ETA]
     mult, off, mask = slot_params(lin, m)
@@ -468,7 +494,7 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         d = loss_derivative(loss, tau, yhat, y)
         u = -sigma * d
         if u == 0.0:
-            return
+            return f
         reg = reg_on(hp)
         es = reg_rate(u, d)
         for j in range(start, end):
@@ -480,14 +506,15 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
                 tab[s, 0] = np.float32(reg_step(hp, np.float64(tab[s, 0]), u * v, es))
             else:
                 tab[s, 0] = np.float32(np.float64(tab[s, 0]) + u * v)
-        return
+        return score(lin, idx, val, start, end, m) if rescore else f
     d = loss_derivative(loss, tau, yhat, y)
     g2 = iw * d * d
     if g2 == 0.0:
-        return
+        return f
     nexp = 2.0 * (1.0 - p)
-    scr = lin.scratch
     cached = end - start <= scr.shape[0]
+    packed = rescore and distinct and cached
+    moved = False
     nx = 0.0
     q = 0.0
     for j in range(start, end):
@@ -505,6 +532,7 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         Nf = tab[s, 2]
         if ax > np.float64(Nf):
             if Nf > 0.0:
+                moved = True
                 tab[s, 0] = np.float32(np.float64(tab[s, 0]) * renorm(np.float64(Nf) / ax, p, nexp))
             Nf = np.float32(ax)
             tab[s, 2] = Nf
@@ -515,38 +543,50 @@ def learn(lin, idx, val, start, end, m, y, iw, yhat):
         if cached:
             k = j - start
             scr[k, 0] = r
-            scr[k, 1] = np.float64(G)
-            scr[k, 2] = Nv
+            if not packed:
+                scr[k, 1] = np.float64(G)
+                scr[k, 2] = Nv
     lin.T[m] += iw
     lin.S[m] += iw * nx
     M = model_rate(lin.S[m], lin.T[m], p)
-    q = M * q
-    u = update_amount(loss, tau, yhat, y, eta * iw, q)
+    u = update_amount(loss, tau, yhat, y, eta * iw, M * q)
     if u != u:
         hp[HP_NAN] += 1.0
-        return
+        u = 0.0
     if u == 0.0:
-        return
+        return score(lin, idx, val, start, end, m) if rescore and moved else f
     Mu = M * u
     reg = reg_on(hp)
     a = reg_rate(u, d) * M  # the rate of a weight is a * r
+    acc = 0.0
     for j in range(start, end):
         v = np.float64(val[j])
-        if not math.isfinite(v):
-            continue
         s = np.uint64((np.int64(idx[j]) * mult + off) & mask)
-        Gs = np.float64(tab[s, 1])
-        Ns = np.float64(tab[s, 2])
+        if not math.isfinite(v):
+            if packed:
+                acc += np.float64(tab[s, 0]) * v
+            continue
         # r is a function of the slot's current (G, N): reuse the first pass's value unless a
         # later feature of this example (a duplicate or a collision) changed them since
-        if cached and scr[j - start, 1] == Gs and scr[j - start, 2] == Ns:
+        if packed:
             r = scr[j - start, 0]
         else:
-            r = adaptive_rate(Gs, Ns, p, nexp)
+            Gs = np.float64(tab[s, 1])
+            Ns = np.float64(tab[s, 2])
+            if cached and scr[j - start, 1] == Gs and scr[j - start, 2] == Ns:
+                r = scr[j - start, 0]
+            else:
+                r = adaptive_rate(Gs, Ns, p, nexp)
         if reg:
-            tab[s, 0] = np.float32(reg_step(hp, np.float64(tab[s, 0]), Mu * v * r, a * r))
+            w = np.float32(reg_step(hp, np.float64(tab[s, 0]), Mu * v * r, a * r))
         else:
-            tab[s, 0] = np.float32(np.float64(tab[s, 0]) + Mu * v * r)
+            w = np.float32(np.float64(tab[s, 0]) + Mu * v * r)
+        tab[s, 0] = w
+        if packed:
+            acc += np.float64(w) * v
+    if packed:
+        return acc
+    return score(lin, idx, val, start, end, m) if rescore else f
 
 
 @kernel(error_model="numpy")
@@ -731,96 +771,6 @@ def scores_independent(lin, a, c, nd):
     return True
 
 
-@kernel(error_model="numpy")
-def learn_rescore(lin, idx, val, start, end, m, y, iw, f, distinct):
-    """``learn(..., m, y, iw, clip_score(f))``, then the post-update raw score of ``m``.
-
-    ``f`` must be ``score(lin, idx, val, start, end, m)`` at the current weights (the caller may
-    pass one it already has). Bit-identical to ``learn`` followed by ``score``: when no weight
-    moved the answer is ``f``; when ``distinct`` (``slot_layout``: no slot visited twice) the
-    score is summed in the weight pass, in feature order, from the stored weights, and the
-    first pass's rate of each feature is final (its G, N cannot change again), so the weight
-    pass reads neither back. Any other case (SGD, a predict-only table, duplicate slots, more
-    features than the scratch holds) runs ``learn`` and ``score``.
-
-    The first pass repeats ``learn``'s on purpose, like ``learn_block`` (shared helpers made the
-    learn loops 20-50% slower under numba 0.68); ``test_learn_rescore_equals_learn_then_score``
-    keeps them bit-identical.
-    """
-    hp = lin.hp
-    tab = lin.table
-    scr = lin.scratch
-    if (not distinct or hp[HP_SGD] != 0.0 or tab.shape[1] < 3 or end - start > scr.shape[0]):
-        learn(lin, idx, val, start, end, m, y, iw, clip_score(lin, f))
-        return score(lin, idx, val, start, end, m)
-    yhat = clip_score(lin, f)
-    loss = np.int64(hp[HP_LOSS])
-    tau = hp[HP_TAU]
-    if iw <= 0.0 or end <= start or not loss_value(loss, tau, yhat, y) > 0.0:
-        return f
-    d = loss_derivative(loss, tau, yhat, y)
-    g2 = iw * d * d
-    if g2 == 0.0:
-        return f
-    p = hp[HP_POWER_T]
-    eta = hp[HP_ETA]
-    mult, off, mask = slot_params(lin, m)
-    nexp = 2.0 * (1.0 - p)
-    moved = False
-    nx = 0.0
-    q = 0.0
-    for j in range(start, end):
-        x = np.float64(val[j])
-        if not math.isfinite(x):
-            continue
-        s = np.uint64((np.int64(idx[j]) * mult + off) & mask)
-        x2 = x * x
-        ax = abs(x)
-        if x2 < X2_MIN:
-            x2 = X2_MIN
-            ax = X_MIN
-        G = np.float32(np.float64(tab[s, 1]) + g2 * x2)
-        tab[s, 1] = G
-        Nf = tab[s, 2]
-        if ax > np.float64(Nf):
-            if Nf > 0.0:
-                moved = True
-                tab[s, 0] = np.float32(np.float64(tab[s, 0]) * renorm(np.float64(Nf) / ax, p, nexp))
-            Nf = np.float32(ax)
-            tab[s, 2] = Nf
-        Nv = np.float64(Nf)
-        nx += x2 / (Nv * Nv)
-        r = adaptive_rate(np.float64(G), Nv, p, nexp)
-        q += x2 * r
-        scr[j - start, 0] = r
-    lin.T[m] += iw
-    lin.S[m] += iw * nx
-    M = model_rate(lin.S[m], lin.T[m], p)
-    u = update_amount(loss, tau, yhat, y, eta * iw, M * q)
-    if u != u:
-        hp[HP_NAN] += 1.0
-        u = 0.0
-    if u == 0.0:
-        return score(lin, idx, val, start, end, m) if moved else f
-    Mu = M * u
-    reg = reg_on(hp)
-    a = reg_rate(u, d) * M  # the rate of a weight is a * r
-    acc = 0.0
-    for j in range(start, end):
-        v = np.float64(val[j])
-        s = np.uint64((np.int64(idx[j]) * mult + off) & mask)
-        if not math.isfinite(v):
-            acc += np.float64(tab[s, 0]) * v
-            continue
-        if reg:
-            w = np.float32(reg_step(hp, np.float64(tab[s, 0]), Mu * v * scr[j - start, 0], a * scr[j - start, 0]))
-        else:
-            w = np.float32(np.float64(tab[s, 0]) + Mu * v * scr[j - start, 0])
-        tab[s, 0] = w
-        acc += np.float64(w) * v
-    return acc
-
-
 def make_hp(lcfg, bits: int, n_models: int, mode: int) -> np.ndarray:
     """Build the ``hp`` vector from a LearnerConfig (see ``HP_*``)."""
     hp = np.zeros(N_HP, dtype=np.float64)
@@ -848,7 +798,7 @@ def stride_block_disjoint(lin, idx, start, end, k, tmp):
     """Nonzero when regressors ``0..k-1`` (stride mode) share no slot between different features
     of this example, i.e. the slot ranges ``[h*W, h*W + k) mod 2^b`` of distinct bases do not
     overlap: 0 = they overlap, 1 = disjoint, 2 = disjoint, every base distinct and no range
-    wraps around the end of the table (``learn_block_distinct`` may be used).
+    wraps around the end of the table (``learn_block``'s ``distinct``).
 
     Equal bases (duplicate features, or hashes that collide for every regressor alike) are fine
     for 1: they behave as duplicates inside each regressor. tmp : int64, shape >= (end - start,).
@@ -884,7 +834,7 @@ def stride_block_disjoint(lin, idx, start, end, k, tmp):
 
 @kernel(error_model="numpy")
 def _block_amounts(lin, ms, act, na, work, ys, yhats, iw, loss, tau, eta, p, reg):
-    """Between the two passes of ``learn_block``/``learn_block_distinct``: for each active entry
+    """Between the two passes of ``learn_block``: for each active entry
     ``c = act[a]`` (regressor ``ms[c]``), fold the first pass's sums (``work[c, 1]`` = sum x^2/N^2, ``work[c, 2]`` = q)
     into its normaliser state S, T and leave the weight-pass multiplier ``M * u`` in ``work[c, 3]``
     (0 for a NaN update, counted in hp[HP_NAN]), and when ``reg`` ``reg_rate * M`` in ``work[c, 1]``
@@ -905,7 +855,7 @@ def _block_amounts(lin, ms, act, na, work, ys, yhats, iw, loss, tau, eta, p, reg
 
 
 @kernel(error_model="numpy")
-def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act):
+def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, distinct):
     """Same result as ``for c in range(k): learn(lin, idx, val, start, end, ms[c], ys[c], iw, yhats[c])``
     (stride mode) when no two of the regressors ``ms[:k]`` share a slot on this example (OAA:
     ``ms = 0..k-1`` and ``stride_block_disjoint``; LOMtree's leaf candidates: ``scores_independent``
@@ -913,7 +863,11 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act):
     regressors inner, so the k slots of one feature are updated while they sit in the cache.
 
     ms : int64 (k,) regressor ids; ys, yhats : float64 (k,); work : float64 (k, 4) scratch;
-    act : int64 (k,) scratch.
+    act : int64 (k,) scratch. ``distinct``: the caller knows that no (feature, regressor) slot
+    occurs twice on this example (OAA: ``stride_block_disjoint`` code 2; LOMtree: ``slot_layout``'s
+    ``distinct`` and candidates independent of each other); then the first pass's rate ``r`` of
+    each slot is final, the first pass keeps it alone (packed, one float64 a slot, in
+    ``lin.scratch``) and the weight pass reads neither G nor N back. The same bits either way.
 
     The per-slot arithmetic is written out here and in ``learn`` on purpose: moving it into
     shared helper functions made OAA training 20-50% slower under numba 0.68 (measured on Sector,
@@ -973,6 +927,8 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act):
     nexp = 2.0 * (1.0 - p)
     scr = lin.scratch
     cached = (end - start) * na <= scr.shape[0]
+    packed = distinct and cached
+    rs = scr.reshape(scr.size)  # packed: the rate of pass-1 entry pos at rs[pos]
     pos = 0
     for j in range(start, end):
         x = np.float64(val[j])
@@ -1000,7 +956,9 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act):
             work[c, 1] += x2 / (Nv * Nv)
             r = adaptive_rate(np.float64(G), Nv, p, nexp)
             work[c, 2] += x2 * r
-            if cached:
+            if packed:
+                rs[pos] = r
+            elif cached:
                 scr[pos, 0] = r
                 scr[pos, 1] = np.float64(G)
                 scr[pos, 2] = Nv
@@ -1018,102 +976,20 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act):
             Mu = work[c, 3]
             if Mu != 0.0:
                 s = np.uint64((base + ms[c]) & mask)
-                Gs = np.float64(tab[s, 1])
-                Ns = np.float64(tab[s, 2])
-                if cached and scr[pos, 1] == Gs and scr[pos, 2] == Ns:
-                    r = scr[pos, 0]
+                if packed:
+                    r = rs[pos]
                 else:
-                    r = adaptive_rate(Gs, Ns, p, nexp)
+                    Gs = np.float64(tab[s, 1])
+                    Ns = np.float64(tab[s, 2])
+                    if cached and scr[pos, 1] == Gs and scr[pos, 2] == Ns:
+                        r = scr[pos, 0]
+                    else:
+                        r = adaptive_rate(Gs, Ns, p, nexp)
                 if reg:
                     tab[s, 0] = np.float32(reg_step(hp, np.float64(tab[s, 0]), Mu * v * r, work[c, 1] * r))
                 else:
                     tab[s, 0] = np.float32(np.float64(tab[s, 0]) + Mu * v * r)
             pos += 1
-
-
-@kernel(error_model="numpy")
-def learn_block_distinct(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, rbuf):
-    """``learn_block`` for an example whose ``stride_block_disjoint`` code for regressors ``0..k-1``
-    is 2 (distinct bases, no wrap; ``ms[:k]`` within ``0..k-1``), with the adaptive update at ``power_t = 0.5``; any other case is passed on to
-    ``learn_block``. Bit-identical to it (``test_learn_block_distinct_equals_learn_block``).
-
-    With distinct bases no slot is visited twice, so the rate ``r`` of the first pass is final:
-    it is kept in ``rbuf`` (float64, >= (end - start) * k) for the weight pass, which then reads
-    neither G nor N back; slots are ``base + ms[c]`` without masking.
-    """
-    hp = lin.hp
-    tab = lin.table
-    if (iw <= 0.0 or end <= start or hp[HP_SGD] != 0.0 or hp[HP_POWER_T] != 0.5
-            or tab.shape[1] < 3 or rbuf.shape[0] < (end - start) * k):
-        learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act)
-        return
-    loss = np.int64(hp[HP_LOSS])
-    tau = hp[HP_TAU]
-    eta = hp[HP_ETA]
-    W = np.int64(hp[HP_W])
-    mask = np.int64(hp[HP_MASK])
-    na = 0
-    for c in range(k):
-        work[c, 1] = 0.0
-        work[c, 2] = 0.0
-        work[c, 3] = 0.0
-        if loss_value(loss, tau, yhats[c], ys[c]) > 0.0:
-            d = loss_derivative(loss, tau, yhats[c], ys[c])
-            g2 = iw * d * d
-            if g2 != 0.0:
-                work[c, 0] = g2
-                act[na] = c
-                na += 1
-    if na == 0:
-        return
-    reg = reg_on(hp)
-    t = tab.reshape(tab.size)  # slot s: w, G, N at 3s, 3s+1, 3s+2
-    pos = 0
-    for j in range(start, end):
-        x = np.float64(val[j])
-        if not math.isfinite(x):
-            continue
-        b3 = np.uint64(((np.int64(idx[j]) * W) & mask) * 3)
-        x2 = x * x
-        ax = abs(x)
-        if x2 < X2_MIN:
-            x2 = X2_MIN
-            ax = X_MIN
-        for a in range(na):
-            c = act[a]
-            o = b3 + np.uint64(3 * ms[c])
-            G = np.float32(np.float64(t[o + _U1]) + work[c, 0] * x2)
-            t[o + _U1] = G
-            Nf = t[o + _U2]
-            if ax > np.float64(Nf):
-                if Nf > 0.0:
-                    t[o] = np.float32(np.float64(t[o]) * (np.float64(Nf) / ax))
-                Nf = np.float32(ax)
-                t[o + _U2] = Nf
-            Nv = np.float64(Nf)
-            work[c, 1] += x2 / (Nv * Nv)
-            r = 1.0 / (math.sqrt(np.float64(G)) * Nv)
-            work[c, 2] += x2 * r
-            rbuf[pos + a] = r
-        pos += na
-    _block_amounts(lin, ms, act, na, work, ys, yhats, iw, loss, tau, eta, 0.5, reg)
-    pos = 0
-    for j in range(start, end):
-        v = np.float64(val[j])
-        if not math.isfinite(v):
-            continue
-        b3 = np.uint64(((np.int64(idx[j]) * W) & mask) * 3)
-        for a in range(na):
-            c = act[a]
-            Mu = work[c, 3]
-            if Mu != 0.0:
-                o = b3 + np.uint64(3 * ms[c])
-                if reg:
-                    r = rbuf[pos + a]
-                    t[o] = np.float32(reg_step(hp, np.float64(t[o]), Mu * v * r, work[c, 1] * r))
-                else:
-                    t[o] = np.float32(np.float64(t[o]) + Mu * v * rbuf[pos + a])
-        pos += na
 
 
 @jit(nogil=True)

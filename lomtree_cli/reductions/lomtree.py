@@ -450,7 +450,7 @@ def _independent_of(lin, m, ms, a, b, nd):
 
 
 @kernel()
-def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, trained, nt, nd):
+def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, trained, nt, distinct, nd):
     """One-against-some at leaf ``j``: every candidate's label regressor (the candidates of
     ``_candidate_node``) learns toward +1 if it is ``y``, else -1, in list order: each scored
     (``K.score``) and updated (``K.learn``) in turn.
@@ -461,7 +461,9 @@ def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, tra
     ``trained[:nt]``); if any candidate's is not, all are scored in one pass (``K.score_set``).
     Consecutive candidates that share no slot are then updated together in one pass over the
     features (``K.learn_block``); a candidate that shares a slot with one of the batch starts the
-    next batch, and is scored again if it shares one with a candidate of an earlier batch.
+    next batch, and is scored again if it shares one with a candidate of an earlier batch. A batch
+    visits no slot twice when, besides, no two features share a base (``distinct`` of
+    ``K.slot_layout``), and ``K.learn_block`` is told so.
     ``trained`` : int64, capacity >= nt + L."""
     L = glob[G_LEAFL]
     W0 = glob[G_W0]
@@ -500,7 +502,7 @@ def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, tra
     for q in range(n):
         m = lw.tm[q]
         if not _independent_of(lin, m, lw.ms, 0, nb, nd):
-            K.learn_block(lin, idx, val, st, en, lw.ms, nb, lw.ys, iw, lw.yh, lw.work, lw.act)
+            K.learn_block(lin, idx, val, st, en, lw.ms, nb, lw.ys, iw, lw.yh, lw.work, lw.act, distinct)
             for b in range(nb):
                 trained[nt] = lw.ms[b]
                 nt += 1
@@ -512,7 +514,7 @@ def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, tra
         lw.ys[nb] = 1.0 if node_top[v, q] == y else -1.0
         lw.yh[nb] = K.clip_score(lin, f)
         nb += 1
-    K.learn_block(lin, idx, val, st, en, lw.ms, nb, lw.ys, iw, lw.yh, lw.work, lw.act)
+    K.learn_block(lin, idx, val, st, en, lw.ms, nb, lw.ys, iw, lw.yh, lw.work, lw.act, distinct)
 
 
 @kernel()
@@ -678,7 +680,7 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, node_top, rec_i, re
     node_i[j, N_C] += 1
     update_c(node_i, j)
     if glob[G_LEAFL] > 0:
-        _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, trained, nt, nd)
+        _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, trained, nt, distinct, nd)
 
 
 @kernel()

@@ -84,8 +84,6 @@ def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, 
         if indptr[i + 1] - indptr[i] > maxf:
             maxf = indptr[i + 1] - indptr[i]
     tmp = np.empty(maxf, dtype=np.int64)
-    # one rate per (feature, class) pair of the longest example, up to 16 MB
-    rbuf = np.empty(min(maxf * k, 1 << 21) if train.any() else 0, dtype=np.float64)
     for i in range(n):
         s = indptr[i]
         e = indptr[i + 1]
@@ -98,10 +96,7 @@ def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, 
             if code:
                 for c in range(k):
                     ys[c] = 1.0 if c == y else -1.0
-                if code == 2:  # (too long for rbuf: it passes the example on to learn_block)
-                    K.learn_block_distinct(lin, indices, values, s, e, ms, k, ys, iw, scratch, work, act, rbuf)
-                else:
-                    K.learn_block(lin, indices, values, s, e, ms, k, ys, iw, scratch, work, act)
+                K.learn_block(lin, indices, values, s, e, ms, k, ys, iw, scratch, work, act, code == 2)
             else:
                 for c in range(k):
                     K.learn(lin, indices, values, s, e, c, 1.0 if c == y else -1.0, iw, scratch[c])
