@@ -472,8 +472,9 @@ def learn_rescore(lin, idx, val, start, end, m, y, iw, f, distinct):
 @kernel(error_model="numpy")
 def _update(lin, idx, val, start, end, m, y, iw, yhat, f, distinct, rescore):
     """The one update of a single regressor, for ``learn`` and (``rescore``) ``learn_rescore``;
-    returns the post-update score when ``rescore`` (else 0). ``packed``: the rescore's fast path,
-    the first pass keeps each feature's rate alone and the weight pass sums the score."""
+    returns the post-update score when ``rescore`` (else ``f``, which ``learn`` ignores).
+    ``packed``: the rescore's fast path, the first pass keeps each feature's rate alone and the
+    weight pass sums the score."""
     hp = lin.hp
     tab = lin.table
     scr = lin.scratch
@@ -566,11 +567,11 @@ def _update(lin, idx, val, start, end, m, y, iw, yhat, f, distinct, rescore):
             if packed:
                 acc += np.float64(tab[s, 0]) * v
             continue
-        # r is a function of the slot's current (G, N): reuse the first pass's value unless a
-        # later feature of this example (a duplicate or a collision) changed them since
-        if packed:
+        if packed:  # no slot repeats: the first pass's rate is final
             r = scr[j - start, 0]
         else:
+            # r is a function of the slot's current (G, N): reuse the first pass's value unless a
+            # later feature of this example (a duplicate or a collision) changed them since
             Gs = np.float64(tab[s, 1])
             Ns = np.float64(tab[s, 2])
             if cached and scr[j - start, 1] == Gs and scr[j - start, 2] == Ns:
