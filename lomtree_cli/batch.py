@@ -35,6 +35,10 @@ class ExampleBatch:
         Per-example tag (VW ``'tag``); None when no example of the batch has one.
     skipped : list of InputError
         Lines of this chunk that were skipped under ``--skip-invalid``.
+    label_ptr, label_ids : int64, shapes (n + 1,) and (m,), or None
+        Label sets (multi-label input): example ``i`` carries the distinct labels
+        ``label_ids[label_ptr[i]:label_ptr[i+1]]`` (1..k, possibly none). ``labels[i]`` is then
+        1 when the example has a label set (even an empty one) and 0 when it is unlabeled.
     """
 
     labels: np.ndarray
@@ -46,9 +50,38 @@ class ExampleBatch:
     source: str = "<stdin>"
     tags: list | None = None
     skipped: list = field(default_factory=list)
+    label_ptr: np.ndarray | None = None
+    label_ids: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
+
+    @property
+    def multilabel(self) -> bool:
+        return self.label_ptr is not None
+
+    def label_set(self, i: int) -> np.ndarray:
+        """The labels of example ``i`` (multi-label batches)."""
+        return self.label_ids[self.label_ptr[i]:self.label_ptr[i + 1]]
+
+    def first_labels(self) -> np.ndarray:
+        """int64 (n,): each example's label, or with label sets the first one (0 for none)."""
+        if self.label_ptr is None:
+            return self.labels
+        p = self.label_ptr
+        has = p[1:] > p[:-1]
+        out = np.zeros(len(self), np.int64)
+        out[has] = self.label_ids[p[:-1][has]]
+        return out
+
+    def _label_sets_kept(self, keep: np.ndarray):
+        if self.label_ptr is None:
+            return None, None
+        counts = np.diff(self.label_ptr)
+        ptr = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
+        np.cumsum(counts[keep], out=ptr[1:])
+        ids = self.label_ids[np.repeat(keep, counts)] if counts.size else self.label_ids[:0]
+        return ptr, ids
 
     @property
     def n_features(self) -> np.ndarray:
@@ -68,6 +101,7 @@ class ExampleBatch:
         tags = None
         if self.tags is not None:
             tags = [t for t, k in zip(self.tags, keep) if k]
+        lptr, lids = self._label_sets_kept(keep)
         return ExampleBatch(
             labels=self.labels[keep],
             weights=self.weights[keep],
@@ -78,11 +112,17 @@ class ExampleBatch:
             source=self.source,
             tags=tags,
             skipped=self.skipped,
+            label_ptr=lptr,
+            label_ids=lids,
         )
 
     def slice(self, a: int, b: int) -> "ExampleBatch":
         """Examples ``a:b`` in order; feature arrays are views, ``indptr`` is rebased (a copy)."""
         lo, hi = int(self.indptr[a]), int(self.indptr[b])
+        lptr = lids = None
+        if self.label_ptr is not None:
+            la, lb = int(self.label_ptr[a]), int(self.label_ptr[b])
+            lptr, lids = self.label_ptr[a:b + 1] - la, self.label_ids[la:lb]
         return ExampleBatch(
             labels=self.labels[a:b],
             weights=self.weights[a:b],
@@ -92,11 +132,15 @@ class ExampleBatch:
             line_numbers=self.line_numbers[a:b],
             source=self.source,
             tags=None if self.tags is None else self.tags[a:b],
+            label_ptr=lptr,
+            label_ids=lids,
         )
 
     @staticmethod
-    def empty(source: str = "<stdin>") -> "ExampleBatch":
+    def empty(source: str = "<stdin>", multilabel: bool = False) -> "ExampleBatch":
         return ExampleBatch(
+            label_ptr=np.zeros(1, np.int64) if multilabel else None,
+            label_ids=np.zeros(0, np.int64) if multilabel else None,
             labels=np.zeros(0, np.int64),
             weights=np.zeros(0, np.float64),
             indptr=np.zeros(1, np.int64),

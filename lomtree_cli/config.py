@@ -15,7 +15,7 @@ from .errors import ConfigError
 from .reductions.registry import REGISTRY
 
 LOSSES = ("squared", "logistic", "hinge", "quantile")
-FORMATS = ("vw", "libsvm")
+FORMATS = ("vw", "libsvm", "xmc")
 REDUCTIONS = tuple(REGISTRY)
 #: the constant feature's hash before masking (VW's constant); ALGORITHMS.md §1.3
 CONSTANT_HASH = 11650396
@@ -31,7 +31,8 @@ MAX_NODES_PER_CLASS = 64
 class InputConfig:
     """How text becomes hashed examples (ALGORITHMS.md §1).
 
-    format : 'vw' or 'libsvm'
+    format : 'vw', 'libsvm' or 'xmc' (the Extreme Classification Repository's text format: a
+        header line ``N F L``, then LIBSVM lines with label sets; 0-based labels and features)
     bits : hash bits b; features are masked to [0, 2**b)
     hash_seed : seed S of the namespace hash
     noconstant : do not append the constant feature
@@ -45,6 +46,8 @@ class InputConfig:
     named_labels : VW's ``--named_labels``: the class names joined by ``,`` (label i+1 = name i)
     string_labels : labels are strings; ids are given in order of first appearance and the
         dictionary is stored in the model (``labels.py``); implied by ``named_labels``
+    multilabel : every example carries a set of labels (``1,5,7``, possibly empty); implied by
+        ``format='xmc'``
     """
 
     format: str = "vw"
@@ -63,8 +66,11 @@ class InputConfig:
     ignore_linear: str = ""
     named_labels: str = ""
     string_labels: bool = False
+    multilabel: bool = False
 
     def __post_init__(self):
+        if self.format == "xmc" and not self.multilabel:
+            object.__setattr__(self, "multilabel", True)
         if self.format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {self.format!r}")
         if not 1 <= int(self.bits) <= 32:
@@ -92,6 +98,11 @@ class InputConfig:
     def generates_features(self) -> bool:
         """Some feature option is set: chunks go through ``kernels.interactions``."""
         return bool(self.interactions or self.ngram or self.ignore or self.keep or self.ignore_linear)
+
+    @property
+    def offset(self) -> int:
+        """What is added to a label as written: ``label_offset``, plus 1 for the 0-based XMC format."""
+        return int(self.label_offset) + (1 if self.format == "xmc" else 0)
 
     @property
     def has_string_labels(self) -> bool:

@@ -134,6 +134,36 @@ def apply(batch, data, spans: np.ndarray, labels: LabelDict, skip_invalid: bool)
     return batch.subset(~bad), errs
 
 
+def apply_sets(batch, data, starts: np.ndarray, ends: np.ndarray, labels: LabelDict, skip_invalid: bool):
+    """``apply`` for label sets: the names at the byte spans ``[starts, ends)`` (in the order of
+    ``batch.label_ptr``) become ids, each example's sorted and distinct."""
+    ids = labels.map_spans(data, np.stack([starts, ends], axis=1), labels.grow and not labels.fixed)
+    ptr = batch.label_ptr
+    owner = np.repeat(np.arange(len(batch)), np.diff(ptr))
+    bad_ex = np.zeros(len(batch), dtype=bool)
+    bad_ex[owner[ids < 0]] = True
+    # sorted and distinct per example: sort by (example, id), drop repeats
+    order = np.lexsort((ids, owner))
+    ids, owner = ids[order], owner[order]
+    keep = np.ones(ids.shape[0], dtype=bool)
+    keep[1:] = (ids[1:] != ids[:-1]) | (owner[1:] != owner[:-1])
+    ids, owner = ids[keep], owner[keep]
+    new_ptr = np.zeros(len(batch) + 1, np.int64)
+    np.cumsum(np.bincount(owner, minlength=len(batch)), out=new_ptr[1:])
+    batch.label_ptr, batch.label_ids = new_ptr, ids
+    if not bad_ex.any():
+        return batch, []
+    errs = []
+    for j in np.flatnonzero(bad_ex).tolist():
+        errs.append(InputError(batch.source, int(batch.line_numbers[j]), "unknown_label",
+                               f"a label of the set is not one of the --named-labels ({_shown(labels)})"))
+        if not skip_invalid:
+            break
+    if not skip_invalid:
+        return batch.slice(0, int(np.flatnonzero(bad_ex)[0])), errs
+    return batch.subset(~bad_ex), errs
+
+
 def _shown(labels: LabelDict) -> str:
     names = labels.names
     text = ",".join(names[:10])

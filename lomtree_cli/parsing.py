@@ -1,4 +1,4 @@
-"""VW text / LIBSVM input → ``ExampleBatch`` chunks, driving the numba parse kernels.
+"""VW text / LIBSVM / XMC input → ``ExampleBatch`` chunks, driving the numba parse kernels.
 
 Public API::
 
@@ -19,7 +19,14 @@ Batches never mix files. In strict mode, the examples of a chunk that precede it
 are yielded as a batch before the ``InputError`` is raised (so a co-process still gets the
 predictions of the good lines); ``parse_bytes`` raises directly.
 
-Grammar choices are listed in ``kernels/parse.py``.
+Grammar choices are listed in ``kernels/parse.py``. Label sets (``InputConfig.multilabel``): the
+label token is ``l1,l2,...`` in every format (VW's multi-label convention), an example's labels
+are sorted and distinct. The XMC format (``--format xmc``, the Extreme Classification
+Repository's text files) is LIBSVM with label sets, 0-based labels and feature indices, an empty
+label field (the line starts with whitespace) for an example without labels, and a header line
+``N F L`` per file that the data must agree with: every label below L, every feature index below
+F (both checked by the kernel), N examples (checked at the end of the file, skipped lines
+included).
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from .kernels.parse import (
     REASONS,
     parse_libsvm_chunk,
     parse_libsvm_chunk_ns,
+    parse_chunk_multilabel,
     parse_vw_chunk,
     parse_vw_chunk_ns,
 )
@@ -103,10 +111,20 @@ def _quote(tok: bytes) -> str:
     return "'" + s + "'"
 
 
-def _detail(reason: str, tok: bytes, kind: int, cfg: InputConfig | None = None) -> str:
-    """Human text of one error; ``tok`` is the offending token's bytes."""
+def _detail(reason: str, tok: bytes, kind: int, cfg: InputConfig | None = None, header=None) -> str:
+    """Human text of one error; ``tok`` is the offending token's bytes; ``header`` the XMC
+    file's (N, F, L)."""
     q = _quote(tok)
     offset = int(cfg.label_offset) if cfg is not None else 0
+    if reason == "label_set":
+        if kind == KIND_RANGE:
+            return f"bad label {q} in the label set (label + label_offset ({cfg.offset if cfg else 0}) " \
+                   "must be >= 1 and < 2^31)"
+        return f"bad label set {q} (integer labels separated by single commas, e.g. 1,5,7)"
+    if reason == "xmc_label":
+        return f"label {q} is out of range: the header says {header[2] if header else 'L'} labels (0..L-1)"
+    if reason == "xmc_index":
+        return f"feature index {q} is out of range: the header says {header[1] if header else 'F'} features (0..F-1)"
     if reason == "no_bar":
         return "no '|' in line"
     if reason == "line_too_long":
@@ -155,20 +173,31 @@ def _detail(reason: str, tok: bytes, kind: int, cfg: InputConfig | None = None) 
     if reason == "unknown_label":
         return f"label {q} is not one of the --named-labels"
     if reason == "libsvm_multilabel":
-        return f"multi-label {q} is not supported (one class per line)"
+        return f"label set {q} given, but the model is single-label (train with --multilabel)"
     return reason
 
 
-def _make_error(data: bytes, row: np.ndarray, source: str, cfg: InputConfig | None = None) -> InputError:
+def _make_error(data: bytes, row: np.ndarray, source: str, cfg: InputConfig | None = None,
+                header=None) -> InputError:
     line, col, code, ts, te, kind = (int(x) for x in row)
     reason = REASONS[code]
-    return InputError(source, line, reason, _detail(reason, bytes(data[ts:te]), kind, cfg), col)
+    if reason == "label_int" and cfg is not None and not cfg.multilabel and b"," in bytes(data[ts:te]):
+        reason = "libsvm_multilabel"  # a VW label set given to a single-label model
+    return InputError(source, line, reason, _detail(reason, bytes(data[ts:te]), kind, cfg, header), col)
 
 
-def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int):
-    """One kernel call on ``data`` (complete lines). Returns the kernel's 9-tuple."""
+def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int, header=None):
+    """One kernel call on ``data`` (complete lines). Returns the kernel's 9-tuple (more with
+    feature generation, string labels or label sets). ``header``: the XMC file's (N, F, L)."""
     buf = np.frombuffer(data, dtype=np.uint8)
     buf.flags.writeable = False  # as from bytes, whatever ``data`` is: the kernels' compiled signature
+    if cfg.multilabel:
+        xmc = cfg.format == "xmc"
+        return parse_chunk_multilabel(
+            buf, np.int64(first_line), cfg.format != "vw", np.int64(cfg.mask), np.int64(cfg.hash_seed),
+            np.int64(cfg.offset), np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid),
+            np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled), bool(cfg.has_string_labels), xmc,
+            np.int64(header[1] if xmc else 0), np.int64(header[2] if xmc else 0))
     ns = cfg.generates_features or cfg.has_string_labels  # + namespace ids and label spans (issue #23)
     if cfg.format == "libsvm":
         args = (buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.label_offset),
@@ -182,7 +211,7 @@ def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int):
 
 
 def _build(data: bytes, res, source: str, cfg: InputConfig | None = None,
-           label_dict=None) -> tuple[ExampleBatch, list[InputError]]:
+           label_dict=None, header=None) -> tuple[ExampleBatch, list[InputError]]:
     labels, weights, indptr, indices, values, line_numbers, tag_spans, errors, _ = res[:9]
     if len(res) > 9 and cfg is not None and cfg.generates_features:
         indptr, indices, values = feature_spec(cfg).expand(indptr, indices, values, res[9])
@@ -192,7 +221,7 @@ def _build(data: bytes, res, source: str, cfg: InputConfig | None = None,
             None if s < 0 else bytes(data[s:e]).decode("utf-8", errors="replace")
             for s, e in tag_spans.tolist()
         ]
-    errs = [_make_error(data, row, source, cfg) for row in errors]
+    errs = [_make_error(data, row, source, cfg, header) for row in errors]
     batch = ExampleBatch(
         labels=labels,
         weights=weights,
@@ -203,12 +232,17 @@ def _build(data: bytes, res, source: str, cfg: InputConfig | None = None,
         source=source,
         tags=tags,
     )
+    if cfg is not None and cfg.multilabel:
+        batch.label_ptr, batch.label_ids = res[11], res[12]
     if len(res) > 9 and cfg is not None and cfg.has_string_labels:
         from . import labels as L
 
         if label_dict is None:
             label_dict = L.LabelDict.from_config(cfg)
-        batch, lerrs = L.apply(batch, data, res[10], label_dict, bool(cfg.skip_invalid))
+        if cfg.multilabel:
+            batch, lerrs = L.apply_sets(batch, data, res[12], res[13], label_dict, bool(cfg.skip_invalid))
+        else:
+            batch, lerrs = L.apply(batch, data, res[10], label_dict, bool(cfg.skip_invalid))
         if lerrs:
             errs = sorted(errs + lerrs, key=lambda e: e.line)
     return batch, errs
@@ -223,7 +257,17 @@ def parse_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>", label_di
     data = bytes(data)
     if data.startswith(BOM):
         data = data[3:]
-    batch, errs = _build(data, _parse_chunk(data, cfg, 1), source, cfg, label_dict)
+    header, first = None, 1
+    if cfg.format == "xmc":
+        import io
+
+        stream = io.BytesIO(data)
+        header, first = read_xmc_header(stream, source), 2
+        data = data[stream.tell():]
+    batch, errs = _build(data, _parse_chunk(data, cfg, first, header), source, cfg, label_dict, header)
+    if header is not None and (cfg.skip_invalid or not errs) and len(batch) + len(errs) != header[0]:
+        raise InputError(source, 1, "xmc_header", f"the header says {header[0]} examples, the data has "
+                         f"{len(batch) + len(errs)}")
     if errs and not cfg.skip_invalid:
         raise errs[0]
     batch.skipped = errs
@@ -245,6 +289,11 @@ def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: b
         pool = Pool(workers, "lomtree-parse")
     line_no = 1
     spare: list = []  # buffers _chunks may fill again
+    header = None
+    seen = 0  # examples and skipped lines of an XMC file, checked against its header
+    if cfg.format == "xmc":
+        header = read_xmc_header(stream, name)
+        line_no = 2
 
     def place(chunk, buf, res):
         """``_build`` for a chunk parsed as if it started at line 1; its lines start at ``line_no``."""
@@ -252,9 +301,11 @@ def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: b
         if line_no != 1:
             res[5][:] += line_no - 1  # line_numbers (this chunk's own array)
             res[7][:, 0] += line_no - 1  # the errors' lines
-        placed = _build(chunk, res, name, cfg, label_dict)
+        nonlocal seen
+        placed = _build(chunk, res, name, cfg, label_dict, header)
         spare.append(buf)  # the batch holds no view of it
         line_no += int(res[8])
+        seen += len(placed[0]) + len(placed[1])
         return placed
 
     def too_long():
@@ -278,20 +329,40 @@ def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: b
                 yield too_long()
                 continue
             if pool is None:
-                yield from _emit(*place(chunk, buf, _parse_chunk(chunk, cfg, 1)), cfg)
+                yield from _emit(*place(chunk, buf, _parse_chunk(chunk, cfg, 1, header)), cfg)
                 continue
-            pending_jobs.append((chunk, buf, pool.submit(_parse_chunk, chunk, cfg, 1)))
+            pending_jobs.append((chunk, buf, pool.submit(_parse_chunk, chunk, cfg, 1, header)))
             while len(pending_jobs) > workers:
                 done, dbuf, job = pending_jobs.popleft()
                 yield from _emit(*place(done, dbuf, job.result()), cfg)
         while pending_jobs:
             done, dbuf, job = pending_jobs.popleft()
             yield from _emit(*place(done, dbuf, job.result()), cfg)
+        if header is not None and seen != header[0]:
+            raise InputError(name, 1, "xmc_header", f"the header says {header[0]} examples, the data has {seen}")
     finally:
         if pool is not None:
             for _, _, f in pending_jobs:
                 f.cancel()
             pool.shutdown()
+
+
+def read_xmc_header(stream, name: str) -> tuple[int, int, int]:
+    """The header line ``N F L`` of an XMC file (examples, features, labels), read from
+    ``stream``, which is left at the first example; InputError unless it is three integers."""
+    try:
+        raw = stream.readline(4096)
+    except (OSError, EOFError, ValueError) as e:
+        raise InputError(name, 0, "read", f"cannot read input: {e}") from None
+    if raw.startswith(BOM):
+        raw = raw[3:]
+    parts = raw.split()
+    ok = len(parts) == 3 and all(p.isdigit() for p in parts) and (raw.endswith(b"\n") or len(raw) < 4096)
+    if not ok:
+        got = _quote(raw.rstrip(b"\r\n"))
+        raise InputError(name, 1, "xmc_header", "the first line must be the header 'N F L' (examples, features, "
+                         f"labels: three integers), got {got}")
+    return int(parts[0]), int(parts[1]), int(parts[2])
 
 
 def _emit(batch: ExampleBatch, errs: list, cfg: InputConfig) -> Iterator[ExampleBatch]:

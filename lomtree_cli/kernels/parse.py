@@ -102,10 +102,14 @@ REASONS = (
     "libsvm_multilabel",
     "line_too_long",
     "index_range",
+    "label_set",
+    "xmc_label",
+    "xmc_index",
 )
 NO_BAR, LABEL_INT, LABEL_TOKENS, WEIGHT, NS_NAME, NS_WEIGHT, FEAT_VALUE = 1, 2, 3, 4, 5, 6, 7
 LIBSVM_LABEL, LIBSVM_PAIR, LIBSVM_INDEX, LIBSVM_VALUE, LIBSVM_MULTILABEL = 8, 9, 10, 11, 12
 LINE_TOO_LONG, INDEX_RANGE = 13, 14
+LABEL_SET, XMC_LABEL, XMC_INDEX = 15, 16, 17
 BLANK = -1
 KIND_NAN, KIND_INF, KIND_NEG, KIND_RANGE = 0, 1, 2, 3
 
@@ -539,32 +543,69 @@ def _int_label(buf, s, e, label_offset, low_unlabeled):
 
 
 @kernel()
+def _label_set(buf, s, e, label_offset, low_unlabeled, string_labels, label_cap, lids, lend, m):
+    """The label set ``buf[s:e]`` (labels separated by single commas) written to ``lids[m:]``:
+    integer labels plus ``label_offset`` or, with ``string_labels``, each name's byte span
+    (``lids`` its start, ``lend`` its end). ``label_cap > 0``: a label as written must be below
+    it (the XMC header's L). Returns (m after the set, status, token start, token end): status 0
+    ok, 1 an empty or non-integer label (token: the whole set), 2 out of range (token: that
+    label), 3 a label below 1 read as unlabeled (``low_unlabeled``)."""
+    p = s
+    low = False
+    while True:
+        q = p
+        while q < e and buf[np.uint64(q)] != 44:
+            q += 1
+        if q == p:
+            return m, 1, s, e
+        if string_labels:
+            lids[m] = p
+            lend[m] = q
+        else:
+            lab = _int_label(buf, p, q, label_offset, low_unlabeled)
+            if lab == _BAD_LABEL:
+                return m, 1, s, e
+            if lab == _RANGE_LABEL or (label_cap > 0 and lab > 0 and lab - label_offset >= label_cap):
+                return m, 2, p, q
+            if lab < 1:
+                low = True
+            lids[m] = lab
+        m += 1
+        if q >= e:
+            break
+        p = q + 1
+    return m, 3 if low else 0, s, e
+
+
+@kernel()
 def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, values, nnz, nsid,
-                   string_labels, lab_span):
+                   string_labels, lab_span, multilabel, lids, lend, m):
     """Parse one VW line ``buf[s:e]`` (no line end); features are written from ``nnz`` on.
 
     ``nsid[j]`` gets the namespace index of feature ``j`` as VW defines it: the first byte of the
     namespace name, 32 (' ') for the default namespace. With ``string_labels`` the label token is
     not read as an integer: its byte span goes to ``lab_span`` (``(-1, -1)`` without a label) and
-    the label returned is 1 (labeled) or 0; ``labels.py`` maps the spans to ids.
+    the label returned is 1 (labeled) or 0; ``labels.py`` maps the spans to ids. With
+    ``multilabel`` the label token is a set (``_label_set``, written from ``lids[m]`` on) and the
+    label returned is 1 (a set given), 0 (none) or -1 (a label below 1 read as unlabeled).
 
-    Returns (nnz, label, weight, tag_s, tag_e, code, err_pos, tok_s, tok_e, kind);
+    Returns (nnz, label, weight, tag_s, tag_e, code, err_pos, tok_s, tok_e, kind, m);
     code 0 = ok, BLANK = blank line, else a reason code (err_pos -1 = no column).
     """
     if s == e:
-        return nnz, 0, 1.0, -1, -1, BLANK, -1, s, e, 0
+        return nnz, 0, 1.0, -1, -1, BLANK, -1, s, e, 0, m
     blank = True
     for j in range(s, e):
         if not _is_ws(buf[np.uint64(j)]):
             blank = False
             break
     if blank:  # whitespace only: an unlabeled example without features (as VW reads it)
-        return nnz, 0, 1.0, -1, -1, 0, -1, 0, 0, 0
+        return nnz, 0, 1.0, -1, -1, 0, -1, 0, 0, 0, m
     bar = s
     while bar < e and buf[np.uint64(bar)] != 124:
         bar += 1
     if bar == e:
-        return nnz, 0, 1.0, -1, -1, NO_BAR, -1, s, e, 0
+        return nnz, 0, 1.0, -1, -1, NO_BAR, -1, s, e, 0, m
     # ---- label section
     ls = s
     for j in range(s, bar):
@@ -597,29 +638,36 @@ def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, 
         tag_e = te
         ntok -= 1
     if ntok > 2:
-        return nnz, 0, 1.0, -1, -1, LABEL_TOKENS, t2s, t2s, t2e, 0
+        return nnz, 0, 1.0, -1, -1, LABEL_TOKENS, t2s, t2s, t2e, 0, m
     label = 0
     weight = 1.0
     lab_span[0] = -1
     lab_span[1] = -1
-    if ntok >= 1 and string_labels:
+    if ntok >= 1 and multilabel:
+        m, st, bs, be = _label_set(buf, t0s, t0e, label_offset, low_unlabeled, string_labels, 0, lids, lend, m)
+        if st == 1:
+            return nnz, 0, 1.0, -1, -1, LABEL_SET, t0s, bs, be, KIND_NAN, m
+        if st == 2:
+            return nnz, 0, 1.0, -1, -1, LABEL_SET, bs, bs, be, KIND_RANGE, m
+        label = -1 if st == 3 else 1
+    elif ntok >= 1 and string_labels:
         lab_span[0] = t0s
         lab_span[1] = t0e
         label = 1
     elif ntok >= 1:
         label = _int_label(buf, t0s, t0e, label_offset, low_unlabeled)
         if label == _BAD_LABEL:
-            return nnz, 0, 1.0, -1, -1, LABEL_INT, t0s, t0s, t0e, 0
+            return nnz, 0, 1.0, -1, -1, LABEL_INT, t0s, t0s, t0e, 0, m
         if label == _RANGE_LABEL:
-            return nnz, 0, 1.0, -1, -1, LABEL_INT, t0s, t0s, t0e, KIND_RANGE
+            return nnz, 0, 1.0, -1, -1, LABEL_INT, t0s, t0s, t0e, KIND_RANGE, m
     if ntok == 2:
         w, q, ok = parse_float(buf, t1s, t1e)
         if not ok or q != t1e:
-            return nnz, 0, 1.0, -1, -1, WEIGHT, t1s, t1s, t1e, KIND_NAN
+            return nnz, 0, 1.0, -1, -1, WEIGHT, t1s, t1s, t1e, KIND_NAN, m
         if not np.isfinite(w):
-            return nnz, 0, 1.0, -1, -1, WEIGHT, t1s, t1s, t1e, KIND_INF
+            return nnz, 0, 1.0, -1, -1, WEIGHT, t1s, t1s, t1e, KIND_INF, m
         if w < 0:
-            return nnz, 0, 1.0, -1, -1, WEIGHT, t1s, t1s, t1e, KIND_NEG
+            return nnz, 0, 1.0, -1, -1, WEIGHT, t1s, t1s, t1e, KIND_NEG, m
         weight = w
     # ---- feature section; buf[p] == '|' at the top of the loop
     p = bar
@@ -631,7 +679,7 @@ def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, 
         anon = np.uint64(0)
         if p < e and not _is_ws(buf[np.uint64(p)]) and buf[np.uint64(p)] != 124:
             if buf[np.uint64(p)] == 58:
-                return nnz, 0, 1.0, -1, -1, NS_NAME, p, p, _token_end(buf, p, e), 0
+                return nnz, 0, 1.0, -1, -1, NS_NAME, p, p, _token_end(buf, p, e), 0, m
             ns_s = p
             nsc = buf[np.uint64(p)]
             alldig = True
@@ -639,15 +687,15 @@ def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, 
                 alldig = alldig and 48 <= buf[np.uint64(p)] <= 57
                 p += 1
             if alldig and p - ns_s > 19 and _digits_overflow(buf, ns_s, p):
-                return nnz, 0, 1.0, -1, -1, INDEX_RANGE, ns_s, ns_s, p, KIND_RANGE
+                return nnz, 0, 1.0, -1, -1, INDEX_RANGE, ns_s, ns_s, p, KIND_RANGE, m
             nh = _hash_scanned(buf, ns_s, p, alldig, seed) & _M32
             if p < e and buf[np.uint64(p)] == 58:
                 vs = p + 1
                 w, q, ok = parse_float(buf, vs, e)
                 if not ok or not _ends_token(buf, q, e):
-                    return nnz, 0, 1.0, -1, -1, NS_WEIGHT, vs, vs, _token_end(buf, vs, e), KIND_NAN
+                    return nnz, 0, 1.0, -1, -1, NS_WEIGHT, vs, vs, _token_end(buf, vs, e), KIND_NAN, m
                 if not np.isfinite(w):
-                    return nnz, 0, 1.0, -1, -1, NS_WEIGHT, vs, vs, _token_end(buf, vs, e), KIND_INF
+                    return nnz, 0, 1.0, -1, -1, NS_WEIGHT, vs, vs, _token_end(buf, vs, e), KIND_INF, m
                 nsw = w
                 p = q
         while True:
@@ -671,7 +719,7 @@ def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, 
             fe = p
             # only a name of 20 digits or more can be >= 2**64 (checked again, off the hot path)
             if alldig and fe - fs > 19 and _digits_overflow(buf, fs, fe):
-                return nnz, 0, 1.0, -1, -1, INDEX_RANGE, fs, fs, fe, KIND_RANGE
+                return nnz, 0, 1.0, -1, -1, INDEX_RANGE, fs, fs, fe, KIND_RANGE, m
             v = 1.0
             vs = fs  # error position for a float32 overflow of ns_weight alone
             str_s = -1  # start of a string value (``name:word``), else -1
@@ -684,11 +732,11 @@ def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, 
                 else:
                     v, q, ok = parse_float(buf, vs, e)
                     if ok and not _ends_token(buf, q, e):
-                        return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, _token_end(buf, vs, e), KIND_NAN
+                        return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, _token_end(buf, vs, e), KIND_NAN, m
                     if not ok:
                         te = _token_end(buf, vs, e)
                         if _is_nonfinite_word(buf, vs, te):
-                            return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, te, KIND_INF
+                            return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, te, KIND_INF, m
                         # ``name:word``: the feature ``name^word`` of value 1, hashed as VW
                         # chains it: H(word, H(name, namespace hash))
                         str_s = vs
@@ -697,13 +745,13 @@ def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, 
                         fv = np.float32(1.0)
                     else:
                         if not np.isfinite(v):
-                            return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, _token_end(buf, vs, e), KIND_INF
+                            return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, _token_end(buf, vs, e), KIND_INF, m
                         p = q
                         fv = np.float32(v * nsw)
             else:
                 fv = np.float32(nsw)
             if not np.isfinite(fv):
-                return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, _token_end(buf, vs, e), KIND_RANGE
+                return nnz, 0, 1.0, -1, -1, FEAT_VALUE, vs, vs, _token_end(buf, vs, e), KIND_RANGE, m
             if str_s >= 0:
                 inner = (acc + nh if alldig and fe > fs else np.uint64(hash_bytes_xxh32(buf, fs, fe, nh))) & _M32
                 h = np.uint64(hash_bytes_xxh32(buf, str_s, str_e, inner))
@@ -719,28 +767,17 @@ def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, 
                 values[nnz] = fv
                 nsid[nnz] = nsc
                 nnz += 1
-    return nnz, label, weight, tag_s, tag_e, 0, -1, 0, 0, 0
+    return nnz, label, weight, tag_s, tag_e, 0, -1, 0, 0, 0, m
 
 
 @kernel()
-def _parse_libsvm_line(buf, s, e, mask, label_offset, low_unlabeled, indices, values, nnz):
-    """Parse one LIBSVM line ``buf[s:e]``; same return convention as ``_parse_vw_line``."""
-    ce = s
-    while ce < e and buf[np.uint64(ce)] != 35:
-        ce += 1
-    p = s
-    while p < ce and _is_ws(buf[np.uint64(p)]):
-        p += 1
-    if p >= ce:
-        return nnz, 0, 1.0, -1, -1, BLANK, -1, s, e, 0
-    ls = p
-    while p < ce and not _is_ws(buf[np.uint64(p)]):
-        p += 1
-    le = p
+def _libsvm_label(buf, ls, le, label_offset, low_unlabeled):
+    """The label of a LIBSVM line's label token ``buf[ls:le]``: an exact integer (``[+-]digits``,
+    optionally ``.0...``; 2.9999999999999999999 is not 3) plus ``label_offset``, or -1 (below 1,
+    read as unlabeled), or ``-(reason << 8 | kind)`` of the error."""
     for j in range(ls, le):
         if buf[np.uint64(j)] == 44:
-            return nnz, 0, 1.0, -1, -1, LIBSVM_MULTILABEL, ls, ls, le, 0
-    # an exact integer: [+-]digits, optionally ".0..." (2.9999999999999999999 is not 3)
+            return -(LIBSVM_MULTILABEL << 8)
     ie = le
     j = ls
     while j < le and buf[np.uint64(j)] != 46:
@@ -749,12 +786,51 @@ def _parse_libsvm_line(buf, s, e, mask, label_offset, low_unlabeled, indices, va
         ie = j
         for q in range(j + 1, le):
             if buf[np.uint64(q)] != 48:
-                return nnz, 0, 1.0, -1, -1, LIBSVM_LABEL, ls, ls, le, KIND_NAN
+                return -(LIBSVM_LABEL << 8 | KIND_NAN)
     label = _int_label(buf, ls, ie, label_offset, low_unlabeled)
     if label == _BAD_LABEL:
-        return nnz, 0, 1.0, -1, -1, LIBSVM_LABEL, ls, ls, le, KIND_NAN
+        return -(LIBSVM_LABEL << 8 | KIND_NAN)
     if label == _RANGE_LABEL:
-        return nnz, 0, 1.0, -1, -1, LIBSVM_LABEL, ls, ls, le, KIND_RANGE
+        return -(LIBSVM_LABEL << 8 | KIND_RANGE)
+    return label
+
+
+@kernel()
+def _parse_libsvm_line(buf, s, e, mask, label_offset, low_unlabeled, indices, values, nnz, multilabel, xmc,
+                       index_cap, label_cap, lids, lend, m):
+    """Parse one LIBSVM line ``buf[s:e]``; same return convention as ``_parse_vw_line``.
+
+    ``multilabel``: the label token is a set (``_label_set``), and a line that starts with
+    whitespace has the empty set. ``xmc`` (the Extreme Classification Repository's format):
+    feature indices are 0-based and must be below ``index_cap`` (the header's F); index i is
+    hashed as the LIBSVM index i + 1, so both formats give one model for one data set."""
+    ce = s
+    while ce < e and buf[np.uint64(ce)] != 35:
+        ce += 1
+    p = s
+    while p < ce and _is_ws(buf[np.uint64(p)]):
+        p += 1
+    if p >= ce:
+        return nnz, 0, 1.0, -1, -1, BLANK, -1, s, e, 0, m
+    ls = p
+    if not multilabel or p == s:  # (a multi-label line that starts with whitespace has no labels)
+        while p < ce and not _is_ws(buf[np.uint64(p)]):
+            p += 1
+    le = p
+    label = 1
+    if multilabel:
+        if le > ls:
+            m, st, bs, be = _label_set(buf, ls, le, label_offset, low_unlabeled, False, label_cap, lids, lend, m)
+            if st == 1:
+                return nnz, 0, 1.0, -1, -1, LABEL_SET, ls, bs, be, KIND_NAN, m
+            if st == 2:
+                return nnz, 0, 1.0, -1, -1, XMC_LABEL if label_cap > 0 else LABEL_SET, bs, bs, be, KIND_RANGE, m
+            if st == 3:
+                label = -1
+    else:
+        label = _libsvm_label(buf, ls, le, label_offset, low_unlabeled)
+        if label < 0 and label != -1:
+            return nnz, 0, 1.0, -1, -1, -label >> 8, ls, ls, le, -label & 255, m
     while True:
         while p < ce and _is_ws(buf[np.uint64(p)]):
             p += 1
@@ -768,30 +844,34 @@ def _parse_libsvm_line(buf, s, e, mask, label_offset, low_unlabeled, indices, va
             p += 1
         te = p
         if colon < 0:
-            return nnz, 0, 1.0, -1, -1, LIBSVM_PAIR, ts, ts, te, 0
+            return nnz, 0, 1.0, -1, -1, LIBSVM_PAIR, ts, ts, te, 0, m
         if colon == ts:
-            return nnz, 0, 1.0, -1, -1, LIBSVM_INDEX, ts, ts, colon, 0
+            return nnz, 0, 1.0, -1, -1, LIBSVM_INDEX, ts, ts, colon, 0, m
         idx = np.uint64(0)
         for j in range(ts, colon):
             c = buf[np.uint64(j)]
             if c < 48 or c > 57:
-                return nnz, 0, 1.0, -1, -1, LIBSVM_INDEX, ts, ts, colon, 0
+                return nnz, 0, 1.0, -1, -1, LIBSVM_INDEX, ts, ts, colon, 0, m
             idx = idx * _U10 + np.uint64(c - 48)
         if colon - ts > 19 and _digits_overflow(buf, ts, colon):  # >= 2**64: it wrapped
-            return nnz, 0, 1.0, -1, -1, LIBSVM_INDEX, ts, ts, colon, KIND_RANGE
+            return nnz, 0, 1.0, -1, -1, LIBSVM_INDEX, ts, ts, colon, KIND_RANGE, m
+        if xmc:
+            if idx >= np.uint64(index_cap):
+                return nnz, 0, 1.0, -1, -1, XMC_INDEX, ts, ts, colon, KIND_RANGE, m
+            idx += _U1
         v, q, ok = parse_float(buf, colon + 1, te)
         if not ok or q != te:
-            return nnz, 0, 1.0, -1, -1, LIBSVM_VALUE, colon + 1, colon + 1, te, KIND_NAN
+            return nnz, 0, 1.0, -1, -1, LIBSVM_VALUE, colon + 1, colon + 1, te, KIND_NAN, m
         if not np.isfinite(v):
-            return nnz, 0, 1.0, -1, -1, LIBSVM_VALUE, colon + 1, colon + 1, te, KIND_INF
+            return nnz, 0, 1.0, -1, -1, LIBSVM_VALUE, colon + 1, colon + 1, te, KIND_INF, m
         fv = np.float32(v)
         if not np.isfinite(fv):
-            return nnz, 0, 1.0, -1, -1, LIBSVM_VALUE, colon + 1, colon + 1, te, KIND_RANGE
+            return nnz, 0, 1.0, -1, -1, LIBSVM_VALUE, colon + 1, colon + 1, te, KIND_RANGE, m
         if fv != 0:
             indices[nnz] = np.int64(idx & mask)
             values[nnz] = fv
             nnz += 1
-    return nnz, label, 1.0, -1, -1, 0, -1, 0, 0, 0
+    return nnz, label, 1.0, -1, -1, 0, -1, 0, 0, 0, m
 
 
 @kernel(inline="always")
@@ -841,10 +921,14 @@ def _count_newlines(buf, n):
 
 @jit()
 def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_index, add_constant,
-                 skip_invalid, max_line, low_unlabeled, string_labels=False):
+                 skip_invalid, max_line, low_unlabeled, string_labels=False, multilabel=False, xmc=False,
+                 index_cap=0, label_cap=0):
     """Shared driver of both formats; see the module docstring for the outputs. The outputs are
     the used parts of arrays sized for the worst case (views: pages never written are never
-    touched, and a copy would fault in fresh pages for every chunk)."""
+    touched, and a copy would fault in fresh pages for every chunk). With ``multilabel`` three
+    more: ``label_ptr`` (n + 1), ``label_ids`` (m) and ``label_ends`` (m): example i's labels are
+    ``label_ids[label_ptr[i]:label_ptr[i+1]]``, sorted and distinct (a repeated label counts
+    once), or with ``string_labels`` the byte spans ``[label_ids, label_ends)`` of its names."""
     n = buf.shape[0]
     n_lines = 1 + _count_newlines(buf, n)
     labels = np.empty(n_lines, np.int64)
@@ -861,6 +945,12 @@ def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_
     lab_span = np.empty(2, np.int64)
     lab_span[0] = -1
     lab_span[1] = -1
+    mcap = (n + 3) // 2 + 1 if multilabel else 0  # a label takes at least 2 bytes ('1,') but the last
+    lptr = np.empty(n_lines + 1 if multilabel else 1, np.int64)
+    lids = np.empty(mcap, np.int64)
+    lend = np.empty(mcap if string_labels else 0, np.int64)
+    lptr[0] = 0
+    m = 0
     umask = np.uint64(mask)
     useed = np.uint64(seed)
     indptr[0] = 0
@@ -876,18 +966,19 @@ def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_
         while le > pos and buf[np.uint64(le - 1)] == 13:
             le -= 1
         if e - pos > max_line:
-            r = (nnz, 0, 1.0, -1, -1, LINE_TOO_LONG, -1, pos, pos + 64, 0)
+            r = (nnz, 0, 1.0, -1, -1, LINE_TOO_LONG, -1, pos, pos + 64, 0, m)
         elif is_libsvm:
             lab_span[0] = -1
             lab_span[1] = -1
-            r = _parse_libsvm_line(buf, pos, le, umask, label_offset, low_unlabeled, indices, values, nnz)
+            r = _parse_libsvm_line(buf, pos, le, umask, label_offset, low_unlabeled, indices, values, nnz,
+                                   multilabel, xmc, index_cap, label_cap, lids, lend, m)
             for j in range(nnz, r[0]):
                 nsid[j] = 32
         else:
             lab_span[0] = -1
             lab_span[1] = -1
             r = _parse_vw_line(buf, pos, le, useed, umask, label_offset, low_unlabeled, indices, values, nnz,
-                               nsid, string_labels, lab_span)
+                               nsid, string_labels, lab_span, multilabel, lids, lend, m)
         code = r[5]
         if code == 0:
             nnz = r[0]
@@ -905,6 +996,19 @@ def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_
             line_numbers[n_ex] = line
             n_ex += 1
             indptr[n_ex] = nnz
+            if multilabel:
+                m1 = r[10]
+                if not string_labels and m1 - m > 1:
+                    seg = lids[m:m1]
+                    seg.sort()
+                    w = m + 1
+                    for j in range(m + 1, m1):
+                        if lids[j] != lids[w - 1]:
+                            lids[w] = lids[j]
+                            w += 1
+                    m1 = w
+                m = m1
+                lptr[n_ex] = m
         elif code != BLANK:
             errors[n_err, 0] = line
             errors[n_err, 1] = r[6] - pos + 1 if r[6] >= 0 else 0
@@ -930,6 +1034,9 @@ def _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_
         n_lines - 1,
         nsid[:nnz],
         lab_spans[:n_ex],
+        lptr[: n_ex + 1 if multilabel else 1],
+        lids[:m],
+        lend[:m if string_labels else 0],
     )
 
 
@@ -990,3 +1097,14 @@ def parse_libsvm_chunk_ns(buf, first_line, mask, label_offset, constant_index, a
     default namespace ' ')."""
     return _parse_chunk(buf, first_line, True, mask, 0, label_offset, constant_index,
                         add_constant, skip_invalid, max_line, low_unlabeled, False)
+
+
+@jit(nogil=True)
+def parse_chunk_multilabel(buf, first_line, is_libsvm, mask, seed, label_offset, constant_index, add_constant,
+                           skip_invalid, max_line, low_unlabeled, string_labels, xmc, index_cap, label_cap):
+    """Either format with label sets (``_parse_chunk`` with ``multilabel``): the 11 outputs of
+    ``parse_vw_chunk_ns`` and ``label_ptr``, ``label_ids``, ``label_ends``. ``xmc``: LIBSVM read
+    as the Extreme Classification Repository's format, 0-based feature indices below
+    ``index_cap`` and labels below ``label_cap`` (the header's F and L; 0 = no cap)."""
+    return _parse_chunk(buf, first_line, is_libsvm, mask, seed, label_offset, constant_index, add_constant,
+                        skip_invalid, max_line, low_unlabeled, string_labels, True, xmc, index_cap, label_cap)
