@@ -41,7 +41,9 @@ File format (little-endian; every array starts at a multiple of 8 bytes)::
                 labels int64 (n) | weights float64 (n) | indptr int64 (n+1) |
                 indices int64 (nnz) | values float32 (nnz) | line_numbers int64 (n) |
                 [tags: present uint8 (n) | offsets int64 (n+1) | UTF-8 bytes]
-              xxh3 = xxh3_64 of the body; meta = {"source", "tags", "tag_bytes", "skipped"}
+                [label sets: label_ptr int64 (n+1) | label_ids int64 (m)]
+              xxh3 = xxh3_64 of the body; meta = {"source", "tags", "tag_bytes", "skipped",
+              "label_ids" (m, present with label sets)}
     footer    JSON: format, version, program_version, key, n_blocks, n_examples, content_xxh3
     trailer   b"LTEND\\0\\0\\0" | u64 footer_offset | u64 footer_len | u64 xxh3(footer) |
               u64 n_blocks | u64 n_examples                                           48 bytes
@@ -114,7 +116,8 @@ def input_key(input_cfg: InputConfig, paths: list[str]) -> dict:
         "skip_invalid": bool(input_cfg.skip_invalid),
         "max_line_bytes": int(input_cfg.max_line_bytes),
         "features": [input_cfg.interactions, input_cfg.ngram, input_cfg.skips, input_cfg.ignore, input_cfg.keep,
-                     input_cfg.ignore_linear, input_cfg.named_labels, bool(input_cfg.string_labels)],
+                     input_cfg.ignore_linear, input_cfg.named_labels, bool(input_cfg.string_labels),
+                     bool(input_cfg.multilabel)],
         "inputs": inputs,
     }
 
@@ -158,12 +161,18 @@ def _batch_parts(batch: ExampleBatch) -> tuple[int, int, int, list]:
         np.cumsum([len(e) for e in encoded], out=offsets[1:])
         tag_blob = b"".join(encoded)
         arrays += [present, offsets]
+    sets = []
+    if batch.label_ptr is not None:
+        sets = [np.ascontiguousarray(batch.label_ptr - batch.label_ptr[0], dtype=np.int64),
+                np.ascontiguousarray(batch.label_ids, dtype=np.int64)]
     meta = {
         "source": batch.source,
         "tags": batch.tags is not None,
         "tag_bytes": len(tag_blob),
         "skipped": [[e.source, e.line, e.reason, e.detail, e.column] for e in batch.skipped],
     }
+    if sets:
+        meta["label_ids"] = int(sets[1].shape[0])
     meta_b = json.dumps(meta, separators=(",", ":")).encode("utf-8")
     parts = [meta_b, _PAD[: _pad(len(meta_b))]]
     for a in arrays:
@@ -171,6 +180,9 @@ def _batch_parts(batch: ExampleBatch) -> tuple[int, int, int, list]:
         parts.append(_PAD[: _pad(a.nbytes)])
     if batch.tags is not None:
         parts += [tag_blob, _PAD[: _pad(len(tag_blob))]]
+    for a in sets:
+        parts.append(memoryview(a).cast("B"))
+        parts.append(_PAD[: _pad(a.nbytes)])
     return n, nnz, len(meta_b), parts
 
 
@@ -210,6 +222,12 @@ def _decode_block(body: np.ndarray, meta_len: int, n: int, nnz: int) -> ExampleB
         o = offsets.tolist()
         tags = [blob[o[i]: o[i + 1]].decode("utf-8", errors="surrogatepass") if present[i] else None
                 for i in range(n)]
+    label_ptr = label_ids = None
+    if "label_ids" in meta:
+        label_ptr = take(np.int64, n + 1)
+        label_ids = take(np.int64, int(meta["label_ids"]))
+        if label_ptr[0] != 0 or label_ptr[-1] != label_ids.shape[0] or np.any(np.diff(label_ptr) < 0):
+            raise _Invalid("block has an inconsistent label_ptr")
     if off != total:
         raise _Invalid("block length does not match its arrays")
     if n and (indptr[0] != 0 or indptr[-1] != nnz):
@@ -217,7 +235,7 @@ def _decode_block(body: np.ndarray, meta_len: int, n: int, nnz: int) -> ExampleB
     skipped = [InputError(s, line, reason, detail, col) for s, line, reason, detail, col in meta.get("skipped", [])]
     return ExampleBatch(labels=labels, weights=weights, indptr=indptr, indices=indices, values=values,
                         line_numbers=line_numbers, source=meta.get("source", "<cache>"), tags=tags,
-                        skipped=skipped)
+                        skipped=skipped, label_ptr=label_ptr, label_ids=label_ids)
 
 
 # -- the cache ------------------------------------------------------------------------------------

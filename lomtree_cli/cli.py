@@ -44,7 +44,8 @@ def _progress_interval(value: str) -> float | int:
 TRAIN_HELP_GROUPS = (
     ("Driver Options", ("quiet", "progress_bar", "progress_interval", "report")),
     ("Feature Options", ("bits", "hash_seed", "ignore", "ignore_linear", "keep", "noconstant", "ngram", "skips",
-                         "interactions", "quadratic", "cubic", "fmt", "label_offset", "named_labels", "string_labels")),
+                         "interactions", "quadratic", "cubic", "fmt", "label_offset", "named_labels", "string_labels",
+                         "multilabel")),
     ("Example Options", ("testonly", "holdout_off", "holdout_period", "early_terminate", "passes", "loss",
                          "quantile_tau", "l1", "l2", "skip_invalid", "max_line_bytes")),
     ("Update Options", ("learning_rate", "power_t", "decay_learning_rate", "initial_t")),
@@ -54,7 +55,7 @@ TRAIN_HELP_GROUPS = (
     ("Output Model Options", ("final_model", "readable_model", "invert_hash")),
     ("Output Options", ("predictions",)),
     ("Input Options", ("data", "cache", "cache_file")),
-    ("Reduction Options", ("reduction", "k", "oaa", "ect", "log_multi")),
+    ("Reduction Options", ("reduction", "k", "oaa", "ect", "log_multi", "plt", "multilabel_oaa")),
     ("[Reduction] LOMtree Options", ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up", "label_prior")),
     ("[Reduction] CPT Options", ("cpt_alpha", "cpt_predict", "cpt_random_insert")),
     ("[Reduction] PLT Options", ("arity", "beam", "tree_buffer", "path_weight", "no_leaf_negatives")),
@@ -186,6 +187,9 @@ def vw_options(f):
         (("--oaa", "oaa"), dict(type=int, help="VW's --oaa K: -r oaa -k K.")),
         (("--ect", "ect"), dict(type=int, help="VW's --ect K: -r filter -k K.")),
         (("--log_multi", "--log-multi", "log_multi"), dict(type=int, help="VW's --log_multi K: -r lomtree -k K.")),
+        (("--plt", "plt"), dict(type=int, help="VW's --plt K: -r plt -k K --multilabel.")),
+        (("--multilabel_oaa", "--multilabel-oaa", "multilabel_oaa"),
+         dict(type=int, help="VW's --multilabel_oaa K: -r oaa -k K --multilabel (binary relevance).")),
         (("--cache_file", "--cache-file", "cache_file"), dict(type=str, help="VW's --cache_file PATH: -c PATH.")),
         (("-q", "--quadratic", "quadratic"), dict(multiple=True, help="Cross namespaces ab (first letters; ':' = any).")),
         (("--cubic", "cubic"), dict(multiple=True, help="Cross three namespaces abc.")),
@@ -201,6 +205,8 @@ def vw_options(f):
          dict(type=str, help="Class names a,b,c (VW's --named_labels): k = their number.")),
         (("--string-labels", "string_labels"), dict(is_flag=True, help="Labels are strings, numbered in order of "
                                                                      "appearance (cpt, table; others with -k).")),
+        (("--multilabel", "multilabel"), dict(is_flag=True, help="Each example has a set of labels l1,l2,... "
+                                                               "(plt, oaa); stored in the model.")),
         (("--readable_model", "--readable-model", "readable_model"),
          dict(type=str, help="Write the weights as text (per regressor / tree node).")),
         (("--invert_hash", "--invert-hash", "invert_hash"),
@@ -220,7 +226,8 @@ def vw_options(f):
 @click.option("-f", "--final-model", "final_model", type=click.Path(dir_okay=False), help="Write the model here.")
 @click.option("-i", "--initial-model", "initial_model", type=str, help="Start from this model.")
 @click.option("-p", "--predictions", type=str, help="Progressive predictions, one per line ('-' = stdout).")
-@click.option("--format", "fmt", type=click.Choice(["vw", "libsvm"]), default="vw", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["vw", "libsvm", "xmc"]), default="vw", show_default=True,
+              help="Input format; xmc: the Extreme Classification Repository's (header N F L, 0-based, label sets).")
 @click.option("-b", "--bits", type=int, default=18, show_default=True, help="Hash bits.")
 @click.option("-l", "--learning-rate", "learning_rate", type=float, help="Learning rate [0.5; lomtree: 0.25; mtree: 1140 T^-0.6 in 0.05..2.5 for "
               "T = passes x lines with --passes > 1 over files, else 0.5; --sgd: 10].")
@@ -286,6 +293,8 @@ def train(ctx, **params):
               help="Where predictions go, one per line ('-' = stdout).")
 @click.option("--probabilities", is_flag=True, help="Print label:probability (and p(label) of the true label).")
 @click.option("--top-k", "top_k", type=click.IntRange(min=1), default=None, help="Print the N most probable labels.")
+@click.option("--threshold", type=click.FloatRange(min=0.0, max=1.0), default=None,
+              help="Multi-label models: print every label with P(label|x) >= T [0.5 unless --top-k].")
 @click.option("--flush", is_flag=True, help="Flush each prediction as soon as its line is read (co-process).")
 @click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
               help="Threads that parse chunks and predict parts of each batch at once (0 = one per "

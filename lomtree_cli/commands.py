@@ -54,7 +54,7 @@ def run_predict(p: dict, given: set, start: float) -> None:
     opts = RunOptions(inputs=list(p["inputs"]), predictions=p["predictions"], quiet=p["quiet"],
                       progress_interval=p["progress_interval"],
                       progress_bar=p["progress_bar"], report=p["report"], flush=flush,
-                      probabilities=p["probabilities"], top_k=p["top_k"] or 0,
+                      probabilities=p["probabilities"], top_k=p["top_k"] or 0, threshold=p.get("threshold"),
                       chunk_bytes=(4096 if flush and chunk_bytes == 1 << 20 else chunk_bytes),
                       start_time=start, handle_signals=True, threads=resolve_threads(p["threads"]),
                       max_line_bytes=p["max_line_bytes"], on_started=end_startup)

@@ -55,6 +55,7 @@ class RunOptions:
     flush: bool = False
     probabilities: bool = False
     top_k: int = 0
+    threshold: float | None = None  # multi-label predict: print the labels with P(label|x) >= this
     chunk_bytes: int = 1 << 20
     err: object = None
     start_time: float | None = None
@@ -127,7 +128,14 @@ class PredictionWriter:
     def write(self, preds: np.ndarray, tags, extra: list | None = None):
         if self.f is None or preds.shape[0] == 0:
             return
-        lines = self.lines(preds, tags, extra)
+        self.write_lines(self.lines(preds, None, extra), tags)
+
+    def write_lines(self, lines: list, tags=None):
+        """Write answer lines as given (`` tag`` appended where there is one)."""
+        if self.f is None or not lines:
+            return
+        if tags is not None:
+            lines = [ln if t is None else f"{ln} {t}" for ln, t in zip(lines, tags)]
         try:
             self.f.write("\n".join(lines) + "\n")
             if self.flush:
@@ -315,6 +323,7 @@ class Runner:
         self._pool = None
         self.low_labels = 0  # predict: labels below 1 read as unlabeled
         self.label_dict = None  # labels.LabelDict with string labels
+        self.sets = None  # multilabel.SetPredictor: a multi-label model's prediction lines and test metrics
         #: examples of the current pass seen so far (holdout positions); a pass starts at 0, a
         #: Dask shard's segment goes on from where its last one ended
         self.holdout_counter = 0
@@ -364,6 +373,8 @@ class Runner:
                 f"(more distinct labels than -k)")
 
     def _check_labels(self, batch: ExampleBatch, train_possible: bool) -> ExampleBatch:
+        if batch.label_ptr is not None:
+            return self._check_label_sets(batch, train_possible)
         bad = self.reduction.invalid_labels(batch.labels)
         if not bad.any():
             return batch
@@ -384,6 +395,32 @@ class Runner:
                        f"1..{self.reduction.k}; such examples are counted as mistakes")
             self.warned_range = True
         return batch
+
+    def _check_label_sets(self, batch: ExampleBatch, train_possible: bool) -> ExampleBatch:
+        """Label sets to train on must be in 1..k (else a malformed line, or skipped); in
+        predict a label beyond k is a label the model cannot predict (a miss in the metrics)."""
+        k = self.reduction.k
+        if not train_possible or not batch.label_ids.size or int(batch.label_ids.max()) <= k:
+            return batch
+        counts = np.diff(batch.label_ptr)
+        owner = np.repeat(np.arange(len(batch)), counts)
+        bad = np.zeros(len(batch), dtype=bool)
+        bad[owner[batch.label_ids[batch.label_ptr[0]:batch.label_ptr[-1]] > k]] = True
+
+        def text(i):
+            big = int(batch.label_set(i).max())
+            name = str(big) if self.label_dict is None else repr(self.label_dict.name(big))
+            return f"label {name} is outside 1..{k}" + ("" if self.label_dict is None else " (more distinct labels than -k)")
+
+        if not self.input_cfg.skip_invalid:
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(batch.source, int(batch.line_numbers[i]), "label_range", text(i))
+        for i in np.flatnonzero(bad):
+            self.progress.skipped += 1
+            if self.skipped_shown < 10 and not self.opts.quiet:
+                self.err.write(f"skipping {batch.source}:{int(batch.line_numbers[i])}: {text(i)}\n")
+                self.skipped_shown += 1
+        return batch.subset(~bad)
 
     # -- the loop ----------------------------------------------------------------------------
     def run_pass(self, batches, pass_index: int, holdout: bool, writer: PredictionWriter, stop: _StopFlag):
@@ -421,16 +458,28 @@ class Runner:
             if self.learn:
                 self.learner.ensure_scratch(int(batch.n_features.max()))
             preds, losses = self._process(batch, train)
-            zero_one = np.where(labeled & (preds != labels), weights, 0.0)
+            shown = None
+            if batch.label_ptr is not None:
+                from .multilabel import in_sets, label_text
+
+                miss = ~in_sets(preds, batch.label_ptr, batch.label_ids)
+                shown = lambda j, b=batch: label_text(b, j, self.label_dict)  # noqa: E731
+            else:
+                miss = preds != labels
+            zero_one = np.where(labeled & miss, weights, 0.0)
             if losses is None:
                 losses = zero_one
                 zero_one = None
-            self.progress.add_batch(labels, weights, preds, losses, batch.n_features, hold, zero_one)
+            self.progress.add_batch(labels, weights, preds, losses, batch.n_features, hold, zero_one, shown)
             if self.learner.nan_count and not self.warned_nan:
                 self._warn("a regressor produced NaN (score or update); it was replaced by 0")
                 self.warned_nan = True
             extra = None
-            if writer.f is not None and (self.opts.probabilities or self.opts.top_k):
+            if self.sets is not None:
+                lines = self.sets.batch(batch, writer.f is not None)[1]
+                if lines is not None:
+                    writer.write_lines(lines, batch.tags)
+            elif writer.f is not None and (self.opts.probabilities or self.opts.top_k):
                 extra = probability_fields(self.reduction, batch, self.opts.top_k, self.opts.probabilities,
                                            self.label_dict)
                 writer.write(extra[0], batch.tags, extra[1])
@@ -565,7 +614,10 @@ def _new_model(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Redu
 
     cls = get_reduction_class(red_cfg.name)
     learner = LinearLearner(learner_cfg, input_cfg.bits, cls.n_models_for(red_cfg), cls.slot_mode)
-    return learner, cls(red_cfg, learner)
+    reduction = cls(red_cfg, learner)
+    if input_cfg.multilabel:
+        reduction.set_multilabel()
+    return learner, reduction
 
 
 def _continued_model(path: str, input_cfg: InputConfig, explicit: dict):
@@ -743,7 +795,14 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
         writer = PredictionWriter(opts.predictions, opts.flush, label_dict)
         if opts.handle_signals:
             stop.install()
-        if (opts.probabilities or opts.top_k) and writer.f is not None:
+        if loaded.reduction.multilabel:
+            from .multilabel import SetPredictor
+
+            runner.sets = SetPredictor(loaded.reduction, opts.top_k, opts.threshold, label_dict)
+        elif opts.threshold is not None:
+            raise ConfigError("--threshold is for multi-label models (trained with --multilabel); "
+                              "use --top-k or --probabilities")
+        elif (opts.probabilities or opts.top_k) and writer.f is not None:
             loaded.reduction.predict_top(ExampleBatch.empty(), max(1, opts.top_k))  # fail early if unsupported
         if batches is None:
             batches = prefetch(_batches_for_pass(paths, input_cfg, opts, 0, None, label_dict),
@@ -758,6 +817,8 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
             writer.close()
         stop.restore()
     summary = _summary(runner, loaded.reduction, input_cfg, 1, start, None)
+    if runner.sets is not None:
+        summary.update(runner.sets.result())
     if runner.low_labels:
         summary["labels_below_1"] = runner.low_labels
     _finish(err, opts, runner, summary)
@@ -777,6 +838,7 @@ _FIXED = {
     "interactions": ("input", "interactions"), "ngram": ("input", "ngram"), "skips": ("input", "skips"),
     "ignore": ("input", "ignore"), "keep": ("input", "keep"), "ignore_linear": ("input", "ignore_linear"),
     "named_labels": ("input", "named_labels"), "string_labels": ("input", "string_labels"),
+    "multilabel": ("input", "multilabel"),
 }
 
 
@@ -862,6 +924,15 @@ def _finish(err, opts: RunOptions, runner: Runner, s: dict):
             err.write(f"average 0/1 loss = {f(s['average_zero_one_loss'])}\n")
         if "perplexity" in s:
             err.write(f"perplexity = {f(s['perplexity'])}\n")
+        if "p@1" in s:
+            from .multilabel import KS
+
+            for name, key in (("precision", "p"), ("nDCG", "ndcg"), ("PSP", "psp")):
+                if f"{key}@1" in s:
+                    err.write(f"{name}@{'/'.join(map(str, KS))} = "
+                              + " / ".join("%.4f" % s[f"{key}@{k}"] for k in KS) + "\n")
+            if "micro_f1" in s:
+                err.write(f"micro F1 = {s['micro_f1']:.4f}, macro F1 = {s['macro_f1']:.4f}\n")
         err.write(f"total feature number = {s['total_features']}\n")
         for key, v in s.items():
             if key in ("number_of_swaps",):

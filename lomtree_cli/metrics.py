@@ -76,11 +76,12 @@ class Progress:
     def start(self):
         self._header()
 
-    def add_batch(self, labels, weights, preds, losses, nfeat, holdout, zero_one=None):
+    def add_batch(self, labels, weights, preds, losses, nfeat, holdout, zero_one=None, shown=None):
         """Account a processed chunk, printing table lines at the doubling points.
 
         labels, preds : int64 (n,); weights, losses : float64 (n,); nfeat : int64 (n,);
-        holdout : bool (n,). Loss of unlabeled examples is ignored.
+        holdout : bool (n,). Loss of unlabeled examples is ignored. ``shown(j)``: the text of
+        example j's label in the table (label sets), else ``labels[j]``.
         """
         n = labels.shape[0]
         if n == 0:
@@ -103,7 +104,7 @@ class Progress:
                 break
             j = max(j, i)
             self._accumulate(labeled, weights, losses, nfeat, holdout, i, j + 1)
-            self._print(int(labels[j]), int(preds[j]), int(nfeat[j]))
+            self._print(int(labels[j]) if shown is None else shown(j), int(preds[j]), int(nfeat[j]))
             i = j + 1
 
     def _accumulate(self, labeled, weights, losses, nfeat, holdout, a, b):

@@ -50,7 +50,7 @@ def _digest(a: np.ndarray) -> str:
 
 def model_arrays(learner, reduction) -> dict:
     arrays = {f"learner/{name}": a for name, a in learner.state().items()}
-    for name, a in reduction.state().items():
+    for name, a in {**reduction.state(), **reduction.label_set_state()}.items():
         arrays[f"reduction/{name}"] = np.asarray(a)
     return arrays
 
@@ -277,6 +277,10 @@ def _build(header: dict, data: dict, predict_only: bool = False) -> LoadedModel:
                        header["learner_meta"])
     reduction = cls(rcfg, learner)
     red_arrays = {name[len("reduction/"):]: a for name, a in data.items() if name.startswith("reduction/")}
+    if input_cfg.multilabel:
+        reduction.set_multilabel()
+        reduction.load_label_set_state(red_arrays)
+        red_arrays.pop("label_counts")
     reduction.load_state(red_arrays, header.get("reduction_meta", {}))
     label_dict = None
     if input_cfg.has_string_labels:

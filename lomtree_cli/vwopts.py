@@ -12,7 +12,9 @@ from __future__ import annotations
 from .errors import ConfigError
 
 #: VW reduction option -> lomtree reduction
-ALIASES = {"oaa": "oaa", "ect": "filter", "log_multi": "lomtree"}
+ALIASES = {"oaa": "oaa", "ect": "filter", "log_multi": "lomtree", "plt": "plt", "multilabel_oaa": "oaa"}
+#: the VW reductions that learn label sets: their spelling implies --multilabel
+MULTILABEL_ALIASES = ("plt", "multilabel_oaa")
 
 
 def _opt(name: str) -> str:
@@ -36,6 +38,8 @@ def apply_vw_options(p: dict, given: set) -> None:
         p["reduction"] = ALIASES[a]
         p["k"] = k
         given.update({"reduction", "k"})
+        if a in MULTILABEL_ALIASES:
+            p["multilabel"] = True
     if (p.get("readable_model") or p.get("invert_hash")) and not p.get("final_model"):
         raise ConfigError("--readable_model/--invert_hash need -f MODEL (the text is written from the saved model)")
     if p.get("readable_model") and p.get("invert_hash"):
@@ -63,6 +67,8 @@ def apply_vw_options(p: dict, given: set) -> None:
         given.add("named_labels")
     if p.get("string_labels"):
         given.add("string_labels")
+    if p.get("multilabel") or p.get("fmt") == "xmc":
+        given.add("multilabel")
 
 
 def vw_input_fields(p: dict) -> dict:
@@ -88,4 +94,5 @@ def vw_input_fields(p: dict) -> dict:
         out[name] = "".join(p.get(name) or ())
     out["named_labels"] = p.get("named_labels") or ""
     out["string_labels"] = bool(p.get("string_labels")) or bool(out["named_labels"])
+    out["multilabel"] = bool(p.get("multilabel")) or p.get("fmt") == "xmc"
     return out

@@ -445,6 +445,128 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, labels, weig
     return n
 
 
+@kernel()
+def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb):
+    """Train the node regressors for an example whose positive nodes (the union of its labels'
+    root-to-leaf paths) carry ``mark[v] == stamp``: at every positive internal node, from the
+    root down (breadth first), each child toward +1 if it is positive, else -1 (Jasinska et al.
+    2016; with one label this is ``train_path``'s path, node for node). An example without
+    labels trains the root's children toward -1. ``queue``: work, size >= the number of nodes."""
+    W = np.int64(lin.hp[K.HP_W])
+    queue[0] = 0
+    qh = 0
+    qt = 1
+    while qh < qt:
+        a = queue[qh]
+        qh += 1
+        na = tree.nchild[a]
+        if na == 0:
+            continue
+        r0 = tree.block[a] * W
+        K.score_block(lin, indices, values, s, e, r0, na, fb)
+        for j in range(na):
+            c = tree.child[a, j]
+            on = mark[c] == stamp
+            K.learn(lin, indices, values, s, e, r0 + j, 1.0 if on else -1.0, iw, K.clip_score(lin, fb[j]))
+            if on and tree.nchild[c] > 0:
+                queue[qt] = c
+                qt += 1
+
+
+@jit(nogil=True)
+def plt_process_sets(lin, tree, params, gstats, indptr, indices, values, lptr, lids, weights, train, start,
+                     preds):
+    """``plt_process`` for label sets: example i's labels are ``lids[lptr[i]:lptr[i+1]]``.
+
+    The prediction is the best candidate as there; a trained example inserts each of its labels
+    not yet in the tree (all of them, or none and the kernel stops before the example for room),
+    marks the union of their paths positive, trains every positive node's children toward +1 or
+    -1 (``train_positive``) and, with ``PAR_NEGATIVES``, every candidate leaf of the beam whose
+    parent is not positive toward -1 (the others were trained as children of a positive node).
+    With ``PAR_AUTO`` a gamma counts an example when its best candidate is one of the labels
+    (progressive precision@1). Returns n, or the index of the first example that needs room.
+    """
+    n = preds.shape[0]
+    M = np.int64(params[PAR_ARITY])
+    B = np.int64(params[PAR_BEAM])
+    logistic = params[PAR_LOGISTIC] != 0.0
+    need = params[PAR_NEED_PRED] != 0.0
+    gamma = params[PAR_GAMMA]
+    negatives = params[PAR_NEGATIVES] != 0.0
+    auto = params[PAR_AUTO] != 0.0
+    depth = tree_depth(tree)
+    bn, bl, nn, nl, cn, cl, cs, cb, fb = _beam_work(B, M, depth)
+    W = np.int64(lin.hp[K.HP_W])
+    cap = tree.parent.shape[0]
+    mark = np.zeros(cap, dtype=np.int64)
+    queue = np.empty(cap, dtype=np.int64)
+    stamp = 0
+    for i in range(start, n):
+        s = indptr[i]
+        e = indptr[i + 1]
+        ls = lptr[i]
+        le = lptr[i + 1]
+        nc = 0
+        if need or not train[i] or negatives or auto:
+            nc = beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb,
+                             not train[i])
+            t = best_candidate(tree, cn, cs, cb, gamma, nc)
+            preds[i] = tree.label[cn[t]] if t >= 0 else 0
+        if not train[i]:
+            continue
+        new = 0
+        for j in range(ls, le):
+            if tree.leaf_of[lids[j]] < 0:
+                new += 1
+        if new > 0 and (tree.counts[CT_NODES] + ROOM * new > cap
+                        or (tree.counts[CT_BLOCKS] + 2 * new) * W > lin.S.shape[0]):
+            return i
+        stamp += 1
+        if auto and nc > 0:
+            g_best = 0
+            for g in range(GAMMAS.shape[0]):
+                t = best_candidate(tree, cn, cs, cb, GAMMAS[g], nc)
+                y = tree.label[cn[t]]
+                for j in range(ls, le):
+                    if lids[j] == y:
+                        gstats[g] += weights[i]
+                        break
+                if gstats[g] > gstats[g_best]:
+                    g_best = g
+            gamma = GAMMAS[g_best]
+            params[PAR_GAMMA] = gamma
+        d = 0
+        for j in range(ls, le):
+            y = lids[j]
+            leaf = tree.leaf_of[y]
+            if leaf < 0:
+                leaf = insert_label(lin, tree, logistic, M, indices, values, s, e, y, fb)
+                x = node_depth(tree, leaf)
+                if x > d:
+                    d = x
+            a = leaf
+            while a >= 0 and mark[a] != stamp:
+                mark[a] = stamp
+                a = tree.parent[a]
+        iw = weights[i]
+        train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb)
+        if negatives:
+            for t in range(nc):
+                c = cn[t]
+                if mark[tree.parent[c]] != stamp:
+                    r = tree.reg[c]
+                    f = K.clip_score(lin, K.score(lin, indices, values, s, e, r))
+                    K.learn(lin, indices, values, s, e, r, -1.0, iw, f)
+        K.end_example(lin, iw)
+        if d > depth:  # room for more candidates (after the negatives, which read this example's)
+            depth = d
+            cn = np.empty(B * M * depth, dtype=np.int64)
+            cl = np.empty(B * M * depth, dtype=np.float64)
+            cs = np.empty(B * M * depth, dtype=np.float64)
+            cb = np.empty(B * M * depth, dtype=np.float64)
+    return n
+
+
 @jit(nogil=True)
 def plt_top(lin, tree, params, indptr, indices, values, labels, n_top, labs, probs, p_true):
     """The ``n_top`` best candidates by ranking score (beam ``max(B, n_top)``) with their path
@@ -503,15 +625,17 @@ def majority_process(counts, labels, train, preds):
 
 
 @jit(nogil=True)
-def sketch_centroids(indptr, indices, values, rows, d_bits, out):
-    """Add each example's L2-normalised features, count-sketched to ``2**d_bits`` dimensions, to
-    row ``rows[i]`` of ``out`` (float64, (n_labels, 2**d_bits)); rows[i] < 0: skipped. Feature
-    h goes to bucket ``(h * phi) >> (64 - d_bits)`` with the sign of bit 31 of the same product
-    (phi the 64-bit golden ratio), so equal features agree across examples."""
+def sketch_centroids(indptr, indices, values, ex, rows, d_bits, out):
+    """For each pair t, add example ``ex[t]``'s L2-normalised features, count-sketched to
+    ``2**d_bits`` dimensions, to row ``rows[t]`` of ``out`` (float64, (n_labels, 2**d_bits));
+    rows[t] < 0: skipped (an example with several labels is one pair per label). Feature h goes
+    to bucket ``(h * phi) >> (64 - d_bits)`` with the sign of bit 31 of the same product (phi
+    the 64-bit golden ratio), so equal features agree across examples."""
     phi = np.uint64(0x9E3779B97F4A7C15)
     sh = np.uint64(64 - d_bits)
-    for i in range(rows.shape[0]):
-        r = rows[i]
+    for t in range(rows.shape[0]):
+        r = rows[t]
+        i = ex[t]
         if r < 0:
             continue
         s = indptr[i]

@@ -14,6 +14,12 @@ files and the tests treat all of them alike:
 - ``inspect()``: a JSON-able description for ``lomtree inspect``;
 - optional ``predict_top(batch, n)``: the ``n`` most probable labels with probabilities.
 
+Label sets (multi-label input, ``batch.label_ptr``): a reduction that learns them says so with
+``label_sets = True`` and trains on every label of a set in ``process`` (PLT: the union of the
+labels' paths; OAA: binary relevance); ``set_multilabel`` refuses the others with a message
+that names the ones that can. A multi-label model also keeps the count of each label over the
+trained examples (``label_counts``, saved with the model): the propensities of PSP@k.
+
 Labels are 1-based at this interface (0 = unlabeled); kernels use 0-based ids inside.
 """
 
@@ -65,6 +71,10 @@ class Reduction:
     #: the GIL and keeps no state between examples), so parts of a batch may be predicted in
     #: parallel threads (``lomtree predict --threads``)
     parallel_predict: ClassVar[bool] = False
+    #: True when ``process`` learns label sets (multi-label input)
+    label_sets: ClassVar[bool] = False
+    #: a multi-label model: labels counted over the trained examples, index = label (0: examples)
+    label_counts: np.ndarray | None = None
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -80,6 +90,50 @@ class Reduction:
     @staticmethod
     def n_models_for(rcfg: ReductionConfig) -> int:
         raise NotImplementedError
+
+    @property
+    def multilabel(self) -> bool:
+        return self.label_counts is not None
+
+    def set_multilabel(self) -> None:
+        """Make this a model of label sets; ConfigError if the reduction cannot learn them."""
+        if not self.label_sets:
+            from .registry import REGISTRY
+
+            able = [n for n in REGISTRY if get_reduction_class(n).label_sets]
+            raise ConfigError(f"-r {self.name} does not learn label sets (--multilabel); use "
+                              + " or ".join(f"-r {n}" for n in able))
+        if self.label_counts is None:
+            self.label_counts = np.zeros(self.k + 1, dtype=np.float64)
+
+    def check_label_sets(self, batch, train) -> None:
+        """``check_labels`` for label sets, and their count: ValueError unless the batch has label
+        sets exactly when the model is multi-label and every label of a trained example is in
+        1..k; then the trained examples' labels are added to ``label_counts``."""
+        if (batch.label_ptr is not None) != self.multilabel:
+            raise ValueError(f"{self.name}: " + ("label sets given to a single-label model" if self.multilabel is False
+                                                  else "a multi-label model needs label sets"))
+        if batch.label_ptr is None:
+            return
+        t = np.asarray(train, dtype=bool)
+        ids = batch.label_ids[np.repeat(t, np.diff(batch.label_ptr))]
+        if ids.size and (int(ids.min()) < 1 or int(ids.max()) > self.k):
+            bad = int(ids.min()) if int(ids.min()) < 1 else int(ids.max())
+            raise ValueError(f"{self.name}: cannot train on label {bad}: labels must be in 1..{self.k}")
+        self.label_counts += np.bincount(ids, minlength=self.k + 1)[:self.k + 1]
+        self.label_counts[0] += float(np.count_nonzero(t))
+
+    def label_set_state(self) -> dict:
+        return {} if self.label_counts is None else {"label_counts": self.label_counts.copy()}
+
+    def load_label_set_state(self, arrays: dict) -> None:
+        c = arrays.get("label_counts")
+        if c is None:
+            raise ValueError("a multi-label model without its label counts")
+        c = np.asarray(c)
+        if c.dtype != np.float64 or c.shape != (self.k + 1,) or not np.all(np.isfinite(c)) or np.any(c < 0):
+            raise ValueError("label_counts invalid")
+        self.label_counts = c.copy()
 
     @property
     def k(self) -> int:

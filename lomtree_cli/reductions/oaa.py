@@ -4,6 +4,10 @@ k regressors, model id ``i - 1`` for class ``i``. Predict ``argmax_i clip(f_{i-1
 the smallest i); train every regressor, ``+1`` for the true class and ``-1`` for the others,
 reusing the pre-update predictions. With logistic loss ``predict_top`` gives probabilities
 ``sigmoid(f_i) / sum_j sigmoid(f_j)``; with the other losses ``(clip(f_i)+1)/2`` normalised.
+
+With label sets it is binary relevance (VW's ``--multilabel_oaa``): every regressor of a label of
+the set is trained toward +1, the others toward -1, and ``P(label i | x)`` is each regressor's own
+probability, ``sigmoid(f_i)`` or ``(clip(f_i)+1)/2``, not normalised.
 """
 
 from __future__ import annotations
@@ -68,13 +72,14 @@ def clip_argmax(lin, scores, k):
 
 
 @jit(nogil=True)
-def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, scratch):
-    """Progressive predict-then-learn over a chunk.
+def oaa_process(lin, indptr, indices, values, lptr, lids, weights, train, k, preds, scratch):
+    """Progressive predict-then-learn over a chunk; example i's labels (one, or a set: binary
+    relevance) are ``lids[lptr[i]:lptr[i+1]]``.
 
     preds : int64, shape (n,) out: predicted label (1-based) before each update
     scratch : float64, shape (k,)
     """
-    n = labels.shape[0]
+    n = preds.shape[0]
     ys = np.empty(k, dtype=np.float64)
     work = np.empty((k, 4), dtype=np.float64)
     act = np.empty(k, dtype=np.int64)
@@ -90,16 +95,17 @@ def oaa_process(lin, indptr, indices, values, labels, weights, train, k, preds, 
         _scores_all(lin, indices, values, s, e, k, scratch)
         preds[i] = clip_argmax(lin, scratch, k) + 1
         if train[i]:
-            y = labels[i] - 1
             iw = weights[i]
+            for c in range(k):
+                ys[c] = -1.0
+            for j in range(lptr[i], lptr[i + 1]):
+                ys[lids[j] - 1] = 1.0
             code = K.stride_block_disjoint(lin, indices, s, e, k, tmp)
             if code:
-                for c in range(k):
-                    ys[c] = 1.0 if c == y else -1.0
                 K.learn_block(lin, indices, values, s, e, ms, k, ys, iw, scratch, work, act, code == 2)
             else:
                 for c in range(k):
-                    K.learn(lin, indices, values, s, e, c, 1.0 if c == y else -1.0, iw, scratch[c])
+                    K.learn(lin, indices, values, s, e, c, ys[c], iw, scratch[c])
             K.end_example(lin, iw)
 
 
@@ -115,6 +121,7 @@ def oaa_scores(lin, indptr, indices, values, k, out):
 class OneAgainstAll(Reduction):
     name = "oaa"
     parallel_predict = True
+    label_sets = True
 
     @staticmethod
     def n_models_for(rcfg) -> int:
@@ -122,13 +129,18 @@ class OneAgainstAll(Reduction):
 
     def process(self, batch, train):
         self.check_labels(batch.labels, train)
+        self.check_label_sets(batch, train)
         n = len(batch)
         if len(batch) and train.any():
             # let learn_block cache one rate per (feature, class) pair of the longest example
             self.learner.ensure_scratch(min(int(batch.n_features.max()) * self.k, 1 << 20))
         preds = np.zeros(n, dtype=np.int64)
         scratch = np.zeros(self.k, dtype=np.float64)
-        oaa_process(self.learner.arrays, batch.indptr, batch.indices, batch.values, batch.labels,
+        if batch.label_ptr is None:  # one label: a set of one
+            lptr, lids = np.arange(n + 1, dtype=np.int64), batch.labels
+        else:
+            lptr, lids = batch.label_ptr - batch.label_ptr[0], batch.label_ids[batch.label_ptr[0]:]
+        oaa_process(self.learner.arrays, batch.indptr, batch.indices, batch.values, lptr, lids,
                     batch.weights, np.ascontiguousarray(train, dtype=np.bool_), self.k, preds, scratch)
         return preds, None
 
@@ -139,9 +151,10 @@ class OneAgainstAll(Reduction):
             p = 1.0 / (1.0 + np.exp(-scores))
         else:
             p = (scores + 1.0) / 2.0
-        tot = p.sum(axis=1, keepdims=True)
-        tot[tot == 0] = 1.0
-        p = p / tot
+        if not self.multilabel:
+            tot = p.sum(axis=1, keepdims=True)
+            tot[tot == 0] = 1.0
+            p = p / tot
         order = np.argsort(-p, axis=1, kind="stable")[:, :n]
         top_p = np.take_along_axis(p, order, axis=1)
         lab = batch.labels

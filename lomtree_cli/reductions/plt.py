@@ -166,6 +166,7 @@ class ProbabilisticLabelTree(Reduction):
     name = "plt"
     slot_mode = MODE_BLOCK
     fixed_models = False
+    label_sets = True
 
     def __init__(self, rcfg, learner):
         super().__init__(rcfg, learner)
@@ -210,6 +211,12 @@ class ProbabilisticLabelTree(Reduction):
         n = len(batch)
         preds = np.zeros(n, dtype=np.int64)
         train = np.ascontiguousarray(train, dtype=np.bool_)
+        if batch.label_ptr is not None:
+            run_resuming(lambda i: P.plt_process_sets(self.learner.arrays, self.tree, self.params, self.gstats,
+                                                      batch.indptr, batch.indices, batch.values, batch.label_ptr,
+                                                      batch.label_ids, batch.weights, train, i, preds),
+                         n, self._make_room)
+            return preds
         run_resuming(lambda i: P.plt_process(self.learner.arrays, self.tree, self.params, self.gstats, batch.indptr,
                                              batch.indices, batch.values, batch.labels, batch.weights, train,
                                              i, preds),
@@ -233,11 +240,16 @@ class ProbabilisticLabelTree(Reduction):
         the whole chunk, which the buffer should not keep alive."""
         train = np.ascontiguousarray(train, dtype=np.bool_)
         preds = np.zeros(len(batch), dtype=np.int64)
-        P.majority_process(self.freq, batch.labels, train, preds)
+        P.majority_process(self.freq, batch.first_labels(), train, preds)
         lo, hi = int(batch.indptr[0]), int(batch.indptr[-1])
+        lptr = lids = None
+        if batch.label_ptr is not None:
+            la, lb = int(batch.label_ptr[0]), int(batch.label_ptr[-1])
+            lptr, lids = batch.label_ptr - la, batch.label_ids[la:lb].copy()
         copy = ExampleBatch(labels=batch.labels.copy(), weights=batch.weights.copy(), indptr=batch.indptr - lo,
                             indices=batch.indices[lo:hi].copy(), values=batch.values[lo:hi].copy(),
-                            line_numbers=batch.line_numbers.copy(), source=batch.source)
+                            line_numbers=batch.line_numbers.copy(), source=batch.source, label_ptr=lptr,
+                            label_ids=lids)
         self.buffer.append((copy, train.copy()))
         self.buffered += len(batch)
         self.buffered_features += int(batch.indptr[-1] - batch.indptr[0])
@@ -245,6 +257,7 @@ class ProbabilisticLabelTree(Reduction):
 
     def process(self, batch, train):
         self.check_labels(batch.labels, train)
+        self.check_label_sets(batch, train)
         if self.built:
             return self._run(batch, train), None
         n = len(batch)
@@ -280,7 +293,8 @@ class ProbabilisticLabelTree(Reduction):
     def _build_tree(self, buf) -> None:
         if not buf:
             return
-        labels = np.concatenate([b.labels[t] for b, t in buf])
+        pairs = [_label_pairs(b, t) for b, t in buf]  # (example, label) of the trained examples
+        labels = np.concatenate([lab for _, lab in pairs])
         seen = np.flatnonzero(np.bincount(labels, minlength=self.k + 1)[1:]) + 1
         if seen.size == 0:
             return
@@ -291,10 +305,10 @@ class ProbabilisticLabelTree(Reduction):
             bits -= 1
         X = np.zeros((seen.size, 1 << bits), dtype=np.float64)
         cnt = np.zeros(seen.size, dtype=np.float64)
-        for b, t in buf:
-            rows = np.where(t, row_of[b.labels], -1)
-            P.sketch_centroids(b.indptr, b.indices, b.values, rows, bits, X)
-            np.add.at(cnt, rows[rows >= 0], 1.0)
+        for (b, _), (ex, lab) in zip(buf, pairs):
+            rows = row_of[lab]
+            P.sketch_centroids(b.indptr, b.indices, b.values, ex, rows, bits, X)
+            np.add.at(cnt, rows, 1.0)
         X /= cnt[:, None]
         X -= X.mean(axis=0)
         nrm = np.linalg.norm(X, axis=1, keepdims=True)
@@ -434,6 +448,20 @@ class ProbabilisticLabelTree(Reduction):
             "levels": [{"depth": lev, "nodes": int((d == lev).sum()), "leaves": int(((d == lev) & leaf).sum())}
                        for lev in range(int(d.max()) + 1 if n else 0)],
         }
+
+
+def _label_pairs(batch, train):
+    """(example index, label) of every label of the examples that train: the label centroids'
+    terms (an example of a label set is a term of each of its labels' centroids)."""
+    t = np.asarray(train, dtype=bool)
+    if batch.label_ptr is None:
+        ex = np.flatnonzero(t)
+        return ex, batch.labels[ex]
+    counts = np.diff(batch.label_ptr)
+    ex = np.repeat(np.arange(len(batch)), counts)
+    lab = batch.label_ids[batch.label_ptr[0]:batch.label_ptr[-1]]
+    keep = t[ex]
+    return ex[keep], lab[keep]
 
 
 def _validate(child, nchild, parent, label, k) -> None:
