@@ -85,6 +85,21 @@ def _warm_commands(d: str) -> list[list[str]]:
                   "-c", os.path.join(d, f"{r}.cache"), "-f", m + "2", "--quiet"],
                  ["predict", "-i", m, vw, "-p", preds, "--quiet"],
                  ["inspect", m]]
+    # label sets: every reduction that learns them, on the three formats that carry them
+    xmc, mls = os.path.join(d, "w.xmc"), os.path.join(d, "w.mls")
+    with open(xmc, "w") as f:
+        f.write("40 12 6\n" + "".join(f"{i % 5},{(i + 2) % 6} {i % 7}:0.5 {9 + i % 3}:1\n" for i in range(39)) + " 3:1\n")
+    with open(mls, "w") as f:
+        f.write("".join(f"{1 + i % 5},{1 + (i + 2) % 6} |a f{i % 7}:0.5 |b g{i % 3}\n" for i in range(40)))
+    for r in REGISTRY:
+        if not get_reduction_class(r).label_sets:
+            continue
+        m = os.path.join(d, f"{r}.ml.lt")
+        cmds += [["train", "-r", r, "--multilabel", "-k", "6", "-b", "18", mls, "-f", m, "--quiet"],
+                 ["train", "-r", r, "--format", "xmc", "-k", "6", "-b", "18", xmc, "--passes", "2",
+                  "-c", os.path.join(d, f"{r}.ml.cache"), "-f", m + "2", "--quiet"],
+                 ["predict", "-i", m, mls, "-p", os.path.join(d, "p"), "--quiet"],
+                 ["predict", "-i", m, mls, "-p", os.path.join(d, "p"), "--top-k", "3", "--quiet"]]
     for r in REGISTRY:
         if get_reduction_class(r).predict_top is not Reduction.predict_top:
             out = os.path.join(d, "p")

@@ -243,7 +243,8 @@ def vw_options(f):
               help="L2 regularisation: the weights an update touches shrink by 1 - l2 * rate.")
 @click.option("--sgd", is_flag=True, help="Plain SGD instead of adaptive+normalized+invariant updates.")
 @click.option("--decay-learning-rate", "--decay_learning_rate", "decay_learning_rate", type=float,
-              default=1.0, show_default=True, help="Learning-rate factor applied after each pass.")
+              default=None, help="Learning-rate factor applied after each pass [1; multi-label plt, oaa with "
+                                 "--passes > 1: 0.5].")
 @click.option("--passes", type=int, default=1, show_default=True)
 @click.option("-c", "--cache", "cache", is_flag=False, flag_value="", default=None,
               help="Keep the binary example cache at PATH (default: MODEL.cache next to -f) and reuse it "

@@ -168,16 +168,23 @@ def _new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
     from .reductions.registry import default, reduction_options
 
     name = p["reduction"]
+    ml = bool(p.get("multilabel")) or p.get("fmt") == "xmc"
+
+    def dflt(key, fallback):
+        return default(name, key, fallback, ml, int(p.get("passes") or 1))
+
     base = {f.name: f.default for f in fields(ReductionConfig)}
-    own = {f: (p[f] if p[f] is not None else default(name, f, base[f])) for f in reduction_options()}
+    own = {f: (p[f] if p[f] is not None else dflt(f, base[f])) for f in reduction_options()}
     rcfg = ReductionConfig(name=name, k=p["k"], seed=p["seed"], **own)
     lr = p["learning_rate"]
     if lr is None and not p["sgd"]:  # the reduction's default (--sgd keeps its own, 10)
-        lr = default(name, "learning_rate", None)
+        lr = dflt("learning_rate", None)
+    decay = p.get("decay_learning_rate")
     lcfg = LearnerConfig(learning_rate=lr, initial_t=p["initial_t"],
-                         power_t=p["power_t"] if p["power_t"] is not None else default(name, "power_t", 0.5),
-                         loss=p["loss"] if p["loss"] is not None else default(name, "loss", "squared"),
-                         quantile_tau=p["quantile_tau"], sgd=p["sgd"], decay_learning_rate=p["decay_learning_rate"],
+                         power_t=p["power_t"] if p["power_t"] is not None else dflt("power_t", 0.5),
+                         loss=p["loss"] if p["loss"] is not None else dflt("loss", "squared"),
+                         quantile_tau=p["quantile_tau"], sgd=p["sgd"],
+                         decay_learning_rate=decay if decay is not None else dflt("decay_learning_rate", 1.0),
                          l1=p["l1"], l2=p["l2"])
     check_regularization(name, lcfg.l1, lcfg.l2)
     return rcfg, lcfg

@@ -215,7 +215,7 @@ def test_learn_block_equals_sequential_learns(exs, loss, sgd, power_t, bits, reg
         for c in range(k):
             K.learn(a, idx, val, 0, len(idx), c, ys[c], iw, yh[c])
         K.learn_block(b, idx, val, 0, len(idx), np.arange(k), k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64),
-                      code == 2)
+                      code == 2, np.int64(k), np.int64(0))
         if iw > 0:
             K.end_example(a, iw)
             K.end_example(b, iw)
@@ -260,7 +260,7 @@ def test_learn_block_over_any_regressors_equals_sequential_learns(exs, loss, pow
         for c in range(k):
             K.learn(a, idx, val, 0, len(idx), ms[c], ys[c], iw, yh[c])
         K.learn_block(b, idx, val, 0, len(idx), ms, k, ys, iw, yh, np.zeros((k, 4)), np.zeros(k, np.int64),
-                      distinct)
+                      distinct, np.int64(W), np.int64(0))
         assert_same_state(a, b)
 
 

@@ -856,12 +856,17 @@ def _block_amounts(lin, ms, act, na, work, ys, yhats, iw, loss, tau, eta, p, reg
 
 
 @kernel(error_model="numpy")
-def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, distinct):
+def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, distinct, mult, off):
     """Same result as ``for c in range(k): learn(lin, idx, val, start, end, ms[c], ys[c], iw, yhats[c])``
     (stride mode) when no two of the regressors ``ms[:k]`` share a slot on this example (OAA:
     ``ms = 0..k-1`` and ``stride_block_disjoint``; LOMtree's leaf candidates: ``scores_independent``
     for every pair), so the order of their updates does not matter; loops features outer and
     regressors inner, so the k slots of one feature are updated while they sit in the cache.
+
+    The slot of feature h for regressor ``ms[c]`` is ``(h * mult + off + ms[c]) & mask``: in stride
+    mode ``mult = W``, ``off = 0``; for the children ``m = b W + j`` of one block ``b`` (block mode)
+    ``mult = W K(b)``, ``off = W C(b) - b W`` (``slot_params`` less the child's own offset), whose
+    slots never meet: a feature's W slots of the block are adjacent rows.
 
     ms : int64 (k,) regressor ids; ys, yhats : float64 (k,); work : float64 (k, 4) scratch;
     act : int64 (k,) scratch. ``distinct``: the caller knows that no (feature, regressor) slot
@@ -886,7 +891,6 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, dist
     tau = hp[HP_TAU]
     p = hp[HP_POWER_T]
     eta = hp[HP_ETA]
-    W = np.int64(hp[HP_W])
     mask = np.int64(hp[HP_MASK])
     na = 0
     for c in range(k):
@@ -916,7 +920,7 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, dist
             v = np.float64(val[j])
             if not math.isfinite(v):
                 continue
-            base = np.int64(idx[j]) * W
+            base = np.int64(idx[j]) * mult + off
             for a in range(na):
                 c = act[a]
                 s = np.uint64((base + ms[c]) & mask)
@@ -936,7 +940,7 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, dist
         if not math.isfinite(x):
             pos += na
             continue
-        base = np.int64(idx[j]) * W
+        base = np.int64(idx[j]) * mult + off
         x2 = x * x
         ax = abs(x)
         if x2 < X2_MIN:
@@ -971,7 +975,7 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, dist
         if not math.isfinite(v):
             pos += na
             continue
-        base = np.int64(idx[j]) * W
+        base = np.int64(idx[j]) * mult + off
         for a in range(na):
             c = act[a]
             Mu = work[c, 3]

@@ -446,12 +446,14 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, labels, weig
 
 
 @kernel()
-def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb):
+def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb, ms, ys, yh, work, act):
     """Train the node regressors for an example whose positive nodes (the union of its labels'
     root-to-leaf paths) carry ``mark[v] == stamp``: at every positive internal node, from the
     root down (breadth first), each child toward +1 if it is positive, else -1 (Jasinska et al.
     2016; with one label this is ``train_path``'s path, node for node). An example without
-    labels trains the root's children toward -1. ``queue``: work, size >= the number of nodes."""
+    labels trains the root's children toward -1. A node's children are updated together
+    (``learn_block``: their slots never meet, so this equals their updates one after another).
+    ``queue``: work, size >= the number of nodes; ``ms, ys, yh`` (M,), ``work`` (M, 4), ``act`` (M,)."""
     W = np.int64(lin.hp[K.HP_W])
     queue[0] = 0
     qh = 0
@@ -467,10 +469,14 @@ def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb)
         for j in range(na):
             c = tree.child[a, j]
             on = mark[c] == stamp
-            K.learn(lin, indices, values, s, e, r0 + j, 1.0 if on else -1.0, iw, K.clip_score(lin, fb[j]))
+            ms[j] = r0 + j
+            ys[j] = 1.0 if on else -1.0
+            yh[j] = K.clip_score(lin, fb[j])
             if on and tree.nchild[c] > 0:
                 queue[qt] = c
                 qt += 1
+        mult, off, _ = K.slot_params(lin, r0)
+        K.learn_block(lin, indices, values, s, e, ms, na, ys, iw, yh, work, act, False, mult, off - r0)
 
 
 @jit(nogil=True)
@@ -500,6 +506,11 @@ def plt_process_sets(lin, tree, params, gstats, indptr, indices, values, lptr, l
     cap = tree.parent.shape[0]
     mark = np.zeros(cap, dtype=np.int64)
     queue = np.empty(cap, dtype=np.int64)
+    ms = np.empty(M, dtype=np.int64)
+    ys = np.empty(M, dtype=np.float64)
+    yh = np.empty(M, dtype=np.float64)
+    work = np.empty((M, 4), dtype=np.float64)
+    act = np.empty(M, dtype=np.int64)
     stamp = 0
     for i in range(start, n):
         s = indptr[i]
@@ -549,7 +560,7 @@ def plt_process_sets(lin, tree, params, gstats, indptr, indices, values, lptr, l
                 mark[a] = stamp
                 a = tree.parent[a]
         iw = weights[i]
-        train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb)
+        train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb, ms, ys, yh, work, act)
         if negatives:
             for t in range(nc):
                 c = cn[t]

@@ -502,7 +502,8 @@ def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, tra
     for q in range(n):
         m = lw.tm[q]
         if not _independent_of(lin, m, lw.ms, 0, nb, nd):
-            K.learn_block(lin, idx, val, st, en, lw.ms, nb, lw.ys, iw, lw.yh, lw.work, lw.act, distinct)
+            K.learn_block(lin, idx, val, st, en, lw.ms, nb, lw.ys, iw, lw.yh, lw.work, lw.act, distinct,
+                  np.int64(lin.hp[K.HP_W]), np.int64(0))
             for b in range(nb):
                 trained[nt] = lw.ms[b]
                 nt += 1
@@ -514,7 +515,8 @@ def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, tra
         lw.ys[nb] = 1.0 if node_top[v, q] == y else -1.0
         lw.yh[nb] = K.clip_score(lin, f)
         nb += 1
-    K.learn_block(lin, idx, val, st, en, lw.ms, nb, lw.ys, iw, lw.yh, lw.work, lw.act, distinct)
+    K.learn_block(lin, idx, val, st, en, lw.ms, nb, lw.ys, iw, lw.yh, lw.work, lw.act, distinct,
+                  np.int64(lin.hp[K.HP_W]), np.int64(0))
 
 
 @kernel()

@@ -102,7 +102,8 @@ def oaa_process(lin, indptr, indices, values, lptr, lids, weights, train, k, pre
                 ys[lids[j] - 1] = 1.0
             code = K.stride_block_disjoint(lin, indices, s, e, k, tmp)
             if code:
-                K.learn_block(lin, indices, values, s, e, ms, k, ys, iw, scratch, work, act, code == 2)
+                K.learn_block(lin, indices, values, s, e, ms, k, ys, iw, scratch, work, act, code == 2,
+                              np.int64(lin.hp[K.HP_W]), np.int64(0))
             else:
                 for c in range(k):
                     K.learn(lin, indices, values, s, e, c, ys[c], iw, scratch[c])

@@ -40,17 +40,28 @@ class ReductionSpec:
     reduction's own options; ``defaults``: its defaults where they differ from
     ``ReductionConfig``'s and ``LearnerConfig``'s (keys ``loss``, ``power_t``, ``learning_rate``
     (not under ``--sgd``) and reduction fields); ``no_regularization``: why ``--l1``/``--l2``
-    cannot apply (the reduction has no weights), empty when they do."""
+    cannot apply (the reduction has no weights), empty when they do. ``label_set_defaults``: the
+    defaults of a multi-label model (``--multilabel``) where they differ, and
+    ``label_set_pass_defaults`` those of a multi-label model trained with ``--passes > 1``
+    (keys as ``defaults``, plus ``decay_learning_rate``)."""
 
     target: str
     needs_k: bool = True
     options: tuple = ()
     defaults: dict = field(default_factory=dict)
     no_regularization: str = ""
+    label_set_defaults: dict = field(default_factory=dict)
+    label_set_pass_defaults: dict = field(default_factory=dict)
 
 
 _ARITY = Option("arity", ("--arity",), help="most children of a node")
 _BEAM = Option("beam", ("--beam",), help="beam width of the prediction search")
+
+#: multi-label defaults of plt and oaa (bench/multilabel-tuning.md: one pass and 10 passes on
+#: Bibtex, Delicious and Yeast): a smaller rate; with several passes a slower per-example decay and
+#: half the rate at every pass, so that ``--passes N`` alone is the tuned run
+_SET_DEFAULTS = {"learning_rate": 0.25}
+_SET_PASS_DEFAULTS = {"power_t": 0.25, "decay_learning_rate": 0.5}
 
 #: reduction name -> its entry. Defaults measured best (docs/LOMTREE_ACCURACY.md): LOMtree's
 #: (VW forces quantile loss on log_multi; squared loss, power_t 0.75, learning rate 0.25 and
@@ -58,7 +69,8 @@ _BEAM = Option("beam", ("--beam",), help="beam width of the prediction search")
 #: CPT's power_t 0.75 was better than 0.5 on 5 of 6 benchmark tasks (one pass, -b 24; worse on
 #: Pendigits) and on their mean.
 REGISTRY = {
-    "oaa": ReductionSpec("lomtree_cli.reductions.oaa:OneAgainstAll"),
+    "oaa": ReductionSpec("lomtree_cli.reductions.oaa:OneAgainstAll", label_set_defaults=_SET_DEFAULTS,
+                         label_set_pass_defaults=_SET_PASS_DEFAULTS),
     "lomtree": ReductionSpec("lomtree_cli.reductions.lomtree:LomTree", options=(
         Option("max_internal_nodes", ("--max-internal-nodes", "--lom_max_internal"),
                help="maximum internal nodes T (none given: k-1)"),
@@ -90,7 +102,8 @@ REGISTRY = {
                help="weight of the parent path's log probability in a candidate's score (1 = pure PLT; "
                     "-1 = chosen by progressive validation among 0, 0.25, 0.5, 0.75, 1)"),
         Option("leaf_negatives", ("--no-leaf-negatives",), bool, flag_value=False,
-               help="train leaves against their siblings only, not against every beam candidate"))),
+               help="train leaves against their siblings only, not against every beam candidate")),
+        label_set_defaults=_SET_DEFAULTS, label_set_pass_defaults=_SET_PASS_DEFAULTS),
     "mtree": ReductionSpec("lomtree_cli.reductions.mtree:MaryTree", options=(
         _ARITY, _BEAM,
         Option("dim", ("--dim",), help="width of the learned embeddings"),
@@ -121,9 +134,16 @@ def reduction_options() -> dict:
     return out
 
 
-def default(name: str, key: str, fallback):
-    """Reduction ``name``'s default for ``key`` (a config field, ``loss`` or ``power_t``)."""
-    return REGISTRY[name].defaults.get(key, fallback)
+def default(name: str, key: str, fallback, multilabel: bool = False, passes: int = 1):
+    """Reduction ``name``'s default for ``key`` (a config field, ``loss``, ``power_t``,
+    ``learning_rate`` or ``decay_learning_rate``); ``multilabel`` and ``passes``: the model's,
+    for the defaults of multi-label models."""
+    spec = REGISTRY[name]
+    if multilabel and passes > 1 and key in spec.label_set_pass_defaults:
+        return spec.label_set_pass_defaults[key]
+    if multilabel and key in spec.label_set_defaults:
+        return spec.label_set_defaults[key]
+    return spec.defaults.get(key, fallback)
 
 
 def get_reduction_class(name: str):
