@@ -45,6 +45,23 @@ Labels (``y`` and ``classes``)
   ``classes_[i]``. Integer labels 1..K with every one present give the CLI's model exactly.
 A label outside ``classes_`` is a ValueError, before anything is learned (it never reaches a kernel).
 
+Label sets (``multilabel=True``; reductions ``plt`` and ``oaa``, as ``lomtree train --multilabel``)
+-----------------------------------------------------------------------------------------------
+- ``Y`` is a list of label collections (``[[1, 3], {"b"}, []]``; an empty one is an example
+  with no label, trained as a negative of every label like a LIBSVM line that starts with a
+  space) or a 0-1 indicator matrix of shape (n, K), numpy or scipy.sparse (scikit-learn's
+  ``MultiLabelBinarizer`` output): column j is class j + 1. A 2-D numpy array is always read as
+  an indicator matrix, a list always as collections. Labels map through ``classes`` as single
+  labels do; ``classes=None`` is 1..K for an indicator matrix, else the sorted distinct labels of
+  all the sets. A fit on arrays equals ``lomtree train --multilabel --format libsvm`` on the same
+  data written with ``l1,l2,...`` label fields.
+- ``predict(X)``: per example the list of labels with P(label|x) >= ``threshold`` (0.5), best
+  first, ``lomtree predict``'s lines; ``predict(X, top_k=K)``: an (n, K) array of labels, best
+  first; ``predict_proba(X)``: each label's own probability (no normalisation); ``score``: P@1;
+  ``learn_one(x, {"a", "b"})``; ``predict_one(x)``: a set.
+- ``multilabel`` is the model file's (``InputConfig.multilabel``): the CLI and the API read each
+  other's multi-label models; a label set given to a single-label Classifier is a ValueError.
+
 Model files: ``save(path)`` writes the CLI's model file (``lomtree predict -i`` reads it);
 ``Classifier.load(path)`` reads any CLI model. A label list other than ``1..K`` is stored as the
 member ``labels/names`` (the UTF-8 names joined by ``\\n``, issue #23's member) and a header key
@@ -226,8 +243,24 @@ def matrix_batch(X, cfg: InputConfig) -> ExampleBatch:
 
 # -- labels -----------------------------------------------------------------------------------
 
+def _is_sparse(a) -> bool:
+    return hasattr(a, "tocsr") and hasattr(a, "nnz")
+
+
+_SETS_HINT = "label sets need Classifier(multilabel=True)"
+
+
 def _column_y(y) -> np.ndarray:
-    y = np.asarray(y)
+    if _is_sparse(y):
+        raise ValueError(f"y is a sparse label-indicator matrix: {_SETS_HINT}")
+    try:
+        y = np.asarray(y)
+    except ValueError:  # ragged: lists of labels of different lengths
+        raise ValueError(f"y holds lists of labels: {_SETS_HINT}") from None
+    if y.dtype.kind == "O" and y.ndim == 1 and y.size and isinstance(y[0], (set, frozenset, list, tuple, np.ndarray)):
+        raise ValueError(f"y holds label sets: {_SETS_HINT}")
+    if y.ndim == 2 and y.shape[1] > 1:
+        raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead ({_SETS_HINT})")
     if y.ndim == 2 and y.shape[1] == 1:
         try:
             from sklearn.exceptions import DataConversionWarning as _W
@@ -357,6 +390,83 @@ class Labels:
         return Labels(np.array([int(v) for v in names], dtype=np.int64) if kind == "int" else np.array(names))
 
 
+# -- label sets -------------------------------------------------------------------------------
+
+def _is_indicator(Y) -> bool:
+    """``Y`` is a 0-1 indicator matrix (scipy.sparse, or a 2-D numpy array), not a list of sets."""
+    return _is_sparse(Y) or (isinstance(Y, np.ndarray) and Y.ndim == 2)
+
+
+def _label_lists(Y) -> tuple[list, np.ndarray]:
+    """(every label of every set, flat; the set sizes) of ``Y``, a sequence of collections."""
+    if isinstance(Y, (str, bytes, dict)) or not hasattr(Y, "__len__"):
+        raise ValueError(f"with multilabel=True, Y is a list of label collections or a 0-1 indicator matrix, "
+                         f"got {type(Y).__name__}")
+    flat, sizes = [], np.zeros(len(Y), np.int64)
+    for i, s in enumerate(Y):
+        if isinstance(s, (str, bytes, dict)) or not hasattr(s, "__iter__"):
+            raise ValueError(f"Y[{i}] is {type(s).__name__}: with multilabel=True each example's labels are a "
+                             f"collection (a list or a set)")
+        before = len(flat)
+        flat.extend(s.tolist() if isinstance(s, np.ndarray) else s)
+        sizes[i] = len(flat) - before
+    return flat, sizes
+
+
+def _indicator(Y) -> tuple[np.ndarray, np.ndarray, int]:
+    """(label_ptr, label_ids, columns) of a 0-1 indicator matrix: column j is class id j + 1."""
+    if _is_sparse(Y):
+        csr = Y.tocsr(copy=True)
+        csr.sum_duplicates()
+        csr.eliminate_zeros()
+        csr.sort_indices()
+        if csr.data.size and not (csr.data == 1).all():
+            raise ValueError("Y: an indicator matrix holds only 0 and 1")
+        return np.asarray(csr.indptr, np.int64), np.asarray(csr.indices, np.int64) + 1, int(csr.shape[1])
+    if Y.dtype.kind not in "biuf":
+        raise ValueError(f"Y: an indicator matrix holds only 0 and 1, got dtype {Y.dtype}")
+    if not np.isin(Y, (0, 1)).all():
+        raise ValueError("Y: an indicator matrix holds only 0 and 1")
+    rows, cols = np.nonzero(Y)
+    ptr = np.zeros(Y.shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=Y.shape[0]), out=ptr[1:])
+    return ptr, cols.astype(np.int64) + 1, int(Y.shape[1])
+
+
+def set_labels(classes, label_offset: int, Y) -> "Labels":
+    """The classes of a multi-label model: ``classes`` as for one label; None = 1..K for a K-column
+    indicator matrix, else the sorted distinct labels of all the sets."""
+    if classes is not None or Y is None:
+        return Labels.from_param(classes, label_offset)
+    if _is_indicator(Y):
+        return Labels.from_param(int(Y.shape[1]), label_offset)
+    flat, _ = _label_lists(Y)
+    if not flat:
+        raise ValueError("Y has no label at all: give the classes (classes=K or a list of labels)")
+    return Labels.from_param(None, label_offset, flat)
+
+
+def label_sets(Y, labels: "Labels") -> tuple[np.ndarray, np.ndarray]:
+    """(label_ptr, label_ids) of ``Y`` (a list of label collections or an indicator matrix): each
+    example's class ids, sorted and distinct, as the parser gives a line's label set."""
+    if _is_indicator(Y):
+        ptr, ids, cols = _indicator(Y)
+        if cols != labels.k:
+            raise ValueError(f"Y has {cols} columns but there are {labels.k} classes")
+        return ptr, ids
+    flat, sizes = _label_lists(Y)
+    ids = labels.ids(flat) if flat else np.zeros(0, np.int64)
+    owner = np.repeat(np.arange(sizes.shape[0]), sizes)
+    order = np.lexsort((ids, owner))
+    ids, owner = ids[order], owner[order]
+    keep = np.ones(ids.shape[0], dtype=bool)
+    keep[1:] = (ids[1:] != ids[:-1]) | (owner[1:] != owner[:-1])
+    ids, owner = ids[keep], owner[keep]
+    ptr = np.zeros(sizes.shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(owner, minlength=sizes.shape[0]), out=ptr[1:])
+    return ptr, ids
+
+
 # -- the estimator ------------------------------------------------------------------------------
 
 _REDUCTION_OPTIONS = ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up", "label_prior",
@@ -380,7 +490,7 @@ class Classifier:
                  leaf_labels=None, candidates_up=None, label_prior=None, cpt_alpha=None, cpt_predict=None,
                  cpt_random_insert=None,
                  arity=None, beam=None, tree_buffer=None, path_weight=None, leaf_negatives=None, dim=None,
-                 depth=None, reassign_after=None, tree=None, linear=None, verbose=False):
+                 depth=None, reassign_after=None, tree=None, linear=None, verbose=False, multilabel=False):
         self.reduction = reduction
         self.classes = classes
         self.bits = bits
@@ -421,6 +531,7 @@ class Classifier:
         self.tree = tree
         self.linear = linear
         self.verbose = verbose
+        self.multilabel = multilabel
 
     # -- scikit-learn's plumbing ---------------------------------------------------------------
     @classmethod
@@ -480,9 +591,13 @@ class Classifier:
                  initial_t=self.initial_t, power_t=self.power_t, loss=self.loss_function,
                  quantile_tau=self.quantile_tau, sgd=bool(self.sgd), decay_learning_rate=self.decay_learning_rate,
                  l1=self.l1, l2=self.l2)
+        if fmt == "xmc":  # its header line belongs to a file, not to a list of lines
+            raise ValueError("format='xmc' is for files (lomtree train --format xmc); give arrays, or lines "
+                             "with format='libsvm' and multilabel=True")
         try:
             icfg = InputConfig(format=fmt, bits=int(self.bits), hash_seed=int(self.hash_seed),
-                               noconstant=bool(self.noconstant), label_offset=int(self.label_offset))
+                               noconstant=bool(self.noconstant), label_offset=int(self.label_offset),
+                               multilabel=bool(self.multilabel))
             rcfg, lcfg = _new_model_configs(p)
         except LomtreeError as e:
             raise _value_error(e) from None
@@ -525,13 +640,27 @@ class Classifier:
                 raise ValueError(f"X has {d} features, but {type(self).__name__} is expecting {have} features as input.")
             batch = matrix_batch(X, icfg)
         n = len(batch)
-        if y is not None:
+        if icfg.multilabel and batch.label_ptr is None:  # arrays: no labels until y gives them
+            batch.label_ptr, batch.label_ids = np.zeros(n + 1, np.int64), np.zeros(0, np.int64)
+        if y is not None and icfg.multilabel:
+            ptr, ids = label_sets(y, self._labels)
+            if ptr.shape[0] - 1 != n:
+                raise ValueError(f"X has {n} examples but Y has {ptr.shape[0] - 1} label sets")
+            batch.labels = np.ones(n, np.int64)  # every example has a set (maybe empty)
+            batch.label_ptr, batch.label_ids = ptr, ids
+        elif y is not None:
             ids = self._labels.ids(y)
             if ids.shape[0] != n:
                 raise ValueError(f"X has {n} examples but y has {ids.shape[0]} labels")
             batch.labels = ids
         elif fitting and not (_is_lines(X) or _is_dicts(X)):
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        elif fitting and icfg.multilabel:
+            over = np.flatnonzero(batch.label_ids > self._labels.k)
+            if over.size:
+                i = int(np.searchsorted(batch.label_ptr, over[0], side="right")) - 1
+                raise ValueError(f"line {int(batch.line_numbers[i])}: label {int(batch.label_ids[over[0]])} is "
+                                 f"outside 1..{self._labels.k}")
         elif fitting:
             bad = (batch.labels < 0) | (batch.labels > self._labels.k)
             if bad.any():
@@ -594,8 +723,7 @@ class Classifier:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         for attr in ("n_features_in_", "_model"):
             self.__dict__.pop(attr, None)
-        labels = Labels.from_param(self.classes, int(self.label_offset), y if self.classes is None else None)
-        self._new_model(labels, self._format_for(X))
+        self._new_model(self._labels_for(self.classes, y), self._format_for(X))
         self._train(self._batch(X, y, sample_weight, fitting=True), self.passes)
         return self
 
@@ -607,21 +735,86 @@ class Classifier:
             if y is None and not (_is_lines(X) or _is_dicts(X)):
                 raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
             spec = classes if classes is not None else self.classes
-            labels = Labels.from_param(spec, int(self.label_offset), y if spec is None else None)
-            self._new_model(labels, self._format_for(X))
+            self._new_model(self._labels_for(spec, y), self._format_for(X))
         self._train(self._batch(X, y, sample_weight, fitting=True), 1)
         return self
+
+    def _labels_for(self, classes, y) -> Labels:
+        """The classes of a new model: ``classes`` (an int K or labels), else those of ``y``."""
+        if self.multilabel:
+            return set_labels(classes, int(self.label_offset), y)
+        return Labels.from_param(classes, int(self.label_offset), y if classes is None else None)
+
+    def _multi(self) -> bool:
+        """The model (else the parameters) is multi-label."""
+        model = getattr(self, "_model", None)
+        return bool(self.multilabel) if model is None else bool(model[0].multilabel)
 
     def _format_for(self, X) -> str:
         if self.format is not None:
             return self.format
         return "vw" if (_is_lines(X) or _is_dicts(X)) else "libsvm"
 
-    def predict(self, X) -> np.ndarray:
-        """The predicted label of every example (nothing in the model changes)."""
+    def predict(self, X, top_k: int | None = None, threshold: float | None = None):
+        """The predicted label of every example (nothing in the model changes).
+
+        Multi-label models: a list of label lists, each the labels with P(label|x) >= ``threshold``
+        (0.5 by default, VW's ``--plt`` rule), best first, as ``lomtree predict`` prints them;
+        with ``top_k=K`` an (n, K) array of the K best labels instead (a row with fewer labels
+        of probability > 0 goes on with the others in ``classes_`` order, probability 0).
+        Single-label models: ``top_k`` gives ``predict_top``'s labels; ``threshold`` is refused."""
         self._check_fitted()
-        ids = self._predict_ids(self._batch(X))
-        return self._labels.decode(ids)
+        if top_k is not None:
+            if threshold is not None:
+                raise ValueError("give top_k or threshold, not both")
+            k = self._top_k(top_k)
+            if not self._multi():
+                return self.predict_top(X, k)[0]
+            return self._labels.decode(self._ranked_ids(self._batch(X), k))
+        if not self._multi():
+            if threshold is not None:
+                raise ValueError("threshold is for label sets: Classifier(multilabel=True)")
+            ids = self._predict_ids(self._batch(X))
+            return self._labels.decode(ids)
+        return [self._labels.decode(ids).tolist() for ids in self._set_ids(self._batch(X), threshold)]
+
+    def _top_k(self, top_k) -> int:
+        if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral):
+            raise ValueError(f"top_k must be an int, got {top_k!r}")
+        if not 1 <= int(top_k) <= self._labels.k:
+            raise ValueError(f"top_k must be in 1..{self._labels.k} (the number of classes), got {top_k}")
+        return int(top_k)
+
+    def _set_predictor(self, threshold):
+        from .multilabel import DEFAULT_THRESHOLD, SetPredictor
+
+        t = DEFAULT_THRESHOLD if threshold is None else threshold
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not 0.0 <= float(t) <= 1.0:
+            raise ValueError(f"threshold must be a number in 0..1, got {threshold!r}")
+        return SetPredictor(self._model[2], 0, float(t))
+
+    def _set_ids(self, batch: ExampleBatch, threshold) -> list:
+        """Per example the class ids with P(label|x) >= threshold, best first: ``lomtree
+        predict``'s lines (``SetPredictor.ranked``)."""
+        sets = self._set_predictor(threshold)
+        batch.labels = np.zeros(len(batch), np.int64)  # nothing is scored
+        out = []
+        for a in range(0, len(batch), CHUNK):
+            labs, _, chosen = sets.ranked(batch.slice(a, min(a + CHUNK, len(batch))))
+            out.extend(row[c] for row, c in zip(labs, chosen))
+        return out
+
+    def _ranked_ids(self, batch: ExampleBatch, k: int) -> np.ndarray:
+        """(n, k) class ids best first; where the reduction ranks fewer than k labels of
+        probability > 0 the row goes on with the other classes in id order (their probability is
+        0 and a stable sort would put them so)."""
+        labs, probs = self._top_ids(batch, k)
+        labs = np.where(probs > 0, labs, 0)
+        for i in np.flatnonzero((labs == 0).any(axis=1)):
+            have = labs[i][labs[i] > 0]
+            rest = np.setdiff1d(np.arange(1, self._labels.k + 1), have)[:k - have.shape[0]]
+            labs[i] = np.concatenate([have, rest])
+        return labs
 
     def _predict_ids(self, batch: ExampleBatch) -> np.ndarray:
         red = self._model[2]
@@ -664,8 +857,10 @@ class Classifier:
     @property
     def predict_proba(self):
         """``predict_proba(X)``: (n, n_classes) probabilities, columns in ``classes_`` order, each
-        row the reduction's label probabilities normalised to sum 1; only for reductions with
-        probabilities (an AttributeError otherwise, so scikit-learn sees none)."""
+        row the reduction's label probabilities normalised to sum 1 (multi-label models: each
+        label's own P(label|x), not normalised; PLT: its path probability, 0 for a label
+        without a leaf); only for reductions with probabilities (an AttributeError otherwise, so
+        scikit-learn sees none)."""
         if getattr(self, "_model", None) is not None and not self._has_top():
             raise AttributeError(f"predict_proba is not available for reduction {self._model[2].name}")
         if getattr(self, "_model", None) is None and self.reduction not in _TOP_REDUCTIONS:
@@ -682,16 +877,30 @@ class Classifier:
         lab = labs.ravel()
         ok = (lab >= 1) & (lab <= k)
         np.add.at(out, (rows[ok], lab[ok] - 1), probs.ravel()[ok])
+        if self._multi():  # marginals: a label's probability does not depend on the others'
+            return out
         # a distribution over classes_ (PLT's leaf probabilities are marginals that need not sum
         # to 1); a row with no mass (no label reached) is uniform
         tot = out.sum(axis=1, keepdims=True)
         return np.where(tot > 0, out / np.where(tot > 0, tot, 1.0), 1.0 / k)
 
     def score(self, X, y, sample_weight=None) -> float:
-        """Mean accuracy (weighted by ``sample_weight``) of ``predict(X)`` against ``y``."""
-        pred = self.predict(X)
-        y = _column_y(y)
-        hit = (pred == y).astype(np.float64)
+        """Mean accuracy (weighted by ``sample_weight``) of ``predict(X)`` against ``y``;
+        multi-label models: precision@1 (the best label is one of the example's labels; an
+        empty set scores 0), the ``p@1`` of ``lomtree predict``."""
+        if self._multi():
+            from .multilabel import in_sets
+
+            self._check_fitted()
+            batch = self._batch(X)
+            ptr, ids = label_sets(y, self._labels)
+            if ptr.shape[0] - 1 != len(batch):
+                raise ValueError(f"X has {len(batch)} examples but Y has {ptr.shape[0] - 1} label sets")
+            hit = in_sets(self._ranked_ids(batch, 1)[:, 0], ptr, ids).astype(np.float64)
+        else:
+            pred = self.predict(X)
+            y = _column_y(y)
+            hit = (pred == y).astype(np.float64)
         if sample_weight is None:
             return float(hit.mean())
         w = np.asarray(sample_weight, dtype=np.float64)
@@ -699,20 +908,29 @@ class Classifier:
 
     # -- River's API ---------------------------------------------------------------------------
     def learn_one(self, x: dict, y):
-        """Learn one example: ``x`` a feature dict (module docstring), ``y`` its label. The
-        classes must be known (the ``classes`` parameter, or an earlier fit)."""
+        """Learn one example: ``x`` a feature dict (module docstring), ``y`` its label (a
+        collection of labels, e.g. a set, for ``multilabel=True``). The classes must be known
+        (the ``classes`` parameter, or an earlier fit)."""
         if getattr(self, "_model", None) is None:
             if self.classes is None:
                 raise ValueError("learn_one needs the classes first: Classifier(classes=K or [labels...])")
             self._new_model(Labels.from_param(self.classes, int(self.label_offset)), self.format or "vw")
-        self._train(self._batch([x], np.asarray([y]), fitting=True), 1)
+        self._train(self._batch([x], [y] if self._multi() else np.asarray([y]), fitting=True), 1)
         return self
 
-    def predict_one(self, x: dict):
-        """The predicted label of the feature dict ``x`` (None before any learning, as River)."""
+    def predict_one(self, x: dict, top_k: int | None = None, threshold: float | None = None):
+        """The predicted label of the feature dict ``x`` (None before any learning, as River).
+        Multi-label models: the set of labels with P(label|x) >= ``threshold`` (0.5), or with
+        ``top_k`` the list of the best ``top_k`` labels, best first (empty before any learning)."""
         if getattr(self, "_model", None) is None:
+            if self._multi():
+                return [] if top_k is not None else set()
             return None
-        v = self.predict([x])[0]
+        v = self.predict([x], top_k=top_k, threshold=threshold)[0]
+        if top_k is not None:
+            return [c.item() if hasattr(c, "item") else c for c in v]
+        if self._multi():
+            return set(v)
         return v.item() if hasattr(v, "item") else v
 
     def predict_proba_one(self, x: dict) -> dict:
@@ -770,7 +988,7 @@ class Classifier:
                   loss_function=lcfg.loss, quantile_tau=lcfg.quantile_tau, sgd=lcfg.sgd,
                   decay_learning_rate=lcfg.decay_learning_rate, l1=lcfg.l1, l2=lcfg.l2, seed=rcfg.seed, hash_seed=icfg.hash_seed,
                   noconstant=icfg.noconstant, label_offset=icfg.label_offset, format=icfg.format,
-                  verbose=verbose, **params)
+                  verbose=verbose, multilabel=icfg.multilabel, **params)
         clf._set_model(icfg, loaded.learner, loaded.reduction, labels)
         clf.passes_done_ = loaded.passes_done
         return clf

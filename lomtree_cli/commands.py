@@ -83,7 +83,7 @@ def _run_daemon(p: dict, given: set) -> None:
         raise ConfigError("--port and --socket cannot be used together")
     serve(p["model"], port=p["port"], socket_path=p["socket_path"], host=p["host"],
           probabilities=p["probabilities"], top_k=p["top_k"] or 0, max_line_bytes=p["max_line_bytes"],
-          quiet=p["quiet"], on_started=end_startup)
+          quiet=p["quiet"], on_started=end_startup, threshold=p.get("threshold"))
 
 
 def _option_name(name: str) -> str:

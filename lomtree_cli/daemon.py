@@ -3,19 +3,21 @@
 The model is loaded once; clients connect (TCP on ``--host``/``--port``, loopback and VW's port
 26542 by default, or a Unix socket ``--socket PATH``), send example lines in the model's input
 format, and read one answer line per line they sent, in order: the prediction as ``lomtree
-predict`` writes it (``label``, ``label tag``, with ``--probabilities``/``--top-k`` their fields),
-an empty line for an empty line, and for a malformed line ``error: line N: what is wrong`` (N
-counts the connection's lines); the connection stays open after an error. Lines are answered as
-soon as they are complete, so a client may send one line and wait, or stream a file and read the
-answers as they come (a pipelining client must read while it writes). Labels in the input are
-ignored (predictions only; the model never changes).
+predict`` writes it (``label``, ``label tag``, with ``--probabilities``/``--top-k`` their fields;
+for a multi-label model the labels over ``--threshold`` or the ``--top-k`` labels with their
+probabilities, ``multilabel.SetPredictor``'s lines), an empty line for an empty line, and for a
+malformed line ``error: line N: what is wrong`` (N counts the connection's lines); the
+connection stays open after an error. Lines are answered as soon as they are complete, so a
+client may send one line and wait, or stream a file and read the answers as they come (a
+pipelining client must read while it writes). Labels in the input are ignored (predictions only;
+the model never changes; a multi-label model counts no metrics).
 
 Concurrency: one thread per connection, up to ``MAX_CONNECTIONS`` at once (more wait in the
 listen queue). Parsing and prediction kernels release the GIL, so connections are answered in
-parallel; a reduction whose prediction is not read-only (``Reduction.parallel_predict`` False)
-and every ``--probabilities``/``--top-k`` call take a lock. Memory per connection is bounded by
-``--max-line-bytes`` (plus one 256 KiB read): a longer line is answered with an error and dropped
-without being held whole.
+parallel; a reduction whose prediction is not read-only (``Reduction.parallel_predict`` False),
+every ``--probabilities``/``--top-k`` call and every multi-label prediction take a lock. Memory
+per connection is bounded by ``--max-line-bytes`` (plus one 256 KiB read): a longer line is
+answered with an error and dropped without being held whole.
 
 Security: nothing but example lines is read from a client, and nothing but answers is sent; TCP
 listens on 127.0.0.1 unless ``--host`` says otherwise; a Unix socket is created with mode 0600
@@ -52,9 +54,10 @@ class Predictor:
     connection threads."""
 
     def __init__(self, model_path: str, probabilities: bool = False, top_k: int = 0,
-                 max_line_bytes: int | None = None):
+                 max_line_bytes: int | None = None, threshold: float | None = None):
         from . import model_io
         from .driver import PredictionWriter
+        from .multilabel import set_predictor
 
         loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
         self.reduction = loaded.reduction
@@ -65,8 +68,12 @@ class Predictor:
         self.cfg = replace(loaded.input_config, skip_invalid=True, low_labels_unlabeled=True, **extra)
         self.probabilities = probabilities
         self.top_k = top_k
-        self.fields = probabilities or top_k > 0
-        self.lock = threading.Lock() if (self.fields or not self.reduction.parallel_predict) else None
+        # a multi-label model answers as ``lomtree predict`` does (its metrics are never read:
+        # labels are ignored, so none are counted)
+        self.sets = set_predictor(self.reduction, top_k, threshold, self.label_dict)
+        self.fields = self.sets is None and (probabilities or top_k > 0)
+        self.lock = (threading.Lock() if (self.fields or self.sets is not None or not self.reduction.parallel_predict)
+                     else None)
         if self.fields:
             from .batch import ExampleBatch
 
@@ -74,6 +81,10 @@ class Predictor:
         self.answer(b"| warm\n", 1, PredictionWriter(None, label_dict=self.label_dict))  # load the kernels before the first client
 
     def _predict(self, batch):
+        """(predictions, fields after the label) or, for a multi-label model, (None, lines)."""
+        if self.sets is not None:
+            batch.labels = np.zeros(len(batch), np.int64)
+            return None, self.sets.batch(batch, True)[1]
         if self.fields:
             from .driver import probability_fields
 
@@ -95,7 +106,7 @@ class Predictor:
             else:
                 with self.lock:
                     preds, extra = self._predict(batch)
-            lines = writer.lines(preds, batch.tags, extra)
+            lines = writer.tagged(extra, batch.tags) if preds is None else writer.lines(preds, batch.tags, extra)
         n_lines = data.count(b"\n") + (not data.endswith(b"\n"))
         if len(lines) == n_lines:  # every line an example: answers in order
             return ("\n".join(lines) + "\n").encode()
@@ -202,13 +213,13 @@ def _listen_tcp(host: str, port: int) -> socket.socket:
 
 def serve(model_path: str, port: int | None = None, socket_path: str | None = None, host: str = "127.0.0.1",
           probabilities: bool = False, top_k: int = 0, max_line_bytes: int | None = None, quiet: bool = False,
-          on_started=None, ready=None) -> int:
+          on_started=None, ready=None, threshold: float | None = None) -> int:
     """Run the daemon until SIGTERM/SIGINT/SIGHUP (or ``ready``'s event, see below); returns the
     number of connections served. ``ready(address, stop_event)`` is called once it listens (tests:
     setting ``stop_event`` stops it as a signal would); the CLI prints the address instead."""
     from .config import MAX_LINE_BYTES
 
-    predictor = Predictor(model_path, probabilities, top_k, max_line_bytes)
+    predictor = Predictor(model_path, probabilities, top_k, max_line_bytes, threshold)
     max_line = MAX_LINE_BYTES if max_line_bytes is None else int(max_line_bytes)
     if socket_path is not None:
         listener = _listen_unix(socket_path)

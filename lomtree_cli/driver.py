@@ -121,9 +121,14 @@ class PredictionWriter:
         lines = self.label_strings(preds)
         if extra is not None:
             lines = [a + b for a, b in zip(lines, extra)]
-        if tags is not None:
-            lines = [ln if t is None else f"{ln} {t}" for ln, t in zip(lines, tags)]
-        return lines
+        return self.tagged(lines, tags)
+
+    @staticmethod
+    def tagged(lines: list, tags) -> list:
+        """``lines`` with `` tag`` appended where an example has one."""
+        if tags is None:
+            return lines
+        return [ln if t is None else f"{ln} {t}" for ln, t in zip(lines, tags)]
 
     def write(self, preds: np.ndarray, tags, extra: list | None = None):
         if self.f is None or preds.shape[0] == 0:
@@ -134,8 +139,7 @@ class PredictionWriter:
         """Write answer lines as given (`` tag`` appended where there is one)."""
         if self.f is None or not lines:
             return
-        if tags is not None:
-            lines = [ln if t is None else f"{ln} {t}" for ln, t in zip(lines, tags)]
+        lines = self.tagged(lines, tags)
         try:
             self.f.write("\n".join(lines) + "\n")
             if self.flush:
@@ -795,14 +799,10 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
         writer = PredictionWriter(opts.predictions, opts.flush, label_dict)
         if opts.handle_signals:
             stop.install()
-        if loaded.reduction.multilabel:
-            from .multilabel import SetPredictor
+        from .multilabel import set_predictor
 
-            runner.sets = SetPredictor(loaded.reduction, opts.top_k, opts.threshold, label_dict)
-        elif opts.threshold is not None:
-            raise ConfigError("--threshold is for multi-label models (trained with --multilabel); "
-                              "use --top-k or --probabilities")
-        elif (opts.probabilities or opts.top_k) and writer.f is not None:
+        runner.sets = set_predictor(loaded.reduction, opts.top_k, opts.threshold, label_dict)
+        if runner.sets is None and (opts.probabilities or opts.top_k) and writer.f is not None:
             loaded.reduction.predict_top(ExampleBatch.empty(), max(1, opts.top_k))  # fail early if unsupported
         if batches is None:
             batches = prefetch(_batches_for_pass(paths, input_cfg, opts, 0, None, label_dict),

@@ -44,6 +44,19 @@ def label_text(batch, i: int, label_dict=None) -> str:
     return ",".join(map(str, ids)) if label_dict is None else ",".join(label_dict.strings(ids))
 
 
+def set_predictor(reduction, top_k: int = 0, threshold: float | None = None, label_dict=None):
+    """The ``SetPredictor`` of a multi-label model, None for a single-label one (where
+    ``threshold`` is a ConfigError): ``lomtree predict`` and the daemon decide alike."""
+    if reduction.multilabel:
+        return SetPredictor(reduction, top_k, threshold, label_dict)
+    if threshold is not None:
+        from .errors import ConfigError
+
+        raise ConfigError("--threshold is for multi-label models (trained with --multilabel); "
+                          "use --top-k or --probabilities")
+    return None
+
+
 class SetPredictor:
     """Prediction lines and test metrics of a multi-label model over a run's batches."""
 
@@ -63,13 +76,21 @@ class SetPredictor:
     def n_ranked(self) -> int:
         return max(max(KS), self.top_k, THRESHOLD_CANDIDATES if self.threshold is not None else 0)
 
-    def batch(self, batch, want_lines: bool):
-        """(first labels, per-example line texts or None) of a batch; its metrics accumulated."""
+    def ranked(self, batch):
+        """(labels, probabilities, chosen) of a batch: its ``n_ranked`` best labels, best first
+        (0 where P(label|x) is 0), their P(label|x), and with a threshold the mask of the labels
+        that reach it (None without one). The lines, the metrics and the Python API's label sets
+        all come from here, so they agree."""
         labs, probs, _ = self.reduction.predict_top(batch, self.n_ranked)
         labs = np.where(probs > 0, labs, 0) if labs.size else labs
         chosen = None
         if self.threshold is not None:
             chosen = (probs >= self.threshold) & (labs > 0)
+        return labs, probs, chosen
+
+    def batch(self, batch, want_lines: bool):
+        """(first labels, per-example line texts or None) of a batch; its metrics accumulated."""
+        labs, probs, chosen = self.ranked(batch)
         labelled = batch.labels > 0
         if labelled.any():
             sub = labelled if not labelled.all() else slice(None)

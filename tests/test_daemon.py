@@ -219,3 +219,97 @@ def test_probabilities_through_the_daemon(tmp_path):
         assert d.ask(("\n".join(lines) + "\n").encode()) == want
     finally:
         assert d.stop()[0] == 0
+
+
+def _multilabel_lines(n: int, seed: int) -> list[str]:
+    """VW lines with sets of string labels: label ``w<c>`` goes with the feature ``c<c>``."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        labs = sorted(rng.sample(range(6), rng.randrange(1, 4)))
+        tag = f" 't{i}" if i % 3 == 0 else ""
+        feats = " ".join(f"c{c}" for c in labs) + f" n{rng.randrange(20)}"
+        out.append(f"{','.join(f'w{c}' for c in labs)}{tag} | {feats}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def multilabel_model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ml-daemon")
+    data = d / "d.vw"
+    lines = _multilabel_lines(400, seed=5)
+    data.write_text("\n".join(lines) + "\n")
+    m = d / "plt.lt"
+    from click.testing import CliRunner
+
+    from lomtree_cli.cli import main
+
+    r = CliRunner().invoke(main, ["train", "-r", "plt", "-k", "6", "--multilabel", "--string-labels", str(data),
+                                  "-f", str(m), "--quiet", "--passes", "2"])
+    assert r.exit_code == 0, r.output
+    return m, data, lines
+
+
+class InProcessDaemon(Daemon):
+    """``daemon.serve`` in a thread of this process (its kernels are loaded already: no start-up)."""
+
+    def __init__(self, model_path, **kw):
+        from lomtree_cli.daemon import serve
+
+        got = []
+        ready = threading.Event()
+
+        def on_ready(address, stop):
+            got.append((address, stop))
+            ready.set()
+
+        self.thread = threading.Thread(target=serve, args=(str(model_path),),
+                                       kwargs=dict(port=0, quiet=True, ready=on_ready, **kw), daemon=True)
+        self.thread.start()
+        assert ready.wait(120)
+        (host, port), self.stop_event = got[0][0][:2], got[0][1]
+        self.where = f"{host}:{port}"
+
+    def stop(self, sig=None):
+        self.stop_event.set()
+        self.thread.join(30)
+        return 0, ""
+
+
+@pytest.mark.parametrize("opts", ([], ["--top-k", "3"], ["--threshold", "0.3"]))
+def test_multilabel_daemon_answers_are_predict_lines(multilabel_model, opts):
+    """A multi-label model answers with ``lomtree predict -p -``'s lines: the names over the
+    threshold (0.5 unless given), or the --top-k names with P(name|x); tags kept. ``--threshold``
+    goes through the command line (a process), the others through ``serve``."""
+    from click.testing import CliRunner
+
+    from lomtree_cli.cli import main
+
+    m, data, lines = multilabel_model
+    r = CliRunner().invoke(main, ["predict", "-i", str(m), str(data), "-p", "-", "--quiet"] + opts)
+    assert r.exit_code == 0, r.output
+    want = r.output.splitlines()
+    assert len(want) == len(lines) and want[3].endswith(" t3")
+    if opts[:1] == ["--top-k"]:
+        assert all(len(w.split()) >= 3 and ":" in w for w in want)
+    else:
+        assert any("," in w for w in want) and ":" not in "".join(want)
+    if opts[:1] == ["--threshold"]:
+        d = Daemon(["predict", "-i", str(m), "--daemon", "--port", "0"] + opts)
+    else:
+        d = InProcessDaemon(m, top_k=int(opts[1]) if opts else 0)
+    try:
+        assert d.ask(("\n".join(lines) + "\n").encode()) == want
+        got = d.ask(b"| c1 c2\n\nw1,,w2 | c1\n" + lines[0].encode() + b"\n")
+        assert got[1] == "" and got[2].startswith("error: line 3: ") and got[3] == want[0] and len(got) == 4
+    finally:
+        code, err = d.stop()
+    assert code == 0 and "Traceback" not in err
+
+
+def test_threshold_needs_a_multilabel_model(model):
+    from lomtree_cli.daemon import Predictor
+    from lomtree_cli.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--threshold is for multi-label models"):
+        Predictor(str(model[0]), threshold=0.5)
