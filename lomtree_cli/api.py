@@ -484,7 +484,7 @@ class Classifier:
     """
 
     def __init__(self, reduction="lomtree", classes=None, bits=18, learning_rate=None, power_t=None,
-                 initial_t=None, loss_function=None, quantile_tau=0.5, sgd=False, decay_learning_rate=1.0, l1=0.0, l2=0.0,
+                 initial_t=None, loss_function=None, quantile_tau=0.5, sgd=False, decay_learning_rate=None, l1=0.0, l2=0.0,
                  passes=1, holdout_period=10, holdout_off=False, early_terminate=3, seed=0, hash_seed=0,
                  noconstant=False, label_offset=0, format=None, max_internal_nodes=None, swap_resistance=None,
                  leaf_labels=None, candidates_up=None, label_prior=None, cpt_alpha=None, cpt_predict=None,
@@ -590,7 +590,7 @@ class Classifier:
         p.update(reduction=self.reduction, k=k, seed=self.seed, learning_rate=self.learning_rate,
                  initial_t=self.initial_t, power_t=self.power_t, loss=self.loss_function,
                  quantile_tau=self.quantile_tau, sgd=bool(self.sgd), decay_learning_rate=self.decay_learning_rate,
-                 l1=self.l1, l2=self.l2)
+                 l1=self.l1, l2=self.l2, multilabel=bool(self.multilabel), passes=int(self.passes or 1))
         if fmt == "xmc":  # its header line belongs to a file, not to a list of lines
             raise ValueError("format='xmc' is for files (lomtree train --format xmc); give arrays, or lines "
                              "with format='libsvm' and multilabel=True")
