@@ -126,7 +126,8 @@ def _vw_line(line: bytes, mask: int, seed: int, label_offset: int = 0, low_unlab
     if toks:
         t = toks[0]
         if INT_RE.fullmatch(t) is None:
-            raise _Bad("label_int")
+            # a label set given to a single-label model: the message names --multilabel
+            raise _Bad("libsvm_multilabel" if b"," in t else "label_int")
         label = _label(t, label_offset, low_unlabeled, "label_int")
     if len(toks) == 2:
         w = to_float(toks[1])
