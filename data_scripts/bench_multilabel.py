@@ -574,6 +574,8 @@ def run_anchor(system: str, train: Path, test: Path) -> dict:
 
 
 COMPILE_MARK = "data saved to"
+LOMTREE_STATUS_NOTES = {"not yet": "the lomtree CLI has no --multilabel / --format xmc yet",
+                        "not installed": "no lomtree CLI found (--lomtree, $LOMTREE_BIN, .venv/bin/lomtree, PATH)"}
 
 
 def find_lomtree(explicit: str | None) -> str | None:
@@ -801,7 +803,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     exe = find_lomtree(args.lomtree)
     lt_status = lomtree_status(exe) if any(s.startswith("lomtree") for s in systems) or not args.no_synthetic else None
     if lt_status and lt_status != "ok":
-        log(f"lomtree: {lt_status} ({'CLI without --multilabel / --format xmc' if lt_status == 'not yet' else 'no CLI'})")
+        log(f"lomtree: {lt_status} ({LOMTREE_STATUS_NOTES.get(lt_status, '')})")
     started = _dt.datetime.now().astimezone()
     result: dict = {"command": "python -m data_scripts.bench_multilabel " + sanitize_command(argv),
                     "date": started.isoformat(timespec="seconds"), "versions": versions(),
@@ -830,7 +832,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rep = run_anchor(s, train, test)
             else:
                 row = next(r for r in LOMTREE_ROWS if r.id == s)
-                rep = run_lomtree(exe, row, train, test, n_l) if lt_status == "ok" else {"status": lt_status}
+                rep = (run_lomtree(exe, row, train, test, n_l) if lt_status == "ok"
+                       else {"status": lt_status, "note": LOMTREE_STATUS_NOTES.get(lt_status, "")})
             rep.update(system=s, dataset=d)
             result["runs"].append(rep)
             if rep["status"] == "ok":
@@ -849,7 +852,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                 args.prep_dir, args.seed, args.max_run_seconds)
             plot_synthetic(result["synthetic"], args.out_dir / "ml_cost_vs_k.png")
         else:
-            result["synthetic"] = [{"k": k, "reduction": r, "status": lt_status} for k in syn_ks for r in ("plt", "oaa")]
+            result["synthetic"] = [{"k": k, "reduction": r, "status": lt_status,
+                                    "note": LOMTREE_STATUS_NOTES.get(lt_status, "")}
+                                   for k in syn_ks for r in ("plt", "oaa")]
     result["finished"] = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
     args.out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_write(args.out_dir / "multilabel.json") as fh:
