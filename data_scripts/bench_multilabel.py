@@ -644,6 +644,15 @@ def run_lomtree(exe: str, row: LomtreeRow, train: Path, test: Path, n_labels: in
 # --------------------------------------------------------------------------- synthetic sweep
 
 
+def _duration(seconds: float) -> str:
+    """``90 -> '90 s'``, ``4000 -> '67 min'``, ``20000 -> '5.6 h'``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 3 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def _head_xmc(src: Path, dst: Path, n: int) -> None:
     it = iter_lines(src)
     _, f, l = parse_header(next(it))
@@ -679,7 +688,7 @@ def run_synthetic(exe: str, ks: Sequence[int], n: int, n_test: int, out_dir: Pat
                 rec["projected_train_cpu_s"] = projected
                 if projected > max_seconds:
                     rec["note"] = (f"measured on the first {probe_n:,} examples: the full {n:,} "
-                                   f"would take about {projected / 60:.0f} min")
+                                   f"would take about {_duration(projected)} of CPU")
                 else:
                     log(f"synthetic k={k} {red}: full run on {n} examples")
                     r = run_lomtree(exe, row, train, test, k)

@@ -162,3 +162,7 @@ def test_missing_anchor_is_a_note_not_a_crash(monkeypatch, tmp_path):
     monkeypatch.setattr(bm.importlib.util, "find_spec", lambda name: None)
     rep = bm.run_anchor("omikuji", tmp_path / "t", tmp_path / "e")
     assert rep["status"] == "not installed" and "omikuji" in rep["note"]
+
+
+def test_duration():
+    assert [bm._duration(s) for s in (90, 4000, 20000)] == ["90 s", "67 min", "5.6 h"]
