@@ -793,6 +793,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-run-seconds", type=float, default=600.0)
     ap.add_argument("--no-synthetic", action="store_true")
+    ap.add_argument("--note", help="a sentence for the top of multilabel.md (e.g. how loaded the machine was)")
     return ap
 
 
@@ -817,7 +818,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result: dict = {"command": "python -m data_scripts.bench_multilabel " + sanitize_command(argv),
                     "date": started.isoformat(timespec="seconds"), "versions": versions(),
                     "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-                    "datasets": {}, "runs": [], "synthetic": []}
+                    "note": args.note, "datasets": {}, "runs": [], "synthetic": []}
     if exe and lt_status == "ok":
         git = subprocess.run(["git", "-C", str(Path(exe).resolve().parent), "log", "-1", "--format=%h %s"],
                              capture_output=True, text=True)
@@ -882,7 +883,8 @@ def render_markdown(result: dict, datasets: Sequence[str], systems: Sequence[str
         "# Multi-label benchmark: lomtree beside napkinXC, Omikuji and VW --plt\n",
         f"Command: `{result['command']}`  \nDate: {result['date']}  \n"
         f"Versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items() if v) + "  \n"
-        + (f"lomtree: {result['lomtree_commit']}  \n" if result.get("lomtree_commit") else ""),
+        + (f"lomtree: {result['lomtree_commit']}  \n" if result.get("lomtree_commit") else "")
+        + (f"Note: {result['note']}  \n" if result.get("note") else ""),
         "P@k in % on the test split (every test example counts; one without labels scores 0). "
         "Training CPU: seconds of CPU of the fit (all threads summed: napkinXC uses all cores, "
         "Omikuji 2 threads; lomtree: the whole `lomtree train` process, start-up and parsing "
