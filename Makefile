@@ -57,6 +57,7 @@ test-nojit: $(STAMP)
 bench: dev aot
 	$(PY) -m data_scripts.prepare_all --data-dir $(DATA) --synthetic-k 100 1000 10000 100000
 	$(PY) -m data_scripts.bench
+	$(PY) -m data_scripts.bench_multilabel --data-dir $(DATA)
 
 # The same on a small scale for development (under 5 minutes): Sector only, <= 3 passes, k = 100..10,000
 # for OAA, LOMtree and Filter tree.
