@@ -230,13 +230,13 @@ def best_candidate(tree, cn, cs, cb, gamma, nc):
 
 
 @kernel()
-def train_path(lin, tree, indices, values, s, e, leaf, iw, path, fb):
+def train_path(lin, tree, indices, values, s, e, leaf, iw, path, fb, ms, ys, yh, work, act):
     """Train the node regressors for an example whose label sits at ``leaf``: at every node on
     the root-to-leaf path, each child toward +1 if it is on the path, else -1 (the positive node
     and its siblings, as in PLTs/HSMs for one label), top-down. A node's children are scored
-    together before their updates (``score_block``): the same scores as scoring each right
-    before its own update, since siblings never share a slot. ``path``: work, size >= depth + 1;
-    ``fb`` (M,)."""
+    together and updated together (``score_block``, ``learn_block``): the same as scoring and
+    updating each in turn, since siblings never share a slot. ``path``: work, size >= depth + 1;
+    ``fb, ms, ys, yh`` (M,), ``work`` (M, 4), ``act`` (M,)."""
     d = 0
     a = leaf
     while a >= 0:
@@ -248,10 +248,14 @@ def train_path(lin, tree, indices, values, s, e, leaf, iw, path, fb):
         a = path[t]
         on = path[t - 1]
         r0 = tree.block[a] * W
-        K.score_block(lin, indices, values, s, e, r0, tree.nchild[a], fb)
-        for j in range(tree.nchild[a]):
-            c = tree.child[a, j]
-            K.learn(lin, indices, values, s, e, r0 + j, 1.0 if c == on else -1.0, iw, K.clip_score(lin, fb[j]))
+        na = tree.nchild[a]
+        K.score_block(lin, indices, values, s, e, r0, na, fb)
+        for j in range(na):
+            ms[j] = r0 + j
+            ys[j] = 1.0 if tree.child[a, j] == on else -1.0
+            yh[j] = K.clip_score(lin, fb[j])
+        mult, off, _ = K.slot_params(lin, r0)
+        K.learn_block(lin, indices, values, s, e, ms, na, ys, iw, yh, work, act, False, mult, off - r0)
 
 
 @kernel(inline="always")
@@ -395,6 +399,12 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, labels, weig
     bn, bl, nn, nl, cn, cl, cs, cb, fb = _beam_work(B, M, depth)
     W = np.int64(lin.hp[K.HP_W])
     path = np.empty(tree.parent.shape[0] + 1, dtype=np.int64)
+    mark = np.zeros(tree.parent.shape[0], dtype=np.int64)
+    ms = np.empty(M, dtype=np.int64)
+    ys = np.empty(M, dtype=np.float64)
+    yh = np.empty(M, dtype=np.float64)
+    work = np.empty((M, 4), dtype=np.float64)
+    act = np.empty(M, dtype=np.int64)
     for i in range(start, n):
         s = indptr[i]
         e = indptr[i + 1]
@@ -425,15 +435,11 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, labels, weig
                 leaf = insert_label(lin, tree, logistic, M, indices, values, s, e, y, fb)
                 d = node_depth(tree, leaf)
             iw = weights[i]
-            train_path(lin, tree, indices, values, s, e, leaf, iw, path, fb)
-            if negatives:
-                par = tree.parent[leaf]
-                for t in range(nc):
-                    c = cn[t]
-                    if tree.parent[c] != par:
-                        r = tree.reg[c]
-                        f = K.clip_score(lin, K.score(lin, indices, values, s, e, r))
-                        K.learn(lin, indices, values, s, e, r, -1.0, iw, f)
+            train_path(lin, tree, indices, values, s, e, leaf, iw, path, fb, ms, ys, yh, work, act)
+            if negatives:  # the leaf's siblings were trained with the path
+                mark[tree.parent[leaf]] = i + 1
+                train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, i + 1, iw, fb, ms, ys, yh,
+                                     work, act)
             K.end_example(lin, iw)
             if d > depth:  # the insertion deepened the tree: room for more candidates (after the
                 # negatives above, which read this example's candidates)
@@ -477,6 +483,35 @@ def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb,
                 qt += 1
         mult, off, _ = K.slot_params(lin, r0)
         K.learn_block(lin, indices, values, s, e, ms, na, ys, iw, yh, work, act, False, mult, off - r0)
+
+
+@kernel()
+def train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, iw, fb, ms, ys, yh, work, act):
+    """One-against-some: every candidate leaf ``cn[:nc]`` whose parent is not marked positive
+    (``mark[parent] != stamp``) toward -1. The beam adds all leaf children of a frontier node
+    together, so the candidates come in runs of one parent's children: each run is one
+    ``learn_block`` over that parent's block (the same updates as one candidate after another,
+    each scored right before it: the children's slots never meet)."""
+    W = np.int64(lin.hp[K.HP_W])
+    t = 0
+    while t < nc:
+        a = tree.parent[cn[t]]
+        u = t
+        while u < nc and tree.parent[cn[u]] == a:
+            u += 1
+        if mark[a] != stamp:
+            r0 = tree.block[a] * W
+            K.score_block(lin, indices, values, s, e, r0, tree.nchild[a], fb)
+            q = 0
+            for x in range(t, u):
+                r = tree.reg[cn[x]]
+                ms[q] = r
+                ys[q] = -1.0
+                yh[q] = K.clip_score(lin, fb[r - r0])
+                q += 1
+            mult, off, _ = K.slot_params(lin, r0)
+            K.learn_block(lin, indices, values, s, e, ms, q, ys, iw, yh, work, act, False, mult, off - r0)
+        t = u
 
 
 @jit(nogil=True)
@@ -562,12 +597,7 @@ def plt_process_sets(lin, tree, params, gstats, indptr, indices, values, lptr, l
         iw = weights[i]
         train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb, ms, ys, yh, work, act)
         if negatives:
-            for t in range(nc):
-                c = cn[t]
-                if mark[tree.parent[c]] != stamp:
-                    r = tree.reg[c]
-                    f = K.clip_score(lin, K.score(lin, indices, values, s, e, r))
-                    K.learn(lin, indices, values, s, e, r, -1.0, iw, f)
+            train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, iw, fb, ms, ys, yh, work, act)
         K.end_example(lin, iw)
         if d > depth:  # room for more candidates (after the negatives, which read this example's)
             depth = d

@@ -211,9 +211,9 @@ class ProbabilisticLabelTree(Reduction):
         n = len(batch)
         preds = np.zeros(n, dtype=np.int64)
         train = np.ascontiguousarray(train, dtype=np.bool_)
+        if n and train.any():  # learn_block keeps one rate per (feature, child) of a node
+            self.learner.ensure_scratch(min(int(batch.n_features.max()) * self.W, 1 << 20))
         if batch.label_ptr is not None:
-            if n and train.any():  # learn_block keeps one rate per (feature, child) of a node
-                self.learner.ensure_scratch(min(int(batch.n_features.max()) * self.W, 1 << 20))
             run_resuming(lambda i: P.plt_process_sets(self.learner.arrays, self.tree, self.params, self.gstats,
                                                       batch.indptr, batch.indices, batch.values, batch.label_ptr,
                                                       batch.label_ids, batch.weights, train, i, preds),
