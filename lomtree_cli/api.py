@@ -128,7 +128,7 @@ def lines_batch(lines, cfg: InputConfig) -> ExampleBatch:
         parts.append(b)
     data = b"\n".join(parts) + b"\n"
     try:
-        batch = parse_bytes(data, cfg, source="<lines>")
+        batch = parse_bytes(data, cfg, source="<lines>", xmc_header=False)
     except InputError as e:
         col = f" (column {e.column})" if e.column else ""
         raise ValueError(f"line {e.line}: {e.detail}{col}") from None

@@ -97,7 +97,7 @@ class Predictor:
         ``PredictionWriter(None)`` (its label strings are a cache that grows)."""
         from .parsing import parse_bytes
 
-        batch = parse_bytes(data, self.cfg, source="<connection>", label_dict=self.label_dict)
+        batch = parse_bytes(data, self.cfg, source="<connection>", label_dict=self.label_dict, xmc_header=False)
         lines = []
         if len(batch):
             batch.labels = np.maximum(batch.labels, 0)  # labels below 1: unlabeled (read as -1)

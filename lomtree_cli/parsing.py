@@ -197,7 +197,7 @@ def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int, header=None):
             buf, np.int64(first_line), cfg.format != "vw", np.int64(cfg.mask), np.int64(cfg.hash_seed),
             np.int64(cfg.offset), np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid),
             np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled), bool(cfg.has_string_labels), xmc,
-            np.int64(header[1] if xmc else 0), np.int64(header[2] if xmc else 0))
+            np.int64(header[1] if xmc and header else 0), np.int64(header[2] if xmc and header else 0))
     ns = cfg.generates_features or cfg.has_string_labels  # + namespace ids and label spans (issue #23)
     if cfg.format == "libsvm":
         args = (buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.label_offset),
@@ -248,17 +248,19 @@ def _build(data: bytes, res, source: str, cfg: InputConfig | None = None,
     return batch, errs
 
 
-def parse_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>", label_dict=None) -> ExampleBatch:
+def parse_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>", label_dict=None,
+                xmc_header: bool = True) -> ExampleBatch:
     """Parse a whole buffer (one file's content) into one batch.
 
     A leading UTF-8 BOM is ignored. Raises ``InputError`` on the first bad line unless
-    ``cfg.skip_invalid`` (then the errors are in ``batch.skipped``).
+    ``cfg.skip_invalid`` (then the errors are in ``batch.skipped``). ``xmc_header``: XMC data
+    starts with its header line (a file); without, lines alone (the daemon's, the API's).
     """
     data = bytes(data)
     if data.startswith(BOM):
         data = data[3:]
     header, first = None, 1
-    if cfg.format == "xmc":
+    if cfg.format == "xmc" and xmc_header:
         import io
 
         stream = io.BytesIO(data)
