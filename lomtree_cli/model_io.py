@@ -322,6 +322,11 @@ def inspect_model(path: str, gini_c: float = 1.0) -> dict:
             info[name] = getattr(m.input_config, name)
     if m.label_dict is not None:
         info["label_names"] = {i + 1: n for i, n in enumerate(m.label_dict.names)}
+    if m.reduction.multilabel:
+        counts = m.reduction.label_counts
+        info["multilabel"] = True
+        info["trained_examples"] = int(counts[0])
+        info["labels_per_example"] = round(float(counts[1:].sum() / counts[0]), 4) if counts[0] else 0.0
     info.update(m.reduction.inspect())
     crit = entropy.report(m.reduction, gini_c)
     if crit is not None:
