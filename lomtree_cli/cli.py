@@ -244,7 +244,7 @@ def vw_options(f):
 @click.option("--sgd", is_flag=True, help="Plain SGD instead of adaptive+normalized+invariant updates.")
 @click.option("--decay-learning-rate", "--decay_learning_rate", "decay_learning_rate", type=float,
               default=None, help="Learning-rate factor applied after each pass [1; multi-label plt, oaa with "
-                                 "--passes > 1: 0.5].")
+                                 "--passes > 1: 0.6].")
 @click.option("--passes", type=int, default=1, show_default=True)
 @click.option("-c", "--cache", "cache", is_flag=False, flag_value="", default=None,
               help="Keep the binary example cache at PATH (default: MODEL.cache next to -f) and reuse it "

@@ -58,10 +58,10 @@ _ARITY = Option("arity", ("--arity",), help="most children of a node")
 _BEAM = Option("beam", ("--beam",), help="beam width of the prediction search")
 
 #: multi-label defaults of plt and oaa (bench/multilabel-tuning.md: one pass and 10 passes on
-#: Bibtex, Delicious and Yeast): a smaller rate; with several passes a slower per-example decay and
-#: half the rate at every pass, so that ``--passes N`` alone is the tuned run
+#: Bibtex and Delicious): a smaller rate; with several passes a smaller one still, a slower
+#: per-example decay and 0.6 of the rate at every pass, so that ``--passes N`` alone is the tuned run
 _SET_DEFAULTS = {"learning_rate": 0.25}
-_SET_PASS_DEFAULTS = {"power_t": 0.25, "decay_learning_rate": 0.5}
+_SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rate": 0.6}
 
 #: reduction name -> its entry. Defaults measured best (docs/LOMTREE_ACCURACY.md): LOMtree's
 #: (VW forces quantile loss on log_multi; squared loss, power_t 0.75, learning rate 0.25 and
