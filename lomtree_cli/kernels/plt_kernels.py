@@ -582,15 +582,14 @@ def plt_process_sets(lin, tree, params, gstats, indptr, indices, values, lptr, l
             gamma = GAMMAS[g_best]
             params[PAR_GAMMA] = gamma
         d = 0
-        for j in range(ls, le):
-            y = lids[j]
-            leaf = tree.leaf_of[y]
-            if leaf < 0:
-                leaf = insert_label(lin, tree, logistic, M, indices, values, s, e, y, fb)
-                x = node_depth(tree, leaf)
+        for j in range(ls, le):  # all insertions first: a push-down moves earlier leaves
+            if tree.leaf_of[lids[j]] < 0:
+                x = node_depth(tree, insert_label(lin, tree, logistic, M, indices, values, s, e, lids[j], fb))
                 if x > d:
                     d = x
-            a = leaf
+        mark[0] = stamp  # the root's children are trained whatever the labels (none: all toward -1)
+        for j in range(ls, le):
+            a = tree.leaf_of[lids[j]]
             while a >= 0 and mark[a] != stamp:
                 mark[a] = stamp
                 a = tree.parent[a]

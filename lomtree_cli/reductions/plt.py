@@ -193,6 +193,7 @@ class ProbabilisticLabelTree(Reduction):
         self.buffered = 0
         self.buffered_features = 0
         self.freq = np.zeros(self.k + 1, dtype=np.int64)
+        self._room_labels = 1  # the most labels one example of the running batch may insert
 
     @staticmethod
     def n_models_for(rcfg) -> int:
@@ -214,11 +215,14 @@ class ProbabilisticLabelTree(Reduction):
         if n and train.any():  # learn_block keeps one rate per (feature, child) of a node
             self.learner.ensure_scratch(min(int(batch.n_features.max()) * self.W, 1 << 20))
         if batch.label_ptr is not None:
+            # an example may bring as many new labels as it has: room for all of them at once
+            self._room_labels = max(1, int(np.diff(batch.label_ptr).max())) if n else 1
             run_resuming(lambda i: P.plt_process_sets(self.learner.arrays, self.tree, self.params, self.gstats,
                                                       batch.indptr, batch.indices, batch.values, batch.label_ptr,
                                                       batch.label_ids, batch.weights, train, i, preds),
                          n, self._make_room)
             return preds
+        self._room_labels = 1
         run_resuming(lambda i: P.plt_process(self.learner.arrays, self.tree, self.params, self.gstats, batch.indptr,
                                              batch.indices, batch.values, batch.labels, batch.weights, train,
                                              i, preds),
@@ -230,11 +234,13 @@ class ProbabilisticLabelTree(Reduction):
         return int(self.tree.counts[P.CT_BLOCKS])
 
     def _make_room(self) -> None:
-        """Double the nodes and regressors an insertion lacks."""
-        need = self.n_nodes + P.ROOM
+        """Double the nodes and regressors the insertions of one example lack (one label, or as
+        many as the largest label set of the batch)."""
+        room = self._room_labels
+        need = self.n_nodes + P.ROOM * room
         if need > self.tree.parent.shape[0]:
             self.tree = _grow(self.tree, 2 * need)
-        self.learner.ensure_models(self.W * (self.n_blocks + 2))
+        self.learner.ensure_models(self.W * (self.n_blocks + 2 * room))
 
     def _hold(self, batch, train) -> np.ndarray:
         """Buffer a chunk for the tree; predictions by label frequency. The arrays are copied: a
