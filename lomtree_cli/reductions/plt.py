@@ -248,7 +248,8 @@ class ProbabilisticLabelTree(Reduction):
         the whole chunk, which the buffer should not keep alive."""
         train = np.ascontiguousarray(train, dtype=np.bool_)
         preds = np.zeros(len(batch), dtype=np.int64)
-        P.majority_process(self.freq, batch.first_labels(), train, preds)
+        first = batch.first_labels()  # (0 for an empty label set: nothing to count)
+        P.majority_process(self.freq, first, train & (first > 0), preds)
         lo, hi = int(batch.indptr[0]), int(batch.indptr[-1])
         lptr = lids = None
         if batch.label_ptr is not None:
