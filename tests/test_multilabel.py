@@ -326,7 +326,7 @@ def test_new_label_next_to_known_ones():
     assert tree_of(red) == ref_tree(ref)
     leaf1 = int(red.tree.leaf_of[1])
     up = int(red.tree.parent[leaf1])  # the node created by the push-down: fresh, then one update
-    assert red.tree.parent[up] != 0 and red.n_nodes == ref_tree(ref).__len__()
+    assert red.tree.parent[up] != 0 and red.n_nodes == len(ref_tree(ref))
     b = set_batch([ex([1, 4], 10)])
     from lomtree_cli.kernels import linear as K
     f = np.zeros(1)
@@ -396,3 +396,292 @@ def test_buffer_predictions_with_empty_sets():
           ([], 1.0, [1], [1.0]), ([2], 1.0, [1], [1.0])]
     red = make_plt(5, arity=2, beam=1, tree_buffer=100)
     assert run_sets(red, ex)[:6] == [0, 3, 3, 3, 3, 3]
+
+
+# -- 4. parsing label sets -------------------------------------------------------------------------
+def parse(text, **kw):
+    from lomtree_cli.parsing import parse_bytes
+
+    return parse_bytes(text.encode() if isinstance(text, str) else text, InputConfig(bits=BITS, multilabel=True, **kw))
+
+
+def sets_of(b):
+    return [b.label_set(i).tolist() for i in range(len(b))]
+
+
+def examples_of(b):
+    return [(int(b.labels[i]), b.label_set(i).tolist(), float(b.weights[i]),
+             b.indices[b.indptr[i]:b.indptr[i + 1]].tolist(), b.values[b.indptr[i]:b.indptr[i + 1]].tolist())
+            for i in range(len(b))]
+
+
+def test_libsvm_and_xmc_give_the_same_batch():
+    """XMC (0-based labels and features, header N F L) and LIBSVM with label sets (1-based) are
+    one data set: same labels, sets, features and values; XMC line numbers count the header.
+    Repeated labels collapse, sets come sorted; a line starting with whitespace has the empty set."""
+    libsvm = "3,1,3 1:1 5:2\n2 3:0.5\n 2:1\n10,4 1:1 10:3\n"
+    xmc = "4 10 10\n2,0,2 0:1 4:2\n1 2:0.5\n 1:1\n9,3 0:1 9:3\n"
+    a = parse(libsvm, format="libsvm")
+    b = parse(xmc, format="xmc")
+    assert sets_of(a) == [[1, 3], [2], [], [4, 10]] == sets_of(b)
+    assert a.labels.tolist() == [1, 1, 1, 1] == b.labels.tolist()
+    assert examples_of(a) == examples_of(b)
+    assert (b.line_numbers - 1).tolist() == a.line_numbers.tolist() == [1, 2, 3, 4]
+    assert b.label_ids.dtype == np.int64 and b.label_ptr.tolist() == [0, 2, 3, 3, 5]
+
+
+def test_vw_sets_and_single_labels_hash_alike():
+    """VW label sets: sorted, distinct ids; the features are those of the single-label line; the
+    weight and tag still parse; a line without a label is unlabeled (labels 0, empty set)."""
+    a = parse("3,1,3 2.0 'tg| a b:2\n5 | c\n| d\n")
+    from lomtree_cli.parsing import parse_bytes
+
+    single = parse_bytes(b"3 2.0 'tg| a b:2\n5 | c\n| d\n", InputConfig(bits=BITS))
+    assert sets_of(a) == [[1, 3], [5], []]
+    assert a.labels.tolist() == [1, 1, 0]
+    assert a.weights.tolist() == [2.0, 1.0, 1.0] and a.tags == ["tg", None, None]
+    assert a.indices.tolist() == single.indices.tolist() and a.values.tolist() == single.values.tolist()
+
+
+def test_label_offset_and_string_label_sets():
+    assert sets_of(parse("0,2 | a\n", label_offset=1)) == [[1, 3]]
+    assert sets_of(parse("2 2 2\n0,1 0:1\n1 1:1\n", format="xmc", label_offset=1)) == [[2, 3], [3]]
+    b = parse("a,b | x\nb,c | y\nb,a,b | z\nc | w\n", string_labels=True)
+    assert sets_of(b) == [[1, 2], [2, 3], [1, 2], [3]]
+
+
+@pytest.mark.parametrize("chunk", [17, 64, 1 << 20])
+def test_sets_do_not_depend_on_chunks(tmp_path, chunk):
+    from lomtree_cli.parsing import iter_batches
+
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(120):
+        ys = ",".join(str(int(y)) for y in rng.integers(0, 30, rng.integers(0, 5)))
+        feats = " ".join(f"{int(j)}:{rng.uniform(0.5, 2):.3f}" for j in sorted(set(rng.integers(0, 50, 3).tolist())))
+        lines.append(f"{ys} {feats}" if ys else f" {feats}")
+    path = tmp_path / "d.xmc"
+    path.write_text("120 50 30\n" + "\n".join(lines) + "\n")
+    cfg = InputConfig(bits=BITS, format="xmc")
+    whole = parse(path.read_bytes(), format="xmc")
+    got = [e for b in iter_batches([str(path)], cfg, chunk_bytes=chunk) for e in examples_of(b)]
+    lines_got = [int(x) for b in iter_batches([str(path)], cfg, chunk_bytes=chunk) for x in b.line_numbers]
+    assert got == examples_of(whole)
+    assert lines_got == whole.line_numbers.tolist() == list(range(2, 122))
+
+
+# -- the command line, in-process ------------------------------------------------------------------
+def cli(*args):
+    """``lomtree ARGS`` in this process: (exit code, stdout, stderr)."""
+    from lomtree_cli.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(args=[str(a) for a in args], prog_name="lomtree", standalone_mode=True)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return code, out.getvalue(), err.getvalue()
+
+
+def one_error(code, err, want_code):
+    assert code == want_code, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert "Traceback" not in err and len([ln for ln in lines if ln.startswith("error: ")]) == 1, err
+    assert lines[-1].startswith("error: "), err
+    return lines[-1]
+
+
+BAD = [  # (file name, text, options, line, words the message must have)
+    ("a.vw", "1 | a\n1,,2 | b\n", [], 2, ["'1,,2'", "1,5,7"]),
+    ("b.vw", "1 | a\n2 | b\n1,x | c\n", [], 3, ["'1,x'"]),
+    ("c.vw", "1, | a\n", [], 1, ["'1,'"]),
+    ("d.vw", "1 | a\n1,0 | b\n", [], 2, ["'0'"]),
+    ("e.vw", "1 | a\n2,9 | b\n", [], 2, ["9", "1..5"]),
+    ("f.svm", "1 1:1\n1,,2 2:1\n", ["--format", "libsvm"], 2, ["'1,,2'"]),
+    ("g.xmc", "3 4 5\n0 0:1\n1,5 1:1\n2 2:1\n", ["--format", "xmc"], 3, ["'5'", "5 labels"]),
+    ("h.xmc", "2 4 5\n0 0:1\n1 4:1\n", ["--format", "xmc"], 3, ["'4'", "4 features"]),
+    ("i.xmc", "3 4 5\n0 0:1\n1 1:1\n", ["--format", "xmc"], 1, ["3 examples", "has 2"]),
+    ("j.xmc", "1 4 5\n0 0:1\n1 1:1\n", ["--format", "xmc"], 1, ["1 examples", "has 2"]),
+    ("k.xmc", "a b c\n0 0:1\n", ["--format", "xmc"], 1, ["'a b c'", "N F L"]),
+    ("l.xmc", "2 4\n0 0:1\n1 1:1\n", ["--format", "xmc"], 1, ["N F L"]),
+]
+
+
+@pytest.mark.parametrize("name,text,opts,line,words", BAD, ids=[b[0] for b in BAD])
+def test_bad_label_sets_are_one_line_errors(tmp_path, name, text, opts, line, words):
+    f = tmp_path / name
+    f.write_text(text)
+    code, _, err = cli("train", "-r", "oaa", "-k", "5", "--multilabel", "-b", "10", "--quiet", *opts, f)
+    msg = one_error(code, err, 1)
+    assert msg.startswith(f"error: {f}:{line}: "), msg
+    for w in words:
+        assert w in msg, msg
+
+
+def test_set_given_to_a_single_label_model_names_multilabel(tmp_path):
+    f = tmp_path / "s.vw"
+    f.write_text("1 | a\n1,3 | b\n")
+    msg = one_error(*cli("train", "-r", "oaa", "-k", "5", "-b", "10", "--quiet", f)[::2], 1)
+    assert msg.startswith(f"error: {f}:2: ") and "--multilabel" in msg, msg
+    f.write_text("1 1:1\n1,3 2:1\n")
+    msg = one_error(*cli("train", "-r", "oaa", "-k", "5", "-b", "10", "--quiet", "--format", "libsvm", f)[::2], 1)
+    assert msg.startswith(f"error: {f}:2: ") and "--multilabel" in msg, msg
+
+
+@pytest.mark.parametrize("name", ["lomtree", "filter", "rtree", "cpt", "mtree", "table"])
+def test_other_reductions_refuse_label_sets(tmp_path, name):
+    f = tmp_path / "d.vw"
+    f.write_text("1,2 | a\n")
+    code, _, err = cli("train", "-r", name, "-k", "4", "--multilabel", "-b", "10", "--quiet", f)
+    msg = one_error(code, err, 2)
+    assert "-r plt" in msg and "-r oaa" in msg and name in msg, msg
+
+
+# -- 5. command-line round trips -----------------------------------------------------------------
+def vw_lines(k, n, seed, labelled=True):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        ys = sorted({int(y) for y in rng.integers(1, k + 1, rng.integers(1, 4))})
+        feats = " ".join(f"c{y}" for y in ys) + " " + " ".join(f"n{int(j)}" for j in rng.integers(0, 30, 2))
+        out.append((",".join(map(str, ys)) if labelled else "") + f" | {feats}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def mldata(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ml")
+    (d / "a.vw").write_text("\n".join(vw_lines(10, 150, 0)) + "\n")
+    (d / "b.vw").write_text("\n".join(vw_lines(10, 100, 1)) + "\n")
+    (d / "ab.vw").write_text((d / "a.vw").read_text() + (d / "b.vw").read_text())
+    test = vw_lines(10, 40, 2)
+    (d / "test.vw").write_text("\n".join(test) + "\n")
+    (d / "test_unlab.vw").write_text("\n".join(ln[ln.index("|") - 1:] for ln in test) + "\n")
+    return d
+
+
+# (a tree buffer that sees every label: online insertion of 2+ new labels at once hangs, see
+# test_several_new_labels_get_room)
+PLT = ["-r", "plt", "-k", "10", "--multilabel", "-b", "14", "--tree-buffer", "40", "--arity", "3", "--quiet"]
+
+
+def model_arrays(path):
+    from lomtree_cli.model_io import load_model, model_arrays as arrays
+
+    m = load_model(str(path))
+    return m, arrays(m.learner, m.reduction)
+
+
+def test_save_load_predicts_as_before_saving(mldata, tmp_path):
+    """The progressive predictions of unlabeled lines after training (nothing learned from them)
+    equal the saved model's top-1 in predict; the label counts are saved."""
+    m = tmp_path / "m.lt"
+    p = tmp_path / "p.txt"
+    code, _, err = cli("train", *PLT, mldata / "a.vw", mldata / "test_unlab.vw", "-f", m, "-p", p)
+    assert code == 0, err
+    progressive = p.read_text().split()[150:]
+    code, out, err = cli("predict", "-i", m, mldata / "test_unlab.vw", "-p", "-", "--top-k", "1", "--quiet")
+    assert code == 0, err
+    assert [ln.split(":")[0] for ln in out.splitlines()] == progressive
+    loaded, _ = model_arrays(m)
+    counts = loaded.reduction.label_counts
+    sets = [ln.split(" |")[0].split(",") for ln in (mldata / "a.vw").read_text().splitlines()]
+    assert counts[0] == 150 and counts[1:].tolist() == [sum(str(y) in s for s in sets) for y in range(1, 11)]
+
+
+@pytest.mark.parametrize("red", [PLT, ["-r", "oaa", "-k", "10", "--multilabel", "-b", "14", "--quiet"]])
+def test_initial_model_continues_exactly(mldata, tmp_path, red):
+    m1, m2, m3 = tmp_path / "1.lt", tmp_path / "2.lt", tmp_path / "3.lt"
+    assert cli("train", *red, mldata / "a.vw", "-f", m1)[0] == 0
+    code, _, err = cli("train", "-i", m1, mldata / "b.vw", "-f", m2, "--quiet")
+    assert code == 0, err
+    assert cli("train", *red, mldata / "ab.vw", "-f", m3)[0] == 0
+    _, a = model_arrays(m2)
+    _, b = model_arrays(m3)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert np.array_equal(a[key], b[key]), key
+
+
+@pytest.mark.parametrize("red", [["-r", "oaa"], ["-r", "plt", "--tree-buffer", "40"],
+                                 ["-r", "plt", "--tree-buffer", "40", "--arity", "2"]])
+def test_passes_through_the_cache(mldata, tmp_path, red):
+    """--passes 3 -c (passes 2 and 3 read the label sets from the example cache) trains exactly
+    the model of --passes 3 that parses the file again each pass."""
+    models = []
+    for cache in ([f"--cache={tmp_path / 'c.cache'}"], []):
+        m = tmp_path / f"m{len(models)}.lt"
+        code, _, err = cli("train", *red, "-k", "10", "--multilabel", "-b", "14", "--quiet", "--passes", "3",
+                           "--holdout-off", *cache, mldata / "a.vw", "-f", m)
+        assert code == 0, err
+        models.append(model_arrays(m)[1])
+    assert (tmp_path / "c.cache").exists()
+    for key in models[0]:
+        assert np.array_equal(models[0][key], models[1][key]), key
+
+
+def test_cache_round_trips_label_sets(tmp_path):
+    from lomtree_cli.cache import ExampleCache
+    from lomtree_cli.parsing import iter_batches
+
+    f = tmp_path / "d.vw"
+    f.write_text("\n".join(vw_lines(10, 200, 5)) + "\n| unlabelled\n3,3,1 | x\n")
+    cfg = InputConfig(bits=BITS, multilabel=True)
+    cache = ExampleCache.open(str(tmp_path / "c.cache"), cfg, [str(f)])
+    parsed = list(iter_batches([str(f)], cfg, chunk_bytes=500))
+    w = cache.writer()
+    for b in parsed:
+        w.add(b)
+    w.close()
+    got = list(ExampleCache.open(str(tmp_path / "c.cache"), cfg, [str(f)]).read())
+    assert len(got) == len(parsed) > 3
+    for a, b in zip(parsed, got):
+        assert examples_of(a) == examples_of(b)
+        assert a.line_numbers.tolist() == b.line_numbers.tolist()
+    assert sets_of(got[-1])[-2:] == [[], [1, 3]]
+    # a cache of single-label batches is not read for a multi-label run (the key differs)
+    assert not ExampleCache.open(str(tmp_path / "c.cache"), InputConfig(bits=BITS), [str(f)]).ready
+
+
+def test_top_k_threshold_lines_and_report_metrics(mldata, tmp_path):
+    """--top-k 5: up to 5 distinct 'label:P' (best ranked first); --threshold 0.3: comma-joined labels, each
+    with P >= 0.3 in the top-k lines; the --report metrics equal mlmetrics on the printed top-5
+    and the true sets, with the saved label counts' propensities."""
+    from lomtree_cli.mlmetrics import MultilabelScores, propensities
+
+    m = tmp_path / "m.lt"
+    assert cli("train", *PLT, mldata / "ab.vw", "-f", m)[0] == 0
+    rep = tmp_path / "r.json"
+    code, out, err = cli("predict", "-i", m, mldata / "test.vw", "-p", "-", "--top-k", "5", "--report", rep,
+                         "--quiet")
+    assert code == 0, err
+    top = []
+    for ln in out.splitlines():
+        pairs = [t.split(":") for t in ln.split()]
+        assert all(re.fullmatch(r"\d+:[01]\.\d{6}", t) for t in ln.split()), ln
+        assert 1 <= len(pairs) <= 5 and len({lab for lab, _ in pairs}) == len(pairs)
+        top.append([int(lab) for lab, _ in pairs] + [0] * (5 - len(pairs)))
+    truth = [sorted(int(y) for y in ln.split(" |")[0].split(",")) for ln in (mldata / "test.vw").read_text().splitlines()]
+    code, out_t, err = cli("predict", "-i", m, mldata / "test.vw", "-p", "-", "--threshold", "0.3", "--quiet")
+    assert code == 0, err
+    for ln_t, ln_k in zip(out_t.splitlines(), out.splitlines()):
+        over = [t.split(":")[0] for t in ln_k.split() if float(t.split(":")[1]) >= 0.3]
+        got_t = ln_t.split(",") if ln_t else []
+        shown = {t.split(":")[0]: float(t.split(":")[1]) for t in ln_k.split()}
+        assert set(over) <= set(got_t) and all(shown.get(y, 1.0) >= 0.3 for y in got_t), (ln_t, ln_k)
+        assert len(set(got_t)) == len(got_t)
+    loaded, _ = model_arrays(m)
+    counts = loaded.reduction.label_counts
+    lptr = np.zeros(len(truth) + 1, np.int64)
+    np.cumsum([len(t) for t in truth], out=lptr[1:])
+    s = MultilabelScores((1, 3, 5), inv_propensity=1.0 / propensities(counts, int(counts[0])), k_labels=None)
+    s.add(np.array(top, np.int64), lptr, np.array([y for t in truth for y in t], np.int64))
+    want = s.result()
+    got = json.load(open(rep))
+    for key in ("p@1", "p@3", "p@5", "ndcg@1", "ndcg@3", "ndcg@5", "psp@1", "psp@3", "psp@5"):
+        assert got[key] == pytest.approx(want[key], rel=1e-12), key
+    code, _, err = cli("predict", "-i", m, mldata / "test.vw", "-p", tmp_path / "t.txt", "--report", rep, "--quiet")
+    r = json.load(open(rep))
+    assert code == 0 and "micro_f1" in r and "macro_f1" in r
