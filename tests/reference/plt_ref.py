@@ -174,6 +174,64 @@ class RefPLT:
                 self.learn(idx, val, y, iw, cands)
         return preds
 
+    # -- label sets (multi-label PLT) --------------------------------------------------------
+    # Written from the semantics of a PLT on label sets (Jasinska et al. 2016), not from
+    # ``kernels/plt_kernels.plt_process_sets``: the labels of the set that are new are inserted first
+    # (in increasing order, each guided by the example, nothing trained in between); then the union
+    # of the labels' root-to-leaf paths *in the tree after the insertions* is positive; the root is
+    # always a node whose children are trained (an empty set trains them all toward -1); breadth first
+    # from the root, every child of a positive internal node is trained toward +1 if positive, else -1;
+    # with leaf negatives, every candidate leaf of the beam (computed before the insertions) whose
+    # parent is not positive is trained toward -1 (the others were just trained as children of a
+    # positive node).
+    def learn_set(self, idx, val, ys, iw, cands):
+        ys = sorted(set(ys))
+        for y in ys:
+            if y not in self.leaf_of:
+                self.insert(idx, val, y)
+        pos = {0}
+        for y in ys:
+            a = self.leaf_of[y]
+            while a >= 0 and a not in pos:
+                pos.add(a)
+                a = self.parent[a]
+        lin = self.lin
+        queue = [0]
+        while queue:
+            a = queue.pop(0)
+            for c in self.children[a]:
+                r = self.reg(c)
+                on = c in pos
+                lin.learn(idx, val, r, 1.0 if on else -1.0, iw, lin.clip(lin.score(idx, val, r)))
+                if on and self.children[c]:
+                    queue.append(c)
+        if self.negatives:
+            for c, *_ in cands:
+                if self.parent[c] not in pos:
+                    r = self.reg(c)
+                    lin.learn(idx, val, r, -1.0, iw, lin.clip(lin.score(idx, val, r)))
+        lin.end_example(iw)
+
+    def process_sets(self, examples, train=True):
+        """examples: (label set or None (unlabeled), iw, idx, val); an example trains when it has a
+        set (possibly empty) and iw > 0. Returns the progressive predictions (the best candidate
+        before the update, 0 for an empty tree); with gamma chosen, a gamma counts an example when
+        its best candidate is one of the labels."""
+        preds = []
+        for ys, iw, idx, val in examples:
+            cands = self.candidates(idx, val)
+            rank = lambda g: sorted(cands, key=lambda t: (-(t[2] + g * t[3]), self.label[t[0]]))  # noqa: E731
+            r = rank(self.gamma)
+            preds.append(self.label[r[0][0]] if r else 0)
+            if train and ys is not None and iw > 0:
+                if self.auto and cands:
+                    for g, gamma in enumerate(self.GAMMAS):
+                        if self.label[rank(gamma)[0][0]] in ys:
+                            self.gstats[g] += iw
+                    self.gamma = self.GAMMAS[max(range(len(self.GAMMAS)), key=lambda g: (self.gstats[g], -g))]
+                self.learn_set(idx, val, ys, iw, cands)
+        return preds
+
 
 def centroids(examples, labels_in_order, d_bits):
     """Label centroids as ``reductions.plt`` builds them before normalising: the mean of each
@@ -194,3 +252,9 @@ def centroids(examples, labels_in_order, d_bits):
             sign = -1.0 if (hv >> 31) & 1 else 1.0
             X[r][b] += sign * float(v) / nrm
     return [[x / c for x in row_] if c else row_ for row_, c in zip(X, cnt)]
+
+
+def set_centroids(examples, labels_in_order, d_bits):
+    """``centroids`` for label-set examples (ys, iw, idx, val): an example is a term of the
+    centroid of each of its labels."""
+    return centroids([(y, iw, idx, val) for ys, iw, idx, val in examples if ys for y in ys], labels_in_order, d_bits)
