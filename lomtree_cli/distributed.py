@@ -263,7 +263,7 @@ class _Recorder:
         self.skipped = 0
         self.holdout_reporting = False
 
-    def add_batch(self, labels, weights, preds, losses, nfeat, holdout, zero_one=None):
+    def add_batch(self, labels, weights, preds, losses, nfeat, holdout, zero_one=None, shown=None):
         self.parts.append((labels, weights, preds, losses, nfeat, holdout, zero_one))
 
     def start(self):

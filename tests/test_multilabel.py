@@ -282,10 +282,6 @@ def test_oaa_sets_of_one_equal_the_single_label_path(loss):
 
 
 # -- room for the labels of a set ------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="BUG: plt_process_sets stops for room for ROOM*new nodes and "
-                   "2*new blocks, but ProbabilisticLabelTree._make_room only grows for one insertion "
-                   "(n_nodes + ROOM, W*(n_blocks + 2)) and grows nothing when that already fits: "
-                   "run_resuming loops forever on an example with 2+ labels new to the tree")
 @pytest.mark.parametrize("labels", [[1, 2], [1, 2, 3, 4, 5, 6]])
 def test_several_new_labels_get_room(labels, monkeypatch):
     """An example whose set holds several labels not yet in the tree is trained (the tree and
@@ -306,10 +302,6 @@ def test_several_new_labels_get_room(labels, monkeypatch):
 
 
 # -- PLT: the cases the main comparison leaves out ---------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="BUG: plt_process_sets marks each label's path right after "
-                   "inserting it; a later label's push-down split (insert_label) moves the leaves of an "
-                   "already-marked node under a new unmarked node, so an earlier label of the same set "
-                   "is trained toward -1 at that node (and its leaf is not trained at all)")
 def test_new_label_next_to_known_ones():
     """A set with a known label and a new one whose insertion pushes the known label's leaf down
     (arity 2): the known label's whole path is still positive, as in the reference."""
@@ -349,10 +341,6 @@ def test_plt_empty_sets_match_reference(arity, beam, gamma, negatives):
     assert_same_weights(red, ref)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (or undocumented choice): with leaf negatives, an example "
-                   "with an empty label set trains the root's children toward -1 (train_positive) and then "
-                   "again each candidate leaf under the root (the root is not marked positive), two "
-                   "updates toward -1 for one example")
 def test_plt_empty_sets_with_leaf_negatives_train_root_leaves_once():
     ex = set_stream(k=6, n=80, seed=1, empty=0.25, new_alone=True)
     ref = RefPLT(bits=BITS, arity=8, beam=2, gamma=0.5, negatives=True)
@@ -386,9 +374,6 @@ def test_plt_sets_buffered_tree_matches_reference(chunk):
     assert_same_weights(red, ref)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: while the PLT buffers, majority_process counts "
-                   "batch.first_labels(), which is 0 for an empty set; counts[0] is the slot holding the "
-                   "current argmax, so an empty set corrupts the frequency predictions")
 def test_buffer_predictions_with_empty_sets():
     """While buffering, a prediction is the most frequent label so far (of the first labels of
     the sets, ties: smallest); an empty set counts no label."""
