@@ -229,35 +229,6 @@ def best_candidate(tree, cn, cs, cb, gamma, nc):
     return best
 
 
-@kernel()
-def train_path(lin, tree, indices, values, s, e, leaf, iw, path, fb, ms, ys, yh, work, act):
-    """Train the node regressors for an example whose label sits at ``leaf``: at every node on
-    the root-to-leaf path, each child toward +1 if it is on the path, else -1 (the positive node
-    and its siblings, as in PLTs/HSMs for one label), top-down. A node's children are scored
-    together and updated together (``score_block``, ``learn_block``): the same as scoring and
-    updating each in turn, since siblings never share a slot. ``path``: work, size >= depth + 1;
-    ``fb, ms, ys, yh`` (M,), ``work`` (M, 4), ``act`` (M,)."""
-    d = 0
-    a = leaf
-    while a >= 0:
-        path[d] = a
-        d += 1
-        a = tree.parent[a]
-    W = np.int64(lin.hp[K.HP_W])
-    for t in range(d - 1, 0, -1):
-        a = path[t]
-        on = path[t - 1]
-        r0 = tree.block[a] * W
-        na = tree.nchild[a]
-        K.score_block(lin, indices, values, s, e, r0, na, fb)
-        for j in range(na):
-            ms[j] = r0 + j
-            ys[j] = 1.0 if tree.child[a, j] == on else -1.0
-            yh[j] = K.clip_score(lin, fb[j])
-        mult, off, _ = K.slot_params(lin, r0)
-        K.learn_block(lin, indices, values, s, e, ms, na, ys, iw, yh, work, act, False, mult, off - r0)
-
-
 @kernel(inline="always")
 def _new_node(tree, W, par, lab):
     """A fresh node (leaf if ``lab > 0``; an internal node gets the next block) as the last
@@ -373,90 +344,12 @@ def _beam_work(B, M, depth):
             np.empty(M, dtype=np.float64))
 
 
-@jit(nogil=True)
-def plt_process(lin, tree, params, gstats, indptr, indices, values, labels, weights, train, start, preds):
-    """Progressive predict-then-learn over examples ``start:`` of a chunk.
-
-    Per example: beam search (``beam_search``) and the best candidate's label as the prediction
-    (0: empty tree); then, if it trains: with ``PAR_AUTO`` count which gammas ranked its label
-    first (``gstats``) and move ``PAR_GAMMA`` to the best; insert its label if new
-    (``insert_label``), train the path (``train_path``) and, with ``PAR_NEGATIVES``, every other
-    candidate leaf of the beam toward -1 (those not already trained as siblings of the label's
-    leaf).
-
-    preds : int64, shape (n,) out: the prediction before each update
-    Returns n, or the index of the first example whose label insertion needs more room.
-    """
-    n = labels.shape[0]
-    M = np.int64(params[PAR_ARITY])
-    B = np.int64(params[PAR_BEAM])
-    logistic = params[PAR_LOGISTIC] != 0.0
-    need = params[PAR_NEED_PRED] != 0.0
-    gamma = params[PAR_GAMMA]
-    negatives = params[PAR_NEGATIVES] != 0.0
-    auto = params[PAR_AUTO] != 0.0
-    depth = tree_depth(tree)
-    bn, bl, nn, nl, cn, cl, cs, cb, fb = _beam_work(B, M, depth)
-    W = np.int64(lin.hp[K.HP_W])
-    path = np.empty(tree.parent.shape[0] + 1, dtype=np.int64)
-    mark = np.zeros(tree.parent.shape[0], dtype=np.int64)
-    ms = np.empty(M, dtype=np.int64)
-    ys = np.empty(M, dtype=np.float64)
-    yh = np.empty(M, dtype=np.float64)
-    work = np.empty((M, 4), dtype=np.float64)
-    act = np.empty(M, dtype=np.int64)
-    for i in range(start, n):
-        s = indptr[i]
-        e = indptr[i + 1]
-        nc = 0
-        if need or not train[i] or negatives or auto:
-            nc = beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb,
-                             not train[i])
-            t = best_candidate(tree, cn, cs, cb, gamma, nc)
-            preds[i] = tree.label[cn[t]] if t >= 0 else 0
-        if train[i]:
-            y = labels[i]
-            if auto and nc > 0:
-                g_best = 0
-                for g in range(GAMMAS.shape[0]):
-                    t = best_candidate(tree, cn, cs, cb, GAMMAS[g], nc)
-                    if tree.label[cn[t]] == y:
-                        gstats[g] += weights[i]
-                    if gstats[g] > gstats[g_best]:
-                        g_best = g
-                gamma = GAMMAS[g_best]
-                params[PAR_GAMMA] = gamma
-            leaf = tree.leaf_of[y]
-            d = 0
-            if leaf < 0:
-                used = tree.counts[CT_NODES]
-                if used + ROOM > tree.parent.shape[0] or (tree.counts[CT_BLOCKS] + 2) * W > lin.S.shape[0]:
-                    return i
-                leaf = insert_label(lin, tree, logistic, M, indices, values, s, e, y, fb)
-                d = node_depth(tree, leaf)
-            iw = weights[i]
-            train_path(lin, tree, indices, values, s, e, leaf, iw, path, fb, ms, ys, yh, work, act)
-            if negatives:  # the leaf's siblings were trained with the path
-                mark[tree.parent[leaf]] = i + 1
-                train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, i + 1, iw, fb, ms, ys, yh,
-                                     work, act)
-            K.end_example(lin, iw)
-            if d > depth:  # the insertion deepened the tree: room for more candidates (after the
-                # negatives above, which read this example's candidates)
-                depth = d
-                cn = np.empty(B * M * depth, dtype=np.int64)
-                cl = np.empty(B * M * depth, dtype=np.float64)
-                cs = np.empty(B * M * depth, dtype=np.float64)
-                cb = np.empty(B * M * depth, dtype=np.float64)
-    return n
-
-
 @kernel()
 def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb, ms, ys, yh, work, act):
     """Train the node regressors for an example whose positive nodes (the union of its labels'
     root-to-leaf paths) carry ``mark[v] == stamp``: at every positive internal node, from the
     root down (breadth first), each child toward +1 if it is positive, else -1 (Jasinska et al.
-    2016; with one label this is ``train_path``'s path, node for node). An example without
+    2016; with one label, the path's nodes and their siblings). An example without
     labels trains the root's children toward -1. A node's children are updated together
     (``learn_block``: their slots never meet, so this equals their updates one after another).
     ``queue``: work, size >= the number of nodes; ``ms, ys, yh`` (M,), ``work`` (M, 4), ``act`` (M,)."""
@@ -515,17 +408,22 @@ def train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, 
 
 
 @jit(nogil=True)
-def plt_process_sets(lin, tree, params, gstats, indptr, indices, values, lptr, lids, weights, train, start,
-                     preds):
-    """``plt_process`` for label sets: example i's labels are ``lids[lptr[i]:lptr[i+1]]``.
+def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, weights, train, start, preds):
+    """Progressive predict-then-learn over examples ``start:`` of a chunk; example i's labels are
+    ``lids[lptr[i]:lptr[i+1]]`` (one label: a set of one).
 
-    The prediction is the best candidate as there; a trained example inserts each of its labels
-    not yet in the tree (all of them, or none and the kernel stops before the example for room),
-    marks the union of their paths positive, trains every positive node's children toward +1 or
-    -1 (``train_positive``) and, with ``PAR_NEGATIVES``, every candidate leaf of the beam whose
-    parent is not positive toward -1 (the others were trained as children of a positive node).
-    With ``PAR_AUTO`` a gamma counts an example when its best candidate is one of the labels
-    (progressive precision@1). Returns n, or the index of the first example that needs room.
+    Per example: beam search (``beam_search``) and the best candidate's label as the prediction
+    (0: empty tree). Then, if it trains: with ``PAR_AUTO`` count the gammas whose best candidate
+    is one of its labels (progressive precision@1; ``gstats``) and move ``PAR_GAMMA`` to the
+    best; insert each of its labels not yet in the tree (``insert_label``: all of them, or none
+    and the kernel stops before the example for room); mark the union of their root-to-leaf
+    paths positive and train every positive node's children toward +1 or -1
+    (``train_positive``; with one label, the path and its siblings); with ``PAR_NEGATIVES``
+    train every candidate leaf of the beam whose parent is not positive toward -1
+    (``train_beam_negatives``; the others were trained as children of a positive node).
+
+    preds : int64, shape (n,) out: the prediction before each update
+    Returns n, or the index of the first example whose label insertions need more room.
     """
     n = preds.shape[0]
     M = np.int64(params[PAR_ARITY])

@@ -215,17 +215,14 @@ class ProbabilisticLabelTree(Reduction):
         if n and train.any():  # learn_block keeps one rate per (feature, child) of a node
             self.learner.ensure_scratch(min(int(batch.n_features.max()) * self.W, 1 << 20))
         if batch.label_ptr is not None:
+            lptr, lids = batch.label_ptr, batch.label_ids
             # an example may bring as many new labels as it has: room for all of them at once
-            self._room_labels = max(1, int(np.diff(batch.label_ptr).max())) if n else 1
-            run_resuming(lambda i: P.plt_process_sets(self.learner.arrays, self.tree, self.params, self.gstats,
-                                                      batch.indptr, batch.indices, batch.values, batch.label_ptr,
-                                                      batch.label_ids, batch.weights, train, i, preds),
-                         n, self._make_room)
-            return preds
-        self._room_labels = 1
+            self._room_labels = max(1, int(np.diff(lptr).max())) if n else 1
+        else:  # one label: a set of one
+            lptr, lids = np.arange(n + 1, dtype=np.int64), batch.labels
+            self._room_labels = 1
         run_resuming(lambda i: P.plt_process(self.learner.arrays, self.tree, self.params, self.gstats, batch.indptr,
-                                             batch.indices, batch.values, batch.labels, batch.weights, train,
-                                             i, preds),
+                                             batch.indices, batch.values, lptr, lids, batch.weights, train, i, preds),
                      n, self._make_room)
         return preds
 

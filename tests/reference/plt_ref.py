@@ -176,7 +176,7 @@ class RefPLT:
 
     # -- label sets (multi-label PLT) --------------------------------------------------------
     # Written from the semantics of a PLT on label sets (Jasinska et al. 2016), not from
-    # ``kernels/plt_kernels.plt_process_sets``: the labels of the set that are new are inserted first
+    # ``kernels/plt_kernels.plt_process``: the labels of the set that are new are inserted first
     # (in increasing order, each guided by the example, nothing trained in between); then the union
     # of the labels' root-to-leaf paths *in the tree after the insertions* is positive; the root is
     # always a node whose children are trained (an empty set trains them all toward -1); breadth first
