@@ -78,11 +78,19 @@ def weights(loaded) -> np.ndarray:
 THEN = {"mtree": ("--arity", "32", "--linear", "0")}
 
 
+#: mtree's dot products are compiled with fastmath reassociation, whose vector width follows the
+#: CPU: BEFORE's mtree fingerprint holds on the CPU where it was taken only (an AMD EPYC, znver3,
+#: gives another), so there the zero-regularisation model is compared with the plain one alone.
+CPU_DEPENDENT = {"mtree"}
+
+
 @pytest.mark.parametrize("reduction", LINEAR + ["mtree"])
 def test_zero_regularization_keeps_the_model_bit_for_bit(data, reduction):
     then = THEN.get(reduction, ())
-    assert fingerprint(_train(data, reduction, *then)) == BEFORE[reduction]
-    assert fingerprint(_train(data, reduction, *then, "--l1", "0", "--l2", "0", name="z.lt")) == BEFORE[reduction]
+    plain = fingerprint(_train(data, reduction, *then))
+    if reduction not in CPU_DEPENDENT:
+        assert plain == BEFORE[reduction]
+    assert fingerprint(_train(data, reduction, *then, "--l1", "0", "--l2", "0", name="z.lt")) == plain
 
 
 @pytest.mark.parametrize("reduction", LINEAR)
