@@ -119,11 +119,11 @@ def test_format_table_cells_and_statuses():
 
 def test_format_synthetic_table():
     rows = [{"k": 1000, "reduction": "plt", "status": "ok", "train_examples": 20000, "train_us_per_example": 12.34,
-             "predict_us_per_example": 5.0, "p@1": 0.5, "note": ""},
+             "train_us_per_example_marginal": 10.06, "predict_us_per_example": 5.0, "p@1": 0.5, "note": ""},
             {"k": 100000, "reduction": "oaa", "status": "not yet"}]
     md = bm.format_synthetic_table(rows).strip().splitlines()
-    assert md[2] == "| 1,000 | plt | 20,000 | 12.3 | 5.0 | 50.00 |  |"
-    assert md[3] == "| 100,000 | oaa | — | — | — | — | not yet |"
+    assert md[2] == "| 1,000 | plt | 20,000 | 12.3 | 10.1 | 5.0 | 50.00 |  |"
+    assert md[3] == "| 100,000 | oaa | — | — | — | — | — | not yet |"
 
 
 def test_sanitize_command_has_no_machine_paths():

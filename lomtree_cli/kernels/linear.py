@@ -366,12 +366,15 @@ def adaptive_rate(G, N, p, nexp):
     ``p = 0.5``: ``1 / (sqrt(G) N)``. ``p = 0.75`` (LOMtree's and CPT's default):
     ``1 / sqrt(G sqrt(G) N)``, within 2 ulp of ``pow`` (float64) and a third of its cost: two
     ``pow`` per (feature, regressor) were 30% of LOMtree's training with ``-q ww`` on KJV book.
-    Other ``p``: ``pow``; ``N^-nexp`` is skipped when ``N = 1`` (binary features), where it is 1
-    exactly."""
+    ``p = 0.25`` (multi-label models with several passes): ``1 / sqrt(sqrt(G) N^3)``, the same
+    way. Other ``p``: ``pow``; ``N^-nexp`` is skipped when ``N = 1`` (binary features), where it
+    is 1 exactly."""
     if p == 0.5:
         return 1.0 / (math.sqrt(G) * N)
     if p == 0.75:
         return 1.0 / math.sqrt(G * math.sqrt(G) * N)
+    if p == 0.25:
+        return 1.0 / math.sqrt(math.sqrt(G) * (N * N * N))
     return G ** (-p) * (1.0 if N == 1.0 else N ** (-nexp))
 
 
@@ -385,6 +388,9 @@ def model_rate(S, T, p):
         return math.sqrt(T / S)
     if p == 0.75:
         return 1.0 / math.sqrt(math.sqrt(S / T))
+    if p == 0.25:
+        x = T / S
+        return x * math.sqrt(math.sqrt(1.0 / x))  # x^(3/4)
     return (S / T) ** (-(1.0 - p))
 
 
@@ -397,6 +403,8 @@ def renorm(ratio, p, nexp):
         return ratio
     if p == 0.75:
         return math.sqrt(ratio)
+    if p == 0.25:
+        return ratio * math.sqrt(ratio)
     return ratio ** nexp
 
 
