@@ -344,8 +344,35 @@ def _beam_work(B, M, depth):
             np.empty(M, dtype=np.float64))
 
 
+#: most features of an example whose block rows ``blocks_distinct`` checks (more: not checked)
+DISTINCT_MAX = 64
+
+
 @kernel()
-def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb, ms, ys, yh, work, act):
+def blocks_distinct(lin, indices, s, e, tmp):
+    """True when no two features of example ``s:e`` share a block row: in block mode feature h's
+    row of block b starts at ``(h W K(b) + W C(b)) mod 2^bits`` with K(b) odd, so two features
+    meet in some block exactly when ``h = h'`` modulo ``2^bits / W``, the same for every block.
+    Then each (feature, child) slot of a node occurs once on the example, and ``learn_block`` may
+    keep its rates packed (its ``distinct``). ``tmp``: int64 work, size >= ``DISTINCT_MAX``."""
+    n = e - s
+    if n > DISTINCT_MAX:
+        return False
+    m = np.int64(lin.hp[K.HP_MASK]) // np.int64(lin.hp[K.HP_W])
+    for j in range(n):  # insertion into a sorted list
+        v = np.int64(indices[s + j]) & m
+        t = j
+        while t > 0 and tmp[t - 1] > v:
+            tmp[t] = tmp[t - 1]
+            t -= 1
+        if t > 0 and tmp[t - 1] == v:
+            return False
+        tmp[t] = v
+    return True
+
+
+@kernel()
+def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb, ms, ys, yh, work, act, distinct):
     """Train the node regressors for an example whose positive nodes (the union of its labels'
     root-to-leaf paths) carry ``mark[v] == stamp``: at every positive internal node, from the
     root down (breadth first), each child toward +1 if it is positive, else -1 (Jasinska et al.
@@ -375,11 +402,12 @@ def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb,
                 queue[qt] = c
                 qt += 1
         mult, off, _ = K.slot_params(lin, r0)
-        K.learn_block(lin, indices, values, s, e, ms, na, ys, iw, yh, work, act, False, mult, off - r0)
+        K.learn_block(lin, indices, values, s, e, ms, na, ys, iw, yh, work, act, distinct, mult, off - r0)
 
 
 @kernel()
-def train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, iw, fb, ms, ys, yh, work, act):
+def train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, iw, fb, ms, ys, yh, work, act,
+                         distinct):
     """One-against-some: every candidate leaf ``cn[:nc]`` whose parent is not marked positive
     (``mark[parent] != stamp``) toward -1. The beam adds all leaf children of a frontier node
     together, so the candidates come in runs of one parent's children: each run is one
@@ -403,7 +431,7 @@ def train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, 
                 yh[q] = K.clip_score(lin, fb[r - r0])
                 q += 1
             mult, off, _ = K.slot_params(lin, r0)
-            K.learn_block(lin, indices, values, s, e, ms, q, ys, iw, yh, work, act, False, mult, off - r0)
+            K.learn_block(lin, indices, values, s, e, ms, q, ys, iw, yh, work, act, distinct, mult, off - r0)
         t = u
 
 
@@ -444,6 +472,7 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, 
     yh = np.empty(M, dtype=np.float64)
     work = np.empty((M, 4), dtype=np.float64)
     act = np.empty(M, dtype=np.int64)
+    dtmp = np.empty(DISTINCT_MAX, dtype=np.int64)
     stamp = 0
     for i in range(start, n):
         s = indptr[i]
@@ -492,9 +521,11 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, 
                 mark[a] = stamp
                 a = tree.parent[a]
         iw = weights[i]
-        train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb, ms, ys, yh, work, act)
+        distinct = blocks_distinct(lin, indices, s, e, dtmp)
+        train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb, ms, ys, yh, work, act, distinct)
         if negatives:
-            train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, iw, fb, ms, ys, yh, work, act)
+            train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, iw, fb, ms, ys, yh, work, act,
+                                 distinct)
         K.end_example(lin, iw)
         if d > depth:  # room for more candidates (after the negatives, which read this example's)
             depth = d
