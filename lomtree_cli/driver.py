@@ -896,6 +896,8 @@ def _summary(runner: Runner, reduction, input_cfg, passes, start, holdout_loss):
     }
     if reduction.own_loss:
         s["average_zero_one_loss"] = (pr.zero_one / pr.wl) if (pr.wl > 0 and runner.need_predictions) else None
+    if reduction.multilabel and avg is not None:  # the loss is 1 - precision@1 there
+        s["progressive_p@1"] = 1.0 - avg
     if reduction.reports_log_loss:
         log_loss = holdout_loss if holdout_loss is not None else avg
         s["perplexity"] = math.exp(min(log_loss, 700.0)) if log_loss is not None else None
@@ -924,6 +926,8 @@ def _finish(err, opts: RunOptions, runner: Runner, s: dict):
             err.write(f"average 0/1 loss = {f(s['average_zero_one_loss'])}\n")
         if "perplexity" in s:
             err.write(f"perplexity = {f(s['perplexity'])}\n")
+        if "progressive_p@1" in s and "p@1" not in s:
+            err.write(f"progressive precision@1 = {s['progressive_p@1']:.6f}\n")
         if "p@1" in s:
             from .multilabel import KS
 
