@@ -55,11 +55,12 @@ class ReductionSpec:
 
 
 _ARITY = Option("arity", ("--arity",), help="most children of a node")
-_BEAM = Option("beam", ("--beam",), help="beam width of the prediction search")
+_BEAM = Option("beam", ("--beam",), help="beam width of the prediction search (plt with label sets: 16)")
 
 #: multi-label defaults of plt and oaa (bench/multilabel-tuning.md: one pass and 10 passes on
-#: Bibtex and Delicious): a smaller rate; with several passes a smaller one still, a slower
-#: per-example decay and 0.6 of the rate at every pass, so that ``--passes N`` alone is the tuned run
+#: Bibtex and Delicious): a smaller rate and (plt) a beam of 16, as an example's several labels
+#: spread over more of the tree; with several passes a smaller rate still, a slower per-example
+#: decay and 0.6 of the rate at every pass, so that ``--passes N`` alone is the tuned run
 _SET_DEFAULTS = {"learning_rate": 0.25}
 _SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rate": 0.6}
 
@@ -103,7 +104,7 @@ REGISTRY = {
                     "-1 = chosen by progressive validation among 0, 0.25, 0.5, 0.75, 1)"),
         Option("leaf_negatives", ("--no-leaf-negatives",), bool, flag_value=False,
                help="train leaves against their siblings only, not against every beam candidate")),
-        label_set_defaults=_SET_DEFAULTS, label_set_pass_defaults=_SET_PASS_DEFAULTS),
+        label_set_defaults={**_SET_DEFAULTS, "beam": 16}, label_set_pass_defaults=_SET_PASS_DEFAULTS),
     "mtree": ReductionSpec("lomtree_cli.reductions.mtree:MaryTree", options=(
         _ARITY, _BEAM,
         Option("dim", ("--dim",), help="width of the learned embeddings"),
