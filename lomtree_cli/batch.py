@@ -56,9 +56,18 @@ class ExampleBatch:
     def __len__(self) -> int:
         return int(self.labels.shape[0])
 
-    @property
-    def multilabel(self) -> bool:
-        return self.label_ptr is not None
+    def label_sets(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ptr, ids): example i's labels are ``ids[ptr[i]:ptr[i+1]]``, ``ptr[0] = 0``; without
+        label sets each example's label is a set of one (0 for an unlabeled one)."""
+        if self.label_ptr is None:
+            return np.arange(len(self) + 1, dtype=np.int64), self.labels
+        lo = self.label_ptr[0]
+        return self.label_ptr - lo, self.label_ids[lo:self.label_ptr[-1]]
+
+    def label_owner(self) -> np.ndarray:
+        """int64 (m,): the example of each entry of ``label_sets()[1]``."""
+        ptr = self.label_sets()[0]
+        return np.repeat(np.arange(len(self)), np.diff(ptr))
 
     def label_set(self, i: int) -> np.ndarray:
         """The labels of example ``i`` (multi-label batches)."""
@@ -137,10 +146,8 @@ class ExampleBatch:
         )
 
     @staticmethod
-    def empty(source: str = "<stdin>", multilabel: bool = False) -> "ExampleBatch":
+    def empty(source: str = "<stdin>") -> "ExampleBatch":
         return ExampleBatch(
-            label_ptr=np.zeros(1, np.int64) if multilabel else None,
-            label_ids=np.zeros(0, np.int64) if multilabel else None,
             labels=np.zeros(0, np.int64),
             weights=np.zeros(0, np.float64),
             indptr=np.zeros(1, np.int64),

@@ -406,10 +406,8 @@ class Runner:
         k = self.reduction.k
         if not train_possible or not batch.label_ids.size or int(batch.label_ids.max()) <= k:
             return batch
-        counts = np.diff(batch.label_ptr)
-        owner = np.repeat(np.arange(len(batch)), counts)
         bad = np.zeros(len(batch), dtype=bool)
-        bad[owner[batch.label_ids[batch.label_ptr[0]:batch.label_ptr[-1]] > k]] = True
+        bad[batch.label_owner()[batch.label_sets()[1] > k]] = True
 
         def text(i):
             big = int(batch.label_set(i).max())

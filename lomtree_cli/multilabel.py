@@ -94,10 +94,7 @@ class SetPredictor:
         labelled = batch.labels > 0
         if labelled.any():
             sub = labelled if not labelled.all() else slice(None)
-            lptr, lids = batch.label_ptr, batch.label_ids
-            if not labelled.all():
-                kept = batch.subset(labelled)
-                lptr, lids = kept.label_ptr, kept.label_ids
+            lptr, lids = batch.subset(labelled).label_sets()  # (subset: the batch itself when all are)
             top = labs[sub][:, :max(KS)]
             if top.shape[1] < max(KS):
                 top = np.pad(top, ((0, 0), (0, max(KS) - top.shape[1])))

@@ -116,7 +116,7 @@ class Reduction:
         if batch.label_ptr is None:
             return
         t = np.asarray(train, dtype=bool)
-        ids = batch.label_ids[np.repeat(t, np.diff(batch.label_ptr))]
+        ids = batch.label_sets()[1][t[batch.label_owner()]]
         if ids.size and (int(ids.min()) < 1 or int(ids.max()) > self.k):
             bad = int(ids.min()) if int(ids.min()) < 1 else int(ids.max())
             raise ValueError(f"{self.name}: cannot train on label {bad}: labels must be in 1..{self.k}")

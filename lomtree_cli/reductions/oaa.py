@@ -137,10 +137,7 @@ class OneAgainstAll(Reduction):
             self.learner.ensure_scratch(min(int(batch.n_features.max()) * self.k, 1 << 20))
         preds = np.zeros(n, dtype=np.int64)
         scratch = np.zeros(self.k, dtype=np.float64)
-        if batch.label_ptr is None:  # one label: a set of one
-            lptr, lids = np.arange(n + 1, dtype=np.int64), batch.labels
-        else:
-            lptr, lids = batch.label_ptr - batch.label_ptr[0], batch.label_ids[batch.label_ptr[0]:]
+        lptr, lids = batch.label_sets()  # (one label: a set of one)
         oaa_process(self.learner.arrays, batch.indptr, batch.indices, batch.values, lptr, lids,
                     batch.weights, np.ascontiguousarray(train, dtype=np.bool_), self.k, preds, scratch)
         return preds, None

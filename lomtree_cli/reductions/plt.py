@@ -214,13 +214,9 @@ class ProbabilisticLabelTree(Reduction):
         train = np.ascontiguousarray(train, dtype=np.bool_)
         if n and train.any():  # learn_block keeps one rate per (feature, child) of a node
             self.learner.ensure_scratch(min(int(batch.n_features.max()) * self.W, 1 << 20))
-        if batch.label_ptr is not None:
-            lptr, lids = batch.label_ptr, batch.label_ids
-            # an example may bring as many new labels as it has: room for all of them at once
-            self._room_labels = max(1, int(np.diff(lptr).max())) if n else 1
-        else:  # one label: a set of one
-            lptr, lids = np.arange(n + 1, dtype=np.int64), batch.labels
-            self._room_labels = 1
+        lptr, lids = batch.label_sets()  # (one label: a set of one)
+        # an example may bring as many new labels as it has: room for all of them at once
+        self._room_labels = max(1, int(np.diff(lptr).max())) if n else 1
         run_resuming(lambda i: P.plt_process(self.learner.arrays, self.tree, self.params, self.gstats, batch.indptr,
                                              batch.indices, batch.values, lptr, lids, batch.weights, train, i, preds),
                      n, self._make_room)
@@ -459,15 +455,9 @@ class ProbabilisticLabelTree(Reduction):
 def _label_pairs(batch, train):
     """(example index, label) of every label of the examples that train: the label centroids'
     terms (an example of a label set is a term of each of its labels' centroids)."""
-    t = np.asarray(train, dtype=bool)
-    if batch.label_ptr is None:
-        ex = np.flatnonzero(t)
-        return ex, batch.labels[ex]
-    counts = np.diff(batch.label_ptr)
-    ex = np.repeat(np.arange(len(batch)), counts)
-    lab = batch.label_ids[batch.label_ptr[0]:batch.label_ptr[-1]]
-    keep = t[ex]
-    return ex[keep], lab[keep]
+    ex = batch.label_owner()
+    keep = np.asarray(train, dtype=bool)[ex]
+    return ex[keep], batch.label_sets()[1][keep]
 
 
 def _validate(child, nchild, parent, label, k) -> None:
