@@ -58,6 +58,7 @@ bench: dev aot
 	$(PY) -m data_scripts.prepare_all --data-dir $(DATA) --synthetic-k 100 1000 10000 100000
 	$(PY) -m data_scripts.bench
 	$(PY) -m data_scripts.bench_multilabel --data-dir $(DATA)
+	$(PY) -m data_scripts.bench_pypi --data-dir $(DATA)
 
 # The same on a small scale for development (under 5 minutes): Sector only, <= 3 passes, k = 100..10,000
 # for OAA, LOMtree and Filter tree.
@@ -79,6 +80,7 @@ fuzz: $(STAMP)
 
 data: $(STAMP)
 	$(PY) -m data_scripts.prepare_all --data-dir $(DATA)
+	$(PY) -m data_scripts.pypi_tasks --data-dir $(DATA) --out-dir bench/data/pypi
 
 clean:
 	rm -rf $(VENV) bench/data bench/demo build *.egg-info

@@ -443,7 +443,9 @@ def test_anchor_kwargs_and_command_lines():
     assert cmd[1:] == ["-m", "data_scripts.bench_anchors", "fit", "--anchor", "napkinxc_bhsm", "--train", "tr.vw",
                        "--model", "m", "--report", "r.json", "--bits", "24"]
     cmd = ba.fit_cmd("fasttext_hs", "tr.txt", "m.bin", "r.json", epochs=5)
-    assert cmd[-2:] == ["--epochs", "5"] and "--bits" not in cmd
+    assert cmd[-4:] == ["--epochs", "5", "--threads", "1"] and "--bits" not in cmd
+    assert ba.fit_cmd("fasttext_hs", "tr.txt", "m.bin", "r.json", threads=2)[-2:] == ["--threads", "2"]
+    assert ba.fasttext_kwargs("fasttext_hs", 5, 2)["thread"] == 2
     assert ba.test_cmd("napkinxc_plt", "te.vw", "m", "r.json")[-2:] == ["--bits", "24"]
     assert "--bits" not in ba.test_cmd("fasttext_softmax", "te.txt", "m.bin", "r.json")
     with pytest.raises(SystemExit):  # the child refuses an unknown anchor (argparse, exit 2)
