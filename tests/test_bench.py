@@ -605,7 +605,7 @@ def test_run_anchor_with_a_fake_runner(tmp_path, monkeypatch):
     assert rec["status"] == "ok" and rec["error"] == 0.0 and rec["options"]["epoch"] == 5
     ft_train = Path(seen[0][seen[0].index("--train") + 1])
     assert ft_train.read_text() == "__label__1 w^a w^b\n__label__2 w^c\n"
-    assert seen[0][-2:] == ["--epochs", "5"]
+    assert seen[0][-4:] == ["--epochs", "5", "--threads", "1"]
 
 
 def test_run_anchor_failure_and_not_installed(tmp_path, monkeypatch):
