@@ -17,7 +17,7 @@ import click
 
 from . import __version__, commands
 from .errors import ConfigError
-from .reductions.registry import REGISTRY, default, reduction_options as registry_options
+from .reductions.registry import LARGE_K, REGISTRY, default, reduction_options as registry_options
 from .runtime import guarded, process_start_time
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -132,10 +132,11 @@ def _defaults_text(key: str, base, names=REGISTRY) -> str:
     """``[base; r1, r2: other]``: the default of ``key`` for the reductions ``names``, naming those
     whose entry sets another."""
     values = {r: default(r, key, base) for r in names}
-    if len(set(values.values())) == 1:
+    large = {f"{r} with -k >= {LARGE_K}": v for r in names if (v := default(r, key, base, k=LARGE_K)) != values[r]}
+    if len(set(values.values())) == 1 and not large:
         return f"[{next(iter(values.values()))}]"
     other: dict = {}
-    for r, v in values.items():
+    for r, v in {**values, **large}.items():
         if v != base:
             other.setdefault(v, []).append(r)
     return "[" + "; ".join([f"{base}"] + [f"{', '.join(rs)}: {v}" for v, rs in other.items()]) + "]"

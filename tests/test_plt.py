@@ -60,10 +60,11 @@ def ref_tree(ref):
 
 # -- kernels against the reference --------------------------------------------------------------
 @pytest.mark.parametrize("arity,beam,gamma,negatives", [(2, 1, 1.0, False), (3, 2, 0.5, True), (4, 3, 0.0, True),
-                                                        (5, 3, None, True)])
+                                                        (5, 3, None, True), (3, 4, 1.0, False)])
 def test_online_tree_matches_reference(arity, beam, gamma, negatives):
     """No buffer: every label is inserted online (push-down splits included at arity 2-3);
-    progressive predictions and the final tree equal the reference's, chunk by chunk or whole."""
+    progressive predictions and the final tree equal the reference's, chunk by chunk or whole
+    (without leaf negatives and with a fixed gamma, a trained example is predicted greedily)."""
     ex = stream(k=11, n=300, seed=arity)
     ref = RefPLT(bits=12, arity=arity, beam=beam, gamma=gamma, negatives=negatives)
     want = ref.process(ex)

@@ -43,7 +43,8 @@ class ReductionSpec:
     cannot apply (the reduction has no weights), empty when they do. ``label_set_defaults``: the
     defaults of a multi-label model (``--multilabel``) where they differ, and
     ``label_set_pass_defaults`` those of a multi-label model trained with ``--passes > 1``
-    (keys as ``defaults``, plus ``decay_learning_rate``)."""
+    (keys as ``defaults``, plus ``decay_learning_rate``). ``large_k_defaults``: those of a
+    single-label model with ``k >= LARGE_K`` classes."""
 
     target: str
     needs_k: bool = True
@@ -52,6 +53,7 @@ class ReductionSpec:
     no_regularization: str = ""
     label_set_defaults: dict = field(default_factory=dict)
     label_set_pass_defaults: dict = field(default_factory=dict)
+    large_k_defaults: dict = field(default_factory=dict)
 
 
 _ARITY = Option("arity", ("--arity",), help="most children of a node")
@@ -63,6 +65,14 @@ _BEAM = Option("beam", ("--beam",), help="beam width of the prediction search (p
 #: decay and 0.6 of the rate at every pass, so that ``--passes N`` alone is the tuned run
 _SET_DEFAULTS = {"learning_rate": 0.25}
 _SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rate": 0.6}
+
+#: single-label plt from this many classes on (bench/pypi.md, bench/notes/plt-at-scale.md): a
+#: faster-decaying rate, leaves trained against their siblings only and the PLT's path probability.
+#: On next-word streams (KJV, k = 5,001; PyPI, k = 20,001) the beam's leaf negatives push down the
+#: plausible next words that did not occur and cost 1.5-3 points; on the synthetic k = 1,000 stream
+#: (clean prototypes) they are what brings the tree to OAA, hence a threshold between the two.
+LARGE_K = 4096
+_LARGE_K_PLT = {"power_t": 0.75, "leaf_negatives": False, "path_weight": 1.0}
 
 #: reduction name -> its entry. Defaults measured best (docs/LOMTREE_ACCURACY.md): LOMtree's
 #: (VW forces quantile loss on log_multi; squared loss, power_t 0.75, learning rate 0.25 and
@@ -103,8 +113,10 @@ REGISTRY = {
                help="weight of the parent path's log probability in a candidate's score (1 = pure PLT; "
                     "-1 = chosen by progressive validation among 0, 0.25, 0.5, 0.75, 1)"),
         Option("leaf_negatives", ("--no-leaf-negatives",), bool, flag_value=False,
-               help="train leaves against their siblings only, not against every beam candidate")),
-        label_set_defaults={**_SET_DEFAULTS, "beam": 16}, label_set_pass_defaults=_SET_PASS_DEFAULTS),
+               help=f"train leaves against their siblings only, not against every beam candidate (the "
+                    f"default with -k >= {LARGE_K})")),
+        label_set_defaults={**_SET_DEFAULTS, "beam": 16}, label_set_pass_defaults=_SET_PASS_DEFAULTS,
+        large_k_defaults=_LARGE_K_PLT),
     "mtree": ReductionSpec("lomtree_cli.reductions.mtree:MaryTree", options=(
         _ARITY, _BEAM,
         Option("dim", ("--dim",), help="width of the learned embeddings"),
@@ -135,15 +147,17 @@ def reduction_options() -> dict:
     return out
 
 
-def default(name: str, key: str, fallback, multilabel: bool = False, passes: int = 1):
+def default(name: str, key: str, fallback, multilabel: bool = False, passes: int = 1, k: int | None = None):
     """Reduction ``name``'s default for ``key`` (a config field, ``loss``, ``power_t``,
-    ``learning_rate`` or ``decay_learning_rate``); ``multilabel`` and ``passes``: the model's,
-    for the defaults of multi-label models."""
+    ``learning_rate`` or ``decay_learning_rate``); ``multilabel``, ``passes`` and ``k``: the
+    model's, for the defaults of multi-label models and of many classes."""
     spec = REGISTRY[name]
     if multilabel and passes > 1 and key in spec.label_set_pass_defaults:
         return spec.label_set_pass_defaults[key]
     if multilabel and key in spec.label_set_defaults:
         return spec.label_set_defaults[key]
+    if not multilabel and k is not None and k >= LARGE_K and key in spec.large_k_defaults:
+        return spec.large_k_defaults[key]
     return spec.defaults.get(key, fallback)
 
 
