@@ -1,4 +1,4 @@
-"""The ``lomtree`` command line (spelling: ../shared/docs/CLI.md).
+"""The ``lomtree`` command line (spelling: docs/CLI.md).
 
 Thin: ``train`` and ``predict`` hand their parameters to ``commands.run_train`` / ``run_predict``;
 ``inspect`` calls ``model_io.inspect_model``. numba and numpy are imported inside command bodies,
@@ -174,7 +174,7 @@ def common_run_options(f):
 
 
 def vw_options(f):
-    """VW's spellings and feature options (issue #23); see features.py and labels.py."""
+    """VW's spellings and feature options; see features.py and labels.py."""
     opts = [
         (("-d", "--data", "data"), dict(multiple=True, help="Input file (VW's -d; same as a positional INPUT).")),
         (("-t", "--testonly", "testonly"), dict(is_flag=True, help="Test only (VW's -t): with -i MODEL, as "

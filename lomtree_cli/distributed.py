@@ -1,4 +1,4 @@
-"""Prediction and data-parallel training on Dask (issue #24 items 2 and 3; ``pip install lomtree[dask]``).
+"""Prediction and data-parallel training on Dask (``pip install lomtree[dask]``).
 
 ``lomtree predict -i MODEL FILES... --dask ADDRESS`` and ``lomtree train ... --dask ADDRESS
 [--sync-every N]``; ``ADDRESS`` is a scheduler (``tcp://host:8786``) or ``local:N``, a
@@ -651,7 +651,7 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
         passes_before = 0
         learner, reduction = _new_model(input_cfg, learner_cfg, red_cfg)
     else:
-        # ([:4]: main's issue #23 adds the label dictionary as a fifth value)
+        # ([:4]: the fifth value, the label dictionary, is not used here)
         input_cfg, learner, reduction, passes_before = _continued_model(initial_model, input_cfg, explicit or {})[:4]
     if reduction.name not in FIXED_STRUCTURE + GROWN_IN_PASS_1:
         raise ConfigError(f"--dask trains {', '.join(FIXED_STRUCTURE + GROWN_IN_PASS_1)}; -r {reduction.name} "

@@ -1,4 +1,4 @@
-"""Conditional Probability Tree (-r cpt) and label-frequency table (-r table), ALGORITHMS.md §3.5."""
+"""Conditional Probability Tree (-r cpt) and label-frequency table (-r table), docs/ALGORITHMS.md §3.5."""
 
 from __future__ import annotations
 

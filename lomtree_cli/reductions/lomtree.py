@@ -1,4 +1,4 @@
-"""LOMtree: the online logarithmic-time multiclass tree (ALGORITHMS.md §3.4).
+"""LOMtree: the online logarithmic-time multiclass tree (docs/ALGORITHMS.md §3.4).
 
 Choromanska & Langford, *Logarithmic Time Online Multiclass prediction*, NIPS 2015, Algorithm 1
 with node swapping (VW's ``--log_multi k``). Every internal node ``v`` owns a binary regressor
