@@ -623,7 +623,7 @@ def test_shortcuts_flag_survives_save_and_load(tmp_path):
 
 def test_cli_defaults_are_the_measured_best(tmp_path):
     """``lomtree train -r lomtree`` without options: squared loss, power_t 0.75, 32 candidates from
-    two levels above the leaf (docs/LOMTREE_ACCURACY.md); explicit options still win, and the
+    two levels above the leaf (bench/notes/lomtree.md); explicit options still win, and the
     paper's reduction (L = 0, quantile) stays reachable and matches the library default."""
     from click.testing import CliRunner
 

@@ -64,7 +64,7 @@ than in VW, where every update of any regressor shrinks every weight. (2) The we
 not VW's ``eta_bar``: with ``eta_bar`` per touched weight, l1 made OAA on Sector *denser* (more
 updates reach weights that are large next to ``eta_bar l1``) and at best 0.2 points more
 accurate (``--l1 0.01``; 0.1 cost 5 points); with the weight's rate, ``--l1 0.03`` took its test error from 12.9% to 9.4%
-and ``--l1 0.1`` its nonzero weights from 3.0M to 0.56M (docs/FEATURES.md). The values are
+and ``--l1 0.1`` its nonzero weights from 3.0M to 0.56M (bench/notes/features.md). The values are
 therefore not VW's: VW's ``--l1 1e-5`` already costs 10 points of error on Sector. Each weight
 pass tests ``reg_on`` once per example and keeps the old arithmetic when both are 0 (the models
 are bit for bit those of before). A feature repeated in an example (or two colliding in a

@@ -68,7 +68,7 @@ _BEAM = Option("beam", ("--beam",), help="beam width of the prediction search (p
 _SET_DEFAULTS = {"learning_rate": 0.25}
 _SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rate": 0.6}
 
-#: reduction name -> its entry. Defaults measured best (docs/LOMTREE_ACCURACY.md): LOMtree's
+#: reduction name -> its entry. Defaults measured best (bench/notes/lomtree.md): LOMtree's
 #: (VW forces quantile loss on log_multi; squared loss, power_t 0.75, learning rate 0.25 and
 #: candidates 3 levels up measured better here, the last two for k >= 1000, at a cost for k <= 105);
 #: CPT's power_t 0.75 was better than 0.5 on 5 of 6 benchmark tasks (one pass, -b 24; worse on
