@@ -107,6 +107,14 @@ def test_option_index_follows_the_help():
                 assert f"`{m.group(1)}" in block or f", {m.group(1)}" in block, (name, m.group(1))
 
 
+def test_markdown_links_resolve():
+    """Every relative link of the README, docs/ and bench/notes/ names a file of the repository."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "bench/notes").glob("*.md"))]
+    links = [(page, t) for page in pages for t in re.findall(r"\]\(([^)#\s]+)", page.read_text()) if "://" not in t]
+    broken = [f"{page.relative_to(ROOT)}: {t}" for page, t in links if not (page.parent / t).exists()]
+    assert len(links) > 20 and broken == []
+
+
 def _python_text(path: Path):
     """(line, text) of every comment and string token of a Python file."""
     with open(path, "rb") as f:
