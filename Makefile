@@ -51,7 +51,7 @@ test: aot
 test-nojit: $(STAMP)
 	NUMBA_DISABLE_JIT=1 $(PY) -m pytest -q -p no:cacheprovider -x
 
-# The benchmark suite (issue #7; configs/*.toml, data_scripts/bench.py): every reduction on every
+# The benchmark suite (configs/*.toml, data_scripts/bench.py): every reduction on every
 # dataset (one pass and tuned passes) beside VW's --oaa/--log_multi/--ect, a synthetic k sweep and
 # the throughput-vs-VW figures -> bench/results.json, bench/results.md, bench/*.png.
 bench: dev aot
@@ -66,7 +66,7 @@ bench-quick: dev aot
 	$(PY) -m data_scripts.prepare_all --data-dir $(DATA) --synthetic-k 100 1000 10000
 	$(PY) -m data_scripts.bench --quick
 
-# Parser fuzzing (issue #8; not part of `make test`): atheris, coverage-guided, FUZZ_RUNS inputs per
+# Parser fuzzing (not part of `make test`): atheris, coverage-guided, FUZZ_RUNS inputs per
 # parser (VW, LIBSVM); every input is also checked against the pure-Python reference parser.
 # New corpus entries go to bench/fuzz/corpus-*, crashes to bench/fuzz/.
 FUZZ_RUNS ?= 100000

@@ -1,4 +1,4 @@
-"""The benchmark suite (issue #7): every reduction on every dataset, beside Vowpal Wabbit.
+"""The benchmark suite: every reduction on every dataset, beside Vowpal Wabbit.
 
 What it runs (all as real subprocesses, timed as whole commands, start-up included)
     * one **experiment** per ``configs/<dataset>_<reduction>.toml`` file: ``lomtree train ...
@@ -11,7 +11,7 @@ What it runs (all as real subprocesses, timed as whole commands, start-up includ
     * a **synthetic sweep** (``configs/suite.toml``, ``[*.synthetic]``): per-example train and
       test time of every tree reduction and OAA for k = 10^2 .. 10^5 classes (OAA on fewer
       examples at large k);
-    * the **foundation figures** (issue #2): OAA train/predict throughput on Sector repeated 5
+    * the **foundation figures**: OAA train/predict throughput on Sector repeated 5
       times vs VW ``--oaa 105``, parse+hash throughput on the KJV next-word file vs VW ``--ect
       5001``, and the start-up time of ``lomtree predict`` on a 10-line input.
 
@@ -20,7 +20,7 @@ Multiple passes
     bench/runs/<run>.vwcache --passes N``.  Both keep the default holdout (every 10th example
     of each pass is held out and never trained on; early termination after 3 passes without a
     holdout improvement).  Ours keeps the best-holdout-pass model; VW keeps the last pass's
-    model unless it stopped early (ALGORITHMS.md §4.3).  Test error is always measured on the
+    model unless it stopped early (docs/ALGORITHMS.md §4.3).  Test error is always measured on the
     separate test file.
 
 Measurements
@@ -718,7 +718,7 @@ def _line(rec: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# accuracy anchors: napkinXC and fastText (issue #19 item 5; data_scripts/bench_anchors.py)
+# accuracy anchors: napkinXC and fastText (data_scripts/bench_anchors.py)
 
 def tuned_passes(exps: list[Experiment], reduction: str = "plt") -> dict[str, int]:
     """``{dataset: passes of the tuned run of reduction}`` (fastText's tuned epochs match them)."""
@@ -918,7 +918,7 @@ def per_example_times(rec: dict) -> dict:
 
 
 def run_foundation(fnd: dict, use_vw: bool, available: dict) -> list[dict]:
-    """Issue #2's figures: OAA throughput on Sector x5, parse+hash rate on KJV next-word, start-up."""
+    """The foundation figures: OAA throughput on Sector x5, parse+hash rate on KJV next-word, start-up."""
     rows = []
     RUNS_DIR.mkdir(parents=True, exist_ok=True)
     bits = int(fnd.get("bits", 24))

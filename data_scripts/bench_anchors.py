@@ -1,4 +1,4 @@
-"""Accuracy anchors for ``make bench`` (issue #19 item 5): napkinXC and fastText on our files.
+"""Accuracy anchors for ``make bench`` : napkinXC and fastText on our files.
 
 What runs (each fit and each prediction in its own subprocess, timed like ours by
 ``bench.run_timed``: wall clock of the whole command, start-up and file reading included,

@@ -81,7 +81,7 @@ def _cache_bases() -> list:
 
 def _cache_base() -> str:
     """The first of ``_cache_bases()`` this user can write in (the last one when none is: numba
-    then reports the problem). Any user who can read the install can run it (issue #22)."""
+    then reports the problem). Any user who can read the install can run it."""
     here = _os.path.dirname(_os.path.abspath(__file__))
     bases = _cache_bases()
     if _os.access(here, _os.W_OK):

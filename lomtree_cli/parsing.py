@@ -198,7 +198,7 @@ def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int, header=None):
             np.int64(cfg.offset), np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid),
             np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled), bool(cfg.has_string_labels), xmc,
             np.int64(header[1] if xmc and header else 0), np.int64(header[2] if xmc and header else 0))
-    ns = cfg.generates_features or cfg.has_string_labels  # + namespace ids and label spans (issue #23)
+    ns = cfg.generates_features or cfg.has_string_labels  # + namespace ids and label spans
     if cfg.format == "libsvm":
         args = (buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.label_offset),
                 np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid),

@@ -453,7 +453,7 @@ def test_anchor_kwargs_and_command_lines():
 
 
 def test_read_hashed_hand_worked_lines(tmp_path):
-    """lomtree's own parser and hashing (ALGORITHMS.md §1.3), worked by hand: numeric names in the
+    """lomtree's own parser and hashing (docs/ALGORITHMS.md §1.3), worked by hand: numeric names in the
     default namespace are their own index; a named namespace hashes its names with xxh32 seeded
     by the namespace's hash; no constant feature (napkinXC adds its own bias)."""
     import xxhash

@@ -229,7 +229,7 @@ def test_separable_stream_learned():
     """A separable stream (each label has its own feature): the pure PLT (no leaf negatives,
     path weight 1) makes no error after the buffer; the defaults (one-against-some leaves) stay
     above 98.5% (measured 98.5-100% per 1,000 examples: the leaf negatives cost a few mistakes
-    here, see docs/ACCURACY.md)."""
+    here, see bench/notes/plt.md)."""
     rng = np.random.default_rng(0)
     ex = [(int(y), 1.0, [int(y) * 7, 4000], [1.0, 1.0]) for y in rng.integers(1, 51, 4000)]
     pure = run(make_plt(50, arity=8, beam=4, tree_buffer=500, leaf_negatives=False, path_weight=1.0), ex)

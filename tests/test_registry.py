@@ -4,6 +4,7 @@ defaults and the check against an initial model all follow from it."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -50,11 +51,13 @@ def test_a_new_entry_is_a_new_choice_and_option():
     """One entry added to REGISTRY (before the CLI is built) gives ``-r``, ``-k`` rule and options."""
     code = textwrap.dedent("""
         from lomtree_cli.reductions.registry import REGISTRY, ReductionSpec, Option
-        REGISTRY["toy"] = ReductionSpec("lomtree_cli.reductions.oaa:OneAgainstAll", needs_k=False,
+        REGISTRY["toy"] = ReductionSpec("lomtree_cli.reductions.oaa:OneAgainstAll", "Toy", "a toy reduction",
+                                        needs_k=False,
                                         options=(Option("beam", ("--toy-width",), help="toy width"),))
         from click.testing import CliRunner
         from lomtree_cli.cli import main
         print(CliRunner().invoke(main, ["train", "--help"]).output)
+        print(CliRunner().invoke(main, ["--help"]).output)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "declared differently" in out.stderr  # --beam is plt's and mtree's already: refused
@@ -64,6 +67,33 @@ def test_a_new_entry_is_a_new_choice_and_option():
     assert out.returncode == 0, out.stderr
     assert "|mtree|toy]" in out.stdout and "mtree, toy: width of the learned" in out.stdout
     assert "optional for cpt, table, toy" in " ".join(out.stdout.split())
+    assert "[Reduction] Toy Options" not in out.stdout  # its one option, --dim, is shown under mtree
+    assert re.search(r"^ +toy +a toy reduction$", out.stdout, re.M)
+
+
+def _sections(text: str) -> dict:
+    """``--help`` text -> {section title: its text}."""
+    parts = re.split(r"^(\S[^\n]*):\n", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def test_help_lists_every_reduction_and_its_options():
+    """``lomtree --help`` names every registered reduction with its summary, and ``train -h`` shows
+    each reduction's options under its own title (none left in "Other Options")."""
+    out = CliRunner().invoke(main, ["--help"], terminal_width=100).output
+    listed = re.findall(r"^ {4}(\w+) +(.+)$", out.split("Reductions (-r):")[1].split("Examples:")[0], re.M)
+    assert listed == [(name, spec.summary) for name, spec in REGISTRY.items()]
+    assert {"plt", "mtree"} <= {name for name, _ in listed}
+    sections = _sections(CliRunner().invoke(main, ["train", "--help"], terminal_width=100).output)
+    shown = set()
+    for spec in REGISTRY.values():
+        for o in spec.options:
+            if o.field in shown:
+                continue
+            shown.add(o.field)
+            assert o.flags[0] in sections[f"[Reduction] {spec.title} Options"], o.flags
+    for field, (o, _) in reduction_options().items():
+        assert o.flags[0] not in sections.get("Other Options", ""), o.flags
 
 
 def test_reduction_options_given_with_an_initial_model_are_checked(tmp_path):
