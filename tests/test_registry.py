@@ -109,3 +109,27 @@ def test_reduction_options_given_with_an_initial_model_are_checked(tmp_path):
         assert (r.exit_code == 0) == ok, (args, r.output)
         if not ok:
             assert r.exit_code == 2 and "conflicts with the initial model" in r.output
+
+
+def test_plt_defaults_from_large_k_on():
+    """Single-label plt with k >= LARGE_K: power_t 0.75, no leaf negatives, path weight 1; below
+    it, and for multi-label models, the other defaults; a given option still wins."""
+    from lomtree_cli.commands import _new_model_configs
+    from lomtree_cli.reductions.registry import LARGE_K, default
+
+    def configs(k, **given):
+        p = {f: None for f in reduction_options()}
+        p.update(reduction="plt", k=k, seed=0, learning_rate=None, sgd=False, initial_t=0.0, power_t=None,
+                 loss=None, quantile_tau=0.5, decay_learning_rate=None, l1=0.0, l2=0.0, passes=1)
+        p.update(given)
+        return _new_model_configs(p)
+
+    rcfg, lcfg = configs(LARGE_K)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight) == (0.75, False, 1.0)
+    rcfg, lcfg = configs(LARGE_K - 1)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight) == (0.5, True, -1.0)
+    rcfg, lcfg = configs(LARGE_K, multilabel=True)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.beam) == (0.5, True, -1.0, 16)
+    rcfg, lcfg = configs(2 * LARGE_K, power_t=0.5, leaf_negatives=True)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight) == (0.5, True, 1.0)
+    assert default("cpt", "power_t", 0.5, k=LARGE_K) == 0.75 and default("oaa", "power_t", 0.5, k=10 ** 6) == 0.5
