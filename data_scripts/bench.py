@@ -58,7 +58,7 @@ try:  # Python >= 3.11
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     tomllib = None
 
-from .common import REPO_ROOT
+from .common import REPO_ROOT, run_timed as run_child
 
 BENCH_DIR = REPO_ROOT / "bench"
 DATA_DIR = BENCH_DIR / "data"
@@ -325,37 +325,12 @@ def run_timed(cmd: list[str], timeout: float | None = None, retries: int = 3, en
 
 def _run_timed_once(cmd: list[str], timeout: float | None = None, watch_numba: bool = False,
                     env_extra: dict | None = None) -> Timed:
-    RUNS_DIR.mkdir(parents=True, exist_ok=True)
-    err_path = RUNS_DIR / f".stderr.{os.getpid()}"
-    out_path = RUNS_DIR / f".stdout.{os.getpid()}"
-    env = dict(os.environ)
+    env = dict(env_extra or {})
     if watch_numba:
         env["NUMBA_DEBUG_CACHE"] = "1"
-    env.update(env_extra or {})
-    with open(err_path, "w+b") as err, open(out_path, "w+b") as out:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out if watch_numba else subprocess.DEVNULL, stderr=err,
-                                stdin=subprocess.DEVNULL, env=env)
-        deadline = None if timeout is None else t0 + timeout
-        while True:
-            pid, status, ru = os.wait4(proc.pid, os.WNOHANG if deadline else 0)
-            if pid:
-                break
-            if time.perf_counter() > deadline:
-                proc.kill()
-                pid, status, ru = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.05)
-        seconds = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        text = err.read().decode("utf-8", "replace")
-        out.seek(0)
-        compiled = watch_numba and compiled_during(out.read().decode("utf-8", "replace"))
-    err_path.unlink(missing_ok=True)
-    out_path.unlink(missing_ok=True)
-    return Timed(cmd, proc.returncode, seconds, int(ru.ru_maxrss), text,
-                 cpu_seconds=ru.ru_utime + ru.ru_stime, compiled=compiled)
+    t = run_child(cmd, env_extra=env, timeout=timeout)
+    return Timed(cmd, t.rc, t.wall, t.maxrss_kb, t.stderr, cpu_seconds=t.cpu,
+                 compiled=watch_numba and compiled_during(t.stdout))
 
 
 def is_missing(t: Timed) -> bool:
