@@ -125,9 +125,9 @@ def test_plt_defaults_from_large_k_on():
         return _new_model_configs(p)
 
     rcfg, lcfg = configs(LARGE_K)
-    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight) == (0.75, False, 1.0)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity) == (0.75, False, 1.0, 8)
     rcfg, lcfg = configs(LARGE_K - 1)
-    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight) == (0.5, True, -1.0)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity) == (0.5, True, -1.0, 32)
     rcfg, lcfg = configs(LARGE_K, multilabel=True)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.beam) == (0.5, True, -1.0, 16)
     rcfg, lcfg = configs(2 * LARGE_K, power_t=0.5, leaf_negatives=True)
