@@ -201,7 +201,8 @@ def render(results: dict, meta: dict) -> str:
                        f"{r['train_wall']:.1f} | {r['train_us_per_ex']:.1f} | {r['test_cpu']:.1f} | "
                        f"{r['train_rss_mb']:,} | {r['date']} ({r['loadavg']}) |")
         out.append("")
-    sweep = [r for k, r in results.items() if k.startswith("sweep/") and r.get("status") == "ok"]
+    every = [r for k, r in results.items() if k.startswith("sweep/") and "k" in r]
+    sweep = [r for r in every if r.get("status") == "ok"]
     if sweep:
         ks = sorted({r["k"] for r in sweep})
         out += ["## Cost against k (40,000 summaries; vocabularies of " + ", ".join(f"{k - 1:,}" for k in ks) + ")", "",
@@ -211,8 +212,9 @@ def render(results: dict, meta: dict) -> str:
         for system in REDUCTIONS_SWEPT:
             cells = []
             for k in ks:
-                r = next((r for r in sweep if r["system"] == system and r["k"] == k), None)
-                cells.append(f"{r['train_us_per_ex']:.1f} / {r['test_us_per_ex']:.1f} ({r['error']:.2f})" if r else "")
+                r = next((r for r in every if r["system"] == system and r["k"] == k), None)
+                cells.append("" if r is None else r["status"] if r.get("status") != "ok" else
+                             f"{r['train_us_per_ex']:.1f} / {r['test_us_per_ex']:.1f} ({r['error']:.2f})")
             out.append(f"| {system} | " + " | ".join(cells) + " |")
         out += ["", "Plot: `bench/pypi_cost_vs_k.png`.", ""]
     return "\n".join(out)
