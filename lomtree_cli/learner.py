@@ -16,10 +16,14 @@ from .kernels import linear as K
 MAX_LAYOUT = 1 << 16
 
 
-def _layout_work(n_features: int) -> np.ndarray:
-    """``lin.work`` for ``slot_layout`` on examples of up to ``n_features`` features."""
+def _layout_size(n_features: int) -> int:
+    """Length of ``lin.work`` for ``slot_layout`` on examples of up to ``n_features`` features."""
     n = min(max(int(n_features), 8), MAX_LAYOUT)
-    return np.zeros(K.LAYOUT_OFF + (1 << (2 * n - 1).bit_length()), dtype=np.int64)
+    return K.LAYOUT_OFF + (1 << (2 * n - 1).bit_length())
+
+
+def _layout_work(n_features: int) -> np.ndarray:
+    return np.zeros(_layout_size(n_features), dtype=np.int64)
 
 
 def physical_memory() -> int:
@@ -101,9 +105,9 @@ class LinearLearner:
         if n_features > self.arrays.scratch.shape[0]:
             size = max(int(n_features), 2 * self.arrays.scratch.shape[0])
             self.arrays = self.arrays._replace(scratch=np.zeros((size, 3), dtype=np.float64))
-        work = _layout_work(n_features)
-        if work.shape[0] > self.arrays.work.shape[0]:
-            self.arrays = self.arrays._replace(work=work)
+        size = _layout_size(n_features)
+        if size > self.arrays.work.shape[0]:
+            self.arrays = self.arrays._replace(work=np.zeros(size, dtype=np.int64))
 
     @property
     def eta(self) -> float:

@@ -248,6 +248,14 @@ def _build(data: bytes, res, source: str, cfg: InputConfig | None = None,
     return batch, errs
 
 
+def parse_chunk(data: bytes, cfg: InputConfig, source: str, first_line: int = 1,
+                label_dict=None) -> tuple[ExampleBatch, list[InputError]]:
+    """(batch, errors) of ``data``, complete lines (no BOM, no XMC header) whose first is line
+    ``first_line`` of ``source``: every good line in the batch, every bad one an ``InputError``
+    in ``errors`` (in strict mode the caller raises the first)."""
+    return _build(data, _parse_chunk(data, cfg, first_line), source, cfg, label_dict)
+
+
 def parse_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>", label_dict=None,
                 xmc_header: bool = True) -> ExampleBatch:
     """Parse a whole buffer (one file's content) into one batch.

@@ -95,7 +95,7 @@ def test_sparse_dense_lines_agree():
     b = Classifier(reduction="oaa", classes=6).fit(dense, y)
     c = Classifier(reduction="oaa", classes=6, format="libsvm").fit(lines)  # labels from the lines
     for other in (b, c):
-        np.testing.assert_array_equal(a._model[1].arrays.table, other._model[1].arrays.table)
+        np.testing.assert_array_equal(a._model.base.arrays.table, other._model.base.arrays.table)
     for Xp in (X, dense, sp.csc_matrix(X), sp.coo_matrix(X), lines):
         np.testing.assert_array_equal(a.predict(Xp), a.predict(X))
 
@@ -176,7 +176,7 @@ def test_partial_fit_equals_fit_in_one_pass():
     b = Classifier(reduction="lomtree", classes=6)
     for lo in range(0, 300, 70):
         b.partial_fit(X[lo:lo + 70], y[lo:lo + 70])
-    np.testing.assert_array_equal(a._model[1].arrays.table, b._model[1].arrays.table)
+    np.testing.assert_array_equal(a._model.base.arrays.table, b._model.base.arrays.table)
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
 
 
@@ -193,7 +193,7 @@ def test_learn_one_equals_vw_lines():
         river.learn_one(x, c)
     lines = [f"{c} {dict_line(x)}" for x, c in zip(dicts, labels)]
     batch = Classifier(reduction="oaa", classes=4).fit(lines)
-    np.testing.assert_array_equal(river._model[1].arrays.table, batch._model[1].arrays.table)
+    np.testing.assert_array_equal(river._model.base.arrays.table, batch._model.base.arrays.table)
     assert river.predict_one(dicts[0]) == batch.predict([dicts[0]])[0]
     p = river.predict_proba_one(dicts[0])
     assert abs(sum(p.values()) - 1) < 1e-9

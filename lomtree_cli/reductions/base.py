@@ -181,6 +181,10 @@ class Reduction:
     def end_pass(self) -> None:
         """Hook at the end of each pass (nothing by default)."""
 
+    def settle(self) -> None:
+        """Make the model predict from everything learned so far, mid-pass (a stream learned
+        example by example is predicted between its examples); nothing by default."""
+
     def state(self) -> dict:
         return {}
 
