@@ -72,7 +72,6 @@ model's objects).
 
 from __future__ import annotations
 
-import functools
 import inspect
 import io
 import math
@@ -159,8 +158,9 @@ def dict_line(x: dict) -> str:
     if not isinstance(x, dict):
         raise ValueError(f"x must be a dict of features, got {type(x).__name__}")
     parts = ["|"]
+    search = _NOT_IN_NAME.search
     for key, v in x.items():
-        name = _feature_name(key)
+        name = key if type(key) is str and key and search(key) is None else _feature_name(key)
         if type(v) is float and math.isfinite(v):  # the common case, first
             if v != 0.0:
                 parts.append(f"{name}:{v!r}")
@@ -183,24 +183,20 @@ def dict_line(x: dict) -> str:
 
 def dicts_batch(xs, cfg: InputConfig) -> ExampleBatch:
     """One batch of feature dicts (each the VW line ``dict_line`` makes), parsed as the CLI parses
-    that line (``parsing.parse_bytes``). ``dict_line`` leaves no newline in a line, and a line
-    ``|`` (an empty dict) is an example of the constant feature alone: ``lines_batch``'s checks
-    are not needed."""
-    from .parsing import parse_bytes
+    that line (``parsing.parse_chunk``, one call of the parse kernel). ``dict_line`` leaves no
+    newline in a line, and a line ``|`` (an empty dict) is an example of the constant feature
+    alone: ``lines_batch``'s checks are not needed."""
+    from .parsing import parse_chunk
 
+    if cfg.format != "vw":  # feature dicts are VW lines whatever the model's format
+        from dataclasses import replace
+
+        cfg = replace(cfg, format="vw")
     data = "\n".join([dict_line(x) for x in xs]).encode("utf-8") + b"\n"
-    try:
-        return parse_bytes(data, _vw_config(cfg), source="<dict>", xmc_header=False)
-    except InputError as e:
-        raise _line_error(e) from None
-
-
-@functools.lru_cache(maxsize=16)
-def _vw_config(cfg: InputConfig) -> InputConfig:
-    """``cfg`` reading VW text (feature dicts are VW lines whatever the model's format)."""
-    from dataclasses import replace
-
-    return cfg if cfg.format == "vw" else replace(cfg, format="vw")
+    batch, errors = parse_chunk(data, cfg, "<dict>")
+    if errors:
+        raise _line_error(errors[0])
+    return batch
 
 
 def _check_matrix(X):
@@ -939,7 +935,7 @@ class Classifier:
         scikit-learn sees none)."""
         if getattr(self, "_model", None) is not None and not self._has_top():
             raise AttributeError(f"predict_proba is not available for reduction {self._model.reduction.name}")
-        if getattr(self, "_model", None) is None and self.reduction not in _TOP_REDUCTIONS:
+        if getattr(self, "_model", None) is None and not _gives_probabilities(self.reduction):
             raise AttributeError(f"predict_proba is not available for reduction {self.reduction}")
         return self._predict_proba
 
@@ -996,7 +992,7 @@ class Classifier:
             self._stream(self._batch([x], [y], fitting=True))
             return self
         batch = dicts_batch([x], self._model.input_config)
-        batch.labels = np.array([self._labels.id_of(y)], dtype=np.int64)
+        batch.labels[0] = self._labels.id_of(y)
         self._stream(batch)
         return self
 
@@ -1088,8 +1084,11 @@ class Classifier:
             self._set_model(other._model, other._labels)
 
 
-#: reductions whose ``predict_top`` gives probabilities
-_TOP_REDUCTIONS = ("oaa", "cpt", "plt", "mtree", "table")
+def _gives_probabilities(reduction) -> bool:
+    from .core import gives_probabilities
+
+    return isinstance(reduction, str) and gives_probabilities(reduction)
+
 
 Model = Classifier
 

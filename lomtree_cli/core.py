@@ -99,7 +99,8 @@ class Learner:
         """Progressive validation over ``batch``: each example is predicted, then learned when
         ``train[i]``. Returns (predictions made before each update, int64 (n,); per-example
         losses, float64 (n,), or None where the 0/1 loss applies)."""
-        if train.any():
+        # scratch for the longest example (no example is longer than all of them together)
+        if train.any() and int(batch.indptr[-1] - batch.indptr[0]) > self.base.scratch_features:
             self.base.ensure_scratch(int(batch.n_features.max()))
         return self.reduction.process(batch, train)
 
@@ -128,9 +129,19 @@ class Learner:
     @property
     def has_probabilities(self) -> bool:
         """The reduction gives ``predict_top``."""
-        from .reductions.base import Reduction
+        return gives_probabilities(self.reduction.name)
 
-        return type(self.reduction).predict_top is not Reduction.predict_top
+
+def gives_probabilities(reduction: str) -> bool:
+    """The reduction named ``reduction`` has ``predict_top`` (False for an unknown name)."""
+    from .errors import LomtreeError
+    from .reductions import get_reduction_class
+    from .reductions.base import Reduction
+
+    try:
+        return get_reduction_class(reduction).predict_top is not Reduction.predict_top
+    except LomtreeError:
+        return False
 
 
 def trainable(batch: ExampleBatch) -> np.ndarray:

@@ -143,9 +143,9 @@ class Runner:
 
             self._pool = Pool(parts - 1, "lomtree-predict")
         cut = [n * i // parts for i in range(parts + 1)]
-        futures = [self._pool.submit(self.reduction.process, batch.slice(a, b), train[a:b])
+        futures = [self._pool.submit(self.model.process, batch.slice(a, b), train[a:b])
                    for a, b in zip(cut[1:-1], cut[2:])]
-        outs = [self.reduction.process(batch.slice(0, cut[1]), train[:cut[1]])]
+        outs = [self.model.process(batch.slice(0, cut[1]), train[:cut[1]])]
         outs += [f.result() for f in futures]
         preds = np.concatenate([o[0] for o in outs])
         losses = None if any(o[1] is None for o in outs) else np.concatenate([o[1] for o in outs])

@@ -80,6 +80,8 @@ class LinearLearner:
             T[:] = t0
         self.arrays = K.LinearArrays(table, S, T, K.make_hp(lcfg, self.bits, n, self.mode),
                                      np.zeros((1024, 3), dtype=np.float64), _layout_work(1024))
+        #: ``ensure_scratch`` has made room for examples of this many features (not fewer)
+        self.scratch_features = 0
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -102,6 +104,7 @@ class LinearLearner:
     def ensure_scratch(self, n_features: int) -> None:
         """Let ``learn`` cache per-feature rates, and ``slot_layout`` check the slots, of examples
         of up to ``n_features`` features (the layout check up to ``MAX_LAYOUT`` features)."""
+        self.scratch_features = max(self.scratch_features, int(n_features))
         if n_features > self.arrays.scratch.shape[0]:
             size = max(int(n_features), 2 * self.arrays.scratch.shape[0])
             self.arrays = self.arrays._replace(scratch=np.zeros((size, 3), dtype=np.float64))

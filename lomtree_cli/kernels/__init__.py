@@ -141,13 +141,26 @@ def _njit(func, options, nrt_off):
     return njit(cache=True, **options)(func)
 
 
+#: (dtype, ndim, flags bitmask) of an array -> its ``argkey`` (every call of a kernel looks its
+#: arrays up: one dictionary look-up is about half the cost of reading the flags one by one)
+_ARRAY_KEYS: dict = {}
+
+
+def _array_key(a):
+    fl = a.flags
+    return ("a", a.dtype.str, a.ndim, "C" if fl.c_contiguous else ("F" if fl.f_contiguous else "A"),
+            not fl.writeable)
+
+
 def argkey(a):
     """The part of numba's ``typeof(a)`` that the compiled signature fixes (see module doc)."""
     t = type(a)
     if t is np_ndarray:
-        fl = a.flags
-        return ("a", a.dtype.str, a.ndim, "C" if fl.c_contiguous else ("F" if fl.f_contiguous else "A"),
-                not fl.writeable)
+        k = (a.dtype, a.ndim, a.flags.num)
+        key = _ARRAY_KEYS.get(k)
+        if key is None:
+            key = _ARRAY_KEYS[k] = _array_key(a)
+        return key
     if t is bool:
         return "|b1"
     if t is int:
@@ -155,7 +168,7 @@ def argkey(a):
     if t is float:
         return "<f8"
     if isinstance(a, tuple):
-        return ("t", t.__name__) + tuple(argkey(x) for x in a)
+        return ("t", t.__name__, *[argkey(x) for x in a])
     dt = getattr(a, "dtype", None)
     return dt.str if dt is not None and getattr(a, "ndim", 1) == 0 else ("?", t.__name__)
 
