@@ -4,12 +4,14 @@
 Usage: ``python -m data_scripts.bench_api [--bits 24] [--classes 10] [--n 20000] [--reduction oaa]``
 
 The examples: 10 features each (``f0`` .. ``f9`` with values), labels 1..K, drawn at random
-with a fixed seed. ``learn_one``/``predict_one``: the median of ``--repeats`` timings of
-``--one`` calls each (the first calls load the kernels and are not timed). ``partial_fit``:
-batches of 1,000 examples as a feature matrix (scipy CSR, ``--features`` columns). The command
-line: ``lomtree train --format libsvm`` on the same matrix written as LIBSVM, the time of
-the run measured inside the process (the summary's ``seconds`` less the start-up of
-``lomtree train`` on an empty file), so the comparison is per example learned.
+with a fixed seed. ``learn_one``/``predict_one``: the best of ``--repeats`` timings of ``--one``
+calls each, wall clock and this process's CPU time (the first calls load the kernels and are
+not timed; on a machine shared with other work the CPU time is the steadier figure).
+``partial_fit``: batches of 1,000 examples as a feature matrix (scipy CSR, ``--features``
+columns). The command line: ``lomtree train --format libsvm`` on the same matrix written as
+LIBSVM, the run's time measured inside the process (the summary's ``seconds`` less that of
+``lomtree train`` on an empty file), so the comparison is per example learned; best of
+``--repeats`` for both.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,15 +43,17 @@ def examples(n: int, k: int, d: int, seed: int = 0):
     return X, y, dicts
 
 
-def per_call(fn, args, calls: int, repeats: int) -> float:
-    """Median over ``repeats`` of the mean seconds of one call of ``fn`` over ``calls`` calls."""
-    times = []
+def per_call(fn, args, calls: int, repeats: int) -> tuple:
+    """(wall, CPU) seconds of one call of ``fn``: the best over ``repeats`` of the mean over
+    ``calls`` calls."""
+    wall, cpu = [], []
     for _ in range(repeats):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         for i in range(calls):
             fn(*args[i % len(args)])
-        times.append((time.perf_counter() - t) / calls)
-    return statistics.median(times)
+        wall.append((time.perf_counter() - t) / calls)
+        cpu.append((time.process_time() - c) / calls)
+    return min(wall), min(cpu)
 
 
 def cli_seconds(path: str, a, extra: list) -> float:
@@ -97,7 +100,7 @@ def main(argv=None) -> None:
         for b in batches:
             c.partial_fit(*b)
         pf.append((time.perf_counter() - t) / a.n)
-    partial = statistics.median(pf)
+    partial = min(pf)
 
     from sklearn.datasets import dump_svmlight_file
 
@@ -106,11 +109,12 @@ def main(argv=None) -> None:
         dump_svmlight_file(X, y, data, zero_based=False)
         open(empty, "w").close()
         runs = [cli_seconds(data, a, []) - cli_seconds(empty, a, []) for _ in range(a.repeats)]
-    cli = statistics.median(runs) / a.n
+    cli = min(runs) / a.n
 
-    print(f"reduction {a.reduction}, k {a.classes}, bits {a.bits}, 10 features per example")
-    print(f"learn_one    {learn * 1e6:9.1f} us per call")
-    print(f"predict_one  {pred * 1e6:9.1f} us per call")
+    print(f"reduction {a.reduction}, k {a.classes}, bits {a.bits}, 10 features per example; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"learn_one    {learn[0] * 1e6:9.1f} us per call (CPU {learn[1] * 1e6:.1f} us)")
+    print(f"predict_one  {pred[0] * 1e6:9.1f} us per call (CPU {pred[1] * 1e6:.1f} us)")
     print(f"partial_fit  {partial * 1e6:9.2f} us per example (batches of 1,000)")
     print(f"lomtree train {cli * 1e6:8.2f} us per example (in-process time less start-up)")
     print(f"partial_fit / CLI = {partial / cli:.2f}")
