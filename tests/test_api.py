@@ -180,6 +180,49 @@ def test_partial_fit_equals_fit_in_one_pass():
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
 
 
+@pytest.mark.parametrize("reduction", ["oaa", "plt", "lomtree", "filter", "rtree", "cpt", "mtree", "table"])
+def test_stream_in_parts_equals_fit_in_one_pass(reduction):
+    """partial_fit on consecutive parts learns what fit learns in its one pass (the pass's end, a
+    PLT's tree built from its buffer, comes with the first prediction): the same model arrays
+    and predictions, and partial_fit ends no pass."""
+    from lomtree_cli.model_io import model_arrays
+
+    X, y = make_data(n=300)
+    a = Classifier(reduction=reduction, classes=6).fit(X, y)
+    b = Classifier(reduction=reduction, classes=6)
+    for lo in range(0, 300, 70):
+        b.partial_fit(X[lo:lo + 70], y[lo:lo + 70])
+    assert b.passes_done_ == 0 and a.passes_done_ == 1
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    got, want = (model_arrays(c._model.base, c._model.reduction) for c in (b, a))
+    assert set(got) == set(want)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_streaming_saves_nothing_and_starts_no_thread(monkeypatch, tmp_path):
+    """learn_one, predict_one and partial_fit work on the model in memory: no model file is
+    written or read, no thread is started; the model file appears only when asked for."""
+    import threading
+
+    from lomtree_cli import model_io
+
+    def refuse(*a, **kw):
+        raise AssertionError("the model file was used")
+
+    X, y = make_data(n=50)
+    clf = Classifier(reduction="plt", classes=6)
+    for name in ("write_model", "save_model", "model_bytes", "load_model"):
+        monkeypatch.setattr(model_io, name, refuse)
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    clf.partial_fit(X, y)
+    clf.learn_one({"1": 1.0, "7": -0.5}, 3)
+    assert clf.predict_one({"1": 1.0}) in range(1, 7)
+    monkeypatch.undo()
+    clf.save(str(tmp_path / "m.lt"))
+    assert Classifier.load(str(tmp_path / "m.lt")).predict(X).tolist() == clf.predict(X).tolist()
+
+
 def test_learn_one_equals_vw_lines():
     """River's learn_one on dicts == fit on the VW lines '| key:value ...'."""
     rng = np.random.default_rng(3)
