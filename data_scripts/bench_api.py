@@ -6,7 +6,9 @@ Usage: ``python -m data_scripts.bench_api [--bits 24] [--classes 10] [--n 20000]
 The examples: 10 features each (``f0`` .. ``f9`` with values), labels 1..K, drawn at random
 with a fixed seed. ``learn_one``/``predict_one``: the best of ``--repeats`` timings of ``--one``
 calls each, wall clock and this process's CPU time (the first calls load the kernels and are
-not timed; on a machine shared with other work the CPU time is the steadier figure).
+not timed; on a machine shared with other work the CPU time is the steadier figure). A line gives
+the CPU time of ``sum(range(1000))``, a yardstick of the machine's Python speed for comparing
+figures taken on different machines.
 ``partial_fit``: batches of 1,000 examples as a feature matrix (scipy CSR, ``--features``
 columns). The command line: ``lomtree train --format libsvm`` on the same matrix written as
 LIBSVM, the run's time measured inside the process (the summary's ``seconds`` less that of
@@ -111,8 +113,10 @@ def main(argv=None) -> None:
         runs = [cli_seconds(data, a, []) - cli_seconds(empty, a, []) for _ in range(a.repeats)]
     cli = min(runs) / a.n
 
+    ref = per_call(lambda: sum(range(1000)), [()], 2000, a.repeats)[1]
     print(f"reduction {a.reduction}, k {a.classes}, bits {a.bits}, 10 features per example; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
+          f"this machine's speed: sum(range(1000)) takes {ref * 1e6:.1f} us of CPU")
     print(f"learn_one    {learn[0] * 1e6:9.1f} us per call (CPU {learn[1] * 1e6:.1f} us)")
     print(f"predict_one  {pred[0] * 1e6:9.1f} us per call (CPU {pred[1] * 1e6:.1f} us)")
     print(f"partial_fit  {partial * 1e6:9.2f} us per example (batches of 1,000)")

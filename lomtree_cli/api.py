@@ -84,6 +84,7 @@ import numpy as np
 from .batch import ExampleBatch
 from .config import InputConfig
 from .errors import InputError, LomtreeError
+from .parsing import parse_bytes, parse_chunk
 
 #: examples per batch handed to the driver (batches do not change results)
 CHUNK = 4096
@@ -121,8 +122,6 @@ def _line_error(e: InputError) -> ValueError:
 def lines_batch(lines, cfg: InputConfig) -> ExampleBatch:
     """One batch of the text ``lines`` (one example each) by the CLI's parser; ValueError on a bad
     line (``line N: ...``), an empty line or a line with a newline inside."""
-    from .parsing import parse_bytes
-
     parts = []
     for i, ln in enumerate(lines):
         b = ln.encode("utf-8") if isinstance(ln, str) else bytes(ln)
@@ -186,13 +185,11 @@ def dicts_batch(xs, cfg: InputConfig) -> ExampleBatch:
     that line (``parsing.parse_chunk``, one call of the parse kernel). ``dict_line`` leaves no
     newline in a line, and a line ``|`` (an empty dict) is an example of the constant feature
     alone: ``lines_batch``'s checks are not needed."""
-    from .parsing import parse_chunk
-
     if cfg.format != "vw":  # feature dicts are VW lines whatever the model's format
         from dataclasses import replace
 
         cfg = replace(cfg, format="vw")
-    data = "\n".join([dict_line(x) for x in xs]).encode("utf-8") + b"\n"
+    data = ("\n".join([dict_line(x) for x in xs]) + "\n").encode("utf-8")
     batch, errors = parse_chunk(data, cfg, "<dict>")
     if errors:
         raise _line_error(errors[0])

@@ -223,7 +223,7 @@ def _build(data: bytes, res, source: str, cfg: InputConfig | None = None,
             None if s < 0 else bytes(data[s:e]).decode("utf-8", errors="replace")
             for s, e in tag_spans.tolist()
         ]
-    errs = [_make_error(data, row, source, cfg, header) for row in errors]
+    errs = [_make_error(data, row, source, cfg, header) for row in errors] if errors.shape[0] else []
     batch = ExampleBatch(
         labels=labels,
         weights=weights,
