@@ -51,13 +51,14 @@ test: aot
 test-nojit: $(STAMP)
 	NUMBA_DISABLE_JIT=1 $(PY) -m pytest -q -p no:cacheprovider -x
 
-# The benchmark suite (issue #7; configs/*.toml, data_scripts/bench.py): every reduction on every
+# The benchmark suite (configs/*.toml, data_scripts/bench.py): every reduction on every
 # dataset (one pass and tuned passes) beside VW's --oaa/--log_multi/--ect, a synthetic k sweep and
 # the throughput-vs-VW figures -> bench/results.json, bench/results.md, bench/*.png.
 bench: dev aot
 	$(PY) -m data_scripts.prepare_all --data-dir $(DATA) --synthetic-k 100 1000 10000 100000
 	$(PY) -m data_scripts.bench
 	$(PY) -m data_scripts.bench_multilabel --data-dir $(DATA)
+	$(PY) -m data_scripts.bench_pypi --data-dir $(DATA)
 
 # The same on a small scale for development (under 5 minutes): Sector only, <= 3 passes, k = 100..10,000
 # for OAA, LOMtree and Filter tree.
@@ -65,7 +66,7 @@ bench-quick: dev aot
 	$(PY) -m data_scripts.prepare_all --data-dir $(DATA) --synthetic-k 100 1000 10000
 	$(PY) -m data_scripts.bench --quick
 
-# Parser fuzzing (issue #8; not part of `make test`): atheris, coverage-guided, FUZZ_RUNS inputs per
+# Parser fuzzing (not part of `make test`): atheris, coverage-guided, FUZZ_RUNS inputs per
 # parser (VW, LIBSVM); every input is also checked against the pure-Python reference parser.
 # New corpus entries go to bench/fuzz/corpus-*, crashes to bench/fuzz/.
 FUZZ_RUNS ?= 100000
@@ -79,6 +80,7 @@ fuzz: $(STAMP)
 
 data: $(STAMP)
 	$(PY) -m data_scripts.prepare_all --data-dir $(DATA)
+	$(PY) -m data_scripts.pypi_tasks --data-dir $(DATA) --out-dir bench/data/pypi
 
 clean:
 	rm -rf $(VENV) bench/data bench/demo build *.egg-info

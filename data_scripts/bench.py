@@ -1,4 +1,4 @@
-"""The benchmark suite (issue #7): every reduction on every dataset, beside Vowpal Wabbit.
+"""The benchmark suite: every reduction on every dataset, beside Vowpal Wabbit.
 
 What it runs (all as real subprocesses, timed as whole commands, start-up included)
     * one **experiment** per ``configs/<dataset>_<reduction>.toml`` file: ``lomtree train ...
@@ -11,7 +11,7 @@ What it runs (all as real subprocesses, timed as whole commands, start-up includ
     * a **synthetic sweep** (``configs/suite.toml``, ``[*.synthetic]``): per-example train and
       test time of every tree reduction and OAA for k = 10^2 .. 10^5 classes (OAA on fewer
       examples at large k);
-    * the **foundation figures** (issue #2): OAA train/predict throughput on Sector repeated 5
+    * the **foundation figures**: OAA train/predict throughput on Sector repeated 5
       times vs VW ``--oaa 105``, parse+hash throughput on the KJV next-word file vs VW ``--ect
       5001``, and the start-up time of ``lomtree predict`` on a 10-line input.
 
@@ -20,7 +20,7 @@ Multiple passes
     bench/runs/<run>.vwcache --passes N``.  Both keep the default holdout (every 10th example
     of each pass is held out and never trained on; early termination after 3 passes without a
     holdout improvement).  Ours keeps the best-holdout-pass model; VW keeps the last pass's
-    model unless it stopped early (ALGORITHMS.md §4.3).  Test error is always measured on the
+    model unless it stopped early (docs/ALGORITHMS.md §4.3).  Test error is always measured on the
     separate test file.
 
 Measurements
@@ -58,7 +58,7 @@ try:  # Python >= 3.11
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     tomllib = None
 
-from .common import REPO_ROOT
+from .common import REPO_ROOT, run_timed as run_child
 
 BENCH_DIR = REPO_ROOT / "bench"
 DATA_DIR = BENCH_DIR / "data"
@@ -325,37 +325,12 @@ def run_timed(cmd: list[str], timeout: float | None = None, retries: int = 3, en
 
 def _run_timed_once(cmd: list[str], timeout: float | None = None, watch_numba: bool = False,
                     env_extra: dict | None = None) -> Timed:
-    RUNS_DIR.mkdir(parents=True, exist_ok=True)
-    err_path = RUNS_DIR / f".stderr.{os.getpid()}"
-    out_path = RUNS_DIR / f".stdout.{os.getpid()}"
-    env = dict(os.environ)
+    env = dict(env_extra or {})
     if watch_numba:
         env["NUMBA_DEBUG_CACHE"] = "1"
-    env.update(env_extra or {})
-    with open(err_path, "w+b") as err, open(out_path, "w+b") as out:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out if watch_numba else subprocess.DEVNULL, stderr=err,
-                                stdin=subprocess.DEVNULL, env=env)
-        deadline = None if timeout is None else t0 + timeout
-        while True:
-            pid, status, ru = os.wait4(proc.pid, os.WNOHANG if deadline else 0)
-            if pid:
-                break
-            if time.perf_counter() > deadline:
-                proc.kill()
-                pid, status, ru = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.05)
-        seconds = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        text = err.read().decode("utf-8", "replace")
-        out.seek(0)
-        compiled = watch_numba and compiled_during(out.read().decode("utf-8", "replace"))
-    err_path.unlink(missing_ok=True)
-    out_path.unlink(missing_ok=True)
-    return Timed(cmd, proc.returncode, seconds, int(ru.ru_maxrss), text,
-                 cpu_seconds=ru.ru_utime + ru.ru_stime, compiled=compiled)
+    t = run_child(cmd, env_extra=env, timeout=timeout)
+    return Timed(cmd, t.rc, t.wall, t.maxrss_kb, t.stderr, cpu_seconds=t.cpu,
+                 compiled=watch_numba and compiled_during(t.stdout))
 
 
 def is_missing(t: Timed) -> bool:
@@ -718,7 +693,7 @@ def _line(rec: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# accuracy anchors: napkinXC and fastText (issue #19 item 5; data_scripts/bench_anchors.py)
+# accuracy anchors: napkinXC and fastText (data_scripts/bench_anchors.py)
 
 def tuned_passes(exps: list[Experiment], reduction: str = "plt") -> dict[str, int]:
     """``{dataset: passes of the tuned run of reduction}`` (fastText's tuned epochs match them)."""
@@ -918,7 +893,7 @@ def per_example_times(rec: dict) -> dict:
 
 
 def run_foundation(fnd: dict, use_vw: bool, available: dict) -> list[dict]:
-    """Issue #2's figures: OAA throughput on Sector x5, parse+hash rate on KJV next-word, start-up."""
+    """The foundation figures: OAA throughput on Sector x5, parse+hash rate on KJV next-word, start-up."""
     rows = []
     RUNS_DIR.mkdir(parents=True, exist_ok=True)
     bits = int(fnd.get("bits", 24))

@@ -1,4 +1,4 @@
-"""Accuracy anchors for ``make bench`` (issue #19 item 5): napkinXC and fastText on our files.
+"""Accuracy anchors for ``make bench`` : napkinXC and fastText on our files.
 
 What runs (each fit and each prediction in its own subprocess, timed like ours by
 ``bench.run_timed``: wall clock of the whole command, start-up and file reading included,
@@ -198,18 +198,19 @@ def napkin_kwargs(anchor: str) -> dict:
     return {**NAPKIN_COMMON, **ANCHORS[anchor][3]}
 
 
-def fasttext_kwargs(anchor: str, epochs: int) -> dict:
+def fasttext_kwargs(anchor: str, epochs: int, threads: int = 1) -> dict:
     """``train_supervised``'s keyword arguments (besides ``input``)."""
-    return {"loss": ANCHORS[anchor][2], "epoch": int(epochs), **FASTTEXT_COMMON}
+    return {"loss": ANCHORS[anchor][2], "epoch": int(epochs), **FASTTEXT_COMMON, "thread": int(threads)}
 
 
-def fit_cmd(anchor: str, train: str, model: str, report: str, bits: int = 24, epochs: int = 1) -> list[str]:
+def fit_cmd(anchor: str, train: str, model: str, report: str, bits: int = 24, epochs: int = 1,
+            threads: int = 1) -> list[str]:
     cmd = [sys.executable, "-m", "data_scripts.bench_anchors", "fit", "--anchor", anchor, "--train", str(train),
            "--model", str(model), "--report", str(report)]
     if package_of(anchor) == "napkinxc":
         cmd += ["--bits", str(bits)]
     else:
-        cmd += ["--epochs", str(epochs)]
+        cmd += ["--epochs", str(epochs), "--threads", str(threads)]
     return cmd
 
 
@@ -258,13 +259,13 @@ def test_napkinxc(anchor: str, test: str, model_dir: str, bits: int) -> dict:
     return {"examples": int(len(labels)), "errors": errors, "read_seconds": t1 - t0, "predict_seconds": t2 - t1}
 
 
-def fit_fasttext(anchor: str, train_txt: str, model: str, epochs: int) -> dict:
+def fit_fasttext(anchor: str, train_txt: str, model: str, epochs: int, threads: int = 1) -> dict:
     import fasttext
 
     t0 = time.perf_counter()
-    m = fasttext.train_supervised(input=str(train_txt), **fasttext_kwargs(anchor, epochs))
+    m = fasttext.train_supervised(input=str(train_txt), **fasttext_kwargs(anchor, epochs, threads))
     m.save_model(str(model))
-    return {"fit_seconds": time.perf_counter() - t0, "options": fasttext_kwargs(anchor, epochs),
+    return {"fit_seconds": time.perf_counter() - t0, "options": fasttext_kwargs(anchor, epochs, threads),
             "labels": len(m.labels)}
 
 
@@ -297,11 +298,12 @@ def main(argv=None) -> int:
     ap.add_argument("--report", required=True)
     ap.add_argument("--bits", type=int, default=24)
     ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="fastText's threads (default: %(default)s)")
     a = ap.parse_args(argv)
     napkin = package_of(a.anchor) == "napkinxc"
     if a.what == "fit":
         rep = fit_napkinxc(a.anchor, a.train, a.model, a.bits) if napkin else \
-            fit_fasttext(a.anchor, a.train, a.model, a.epochs)
+            fit_fasttext(a.anchor, a.train, a.model, a.epochs, a.threads)
     else:
         rep = test_napkinxc(a.anchor, a.test, a.model, a.bits) if napkin else test_fasttext(a.test, a.model)
     Path(a.report).write_text(json.dumps(rep, indent=1) + "\n")

@@ -1,4 +1,4 @@
-"""Benchmark of the example cache and of multi-pass training (issue #6).
+"""Benchmark of the example cache and of multi-pass training.
 
 Two parts, each optional:
 
@@ -17,7 +17,7 @@ the best pass, next to VW (``python -m vowpalwabbit``) with the same passes.
 \b
 Examples:
   python -m data_scripts.bench_cache
-  python -m data_scripts.bench_cache --no-reading --sector /tmp/lt --passes 1,5,10,20
+  python -m data_scripts.bench_cache --no-reading --sector DIR --passes 1,5,10,20
 """
 
 from __future__ import annotations

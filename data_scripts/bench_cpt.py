@@ -1,4 +1,4 @@
-"""Benchmark of the Conditional Probability Tree (issue #5).
+"""Benchmark of the Conditional Probability Tree.
 
 Compares, by progressive validation (predict, then learn, one pass), the squared loss
 ``(1 - P(y|x))^2`` and the 0/1 loss of
@@ -146,7 +146,8 @@ def warm_up(bits):
 
 
 DATASETS = {
-    "sector": dict(train="/tmp/lt/sector.train", test="/tmp/lt/sector.test", fmt="libsvm", k=105, bits=20,
+    "sector": dict(train=os.path.join(BENCH, "data/sector.train.libsvm"),
+                   test=os.path.join(BENCH, "data/sector.test.libsvm"), fmt="libsvm", k=105, bits=20,
                    limit=None),
     "kjv_nextword": dict(train=os.path.join(BENCH, "data/kjv_nextword.train.vw"),
                          test=os.path.join(BENCH, "data/kjv_nextword.test.vw"), fmt="vw", k=5001, bits=22,

@@ -1,6 +1,6 @@
-"""Issue #24 figures (a benchmark, not a test): Dask prediction and training against one process.
+"""Dask figures (a benchmark, not a test): Dask prediction and training against one process.
 
-    python -m data_scripts.bench_dask --data bench/data --out /tmp/lomtree_dask --json bench/dask_results.json
+    python -m data_scripts.bench_dask --data bench/data --out OUT_DIR --json bench/dask_results.json
 
 1. prediction: a Filter-tree model of KJV next word (-b 24), the test file x10, ``lomtree predict``
    (default threads, and --threads 1) against ``--dask local:1`` and ``--dask local:2``: wall time
@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 LT = [sys.executable, "-m", "lomtree_cli.launch"]
@@ -45,7 +46,7 @@ def test_error(model, test, out, fmt_args=()) -> float:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="bench/data")
-    ap.add_argument("--out", default="/tmp/lomtree_dask")
+    ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "lomtree_dask"))
     ap.add_argument("--json", default="bench/dask_results.json")
     ap.add_argument("--copies", type=int, default=10)
     ap.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))

@@ -7,8 +7,8 @@ child) and the test error. lomtree reads ``--format libsvm|vw``; VW reads the VW
 Example::
 
     python -m data_scripts.bench_lomtree --name sector -k 105 \\
-        --train /tmp/lt/sector.train --test /tmp/lt/sector.test --format libsvm \\
-        --vw-train /tmp/lt/sector.train.vw --vw-test /tmp/lt/sector.test.vw -b 24 [--passes 10]
+        --train bench/data/sector.train.libsvm --test bench/data/sector.test.libsvm --format libsvm \\
+        --vw-train bench/data/sector.train.vw --vw-test bench/data/sector.test.vw -b 24 [--passes 10]
         [--lt-args "--max-internal-nodes 1000 -l 1"] [--no-vw] [--repeat 3] [--out bench/lomtree.json]
 
 With ``--passes > 1`` both sides use a cache and ``--holdout_off`` (VW: ``-c --holdout_off``).

@@ -85,7 +85,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from data_scripts.common import DEFAULT_DATA_DIR, REPO_ROOT, atomic_write, is_up_to_date, iter_lines
+from data_scripts.common import DEFAULT_DATA_DIR, REPO_ROOT, Timed, atomic_write, is_up_to_date, iter_lines, run_timed
 
 KS = (1, 3, 5)
 TOP_K = 5
@@ -516,40 +516,6 @@ def worker(args: argparse.Namespace) -> dict:
 
 
 # --------------------------------------------------------------------------- running children
-
-
-@dataclass
-class Timed:
-    rc: int
-    wall: float
-    cpu: float
-    maxrss_kb: int
-    stdout: str
-    stderr: str
-
-
-def run_timed(cmd: list[str], env_extra: dict | None = None, timeout: float | None = None) -> Timed:
-    """Run ``cmd``; wall time, CPU (user + system) and peak RSS of the child from ``os.wait4``."""
-    env = dict(os.environ)
-    env.update(env_extra or {})
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
-        while True:
-            pid, status, ru = os.wait4(proc.pid, os.WNOHANG if timeout else 0)
-            if pid:
-                break
-            if time.perf_counter() - t0 > timeout:
-                proc.kill()
-                pid, status, ru = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.02)
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return Timed(proc.returncode, wall, ru.ru_utime + ru.ru_stime, int(ru.ru_maxrss),
-                     out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"))
 
 
 def missing_packages(system: str) -> list[str]:

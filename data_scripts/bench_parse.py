@@ -1,6 +1,6 @@
 """Parser throughput: ``iter_batches`` over a generated KJV-like VW file and over LIBSVM sector.
 
-Usage: ``python data_scripts/bench_parse.py [--lines 700000] [--sector PATH]``
+Usage: ``python -m data_scripts.bench_parse [--lines 700000] [--sector PATH]``
 
 The VW file resembles the KJV next-word task: ``label |p1 w1 |p2 w2 |pair w2_w1``. The first
 pass warms the numba cache (and the OS file cache); the best of 3 timed passes is reported.
@@ -16,10 +16,11 @@ import time
 
 import numpy as np
 
+from data_scripts.common import DEFAULT_DATA_DIR
 from lomtree_cli.config import InputConfig
 from lomtree_cli.parsing import iter_batches, parse_bytes
 
-SECTOR = "/work/shared/datasets/sector/sector.scale.bz2"
+SECTOR = os.path.join(DEFAULT_DATA_DIR, "sector", "sector.scale.bz2")
 
 
 def make_vw(path: str, n_lines: int, seed: int = 0) -> None:

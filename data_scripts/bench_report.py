@@ -233,7 +233,7 @@ def ratio_rows(results: list[dict]) -> list[tuple[int, float, dict]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# the main table, the anchors and the PLT cost (issue #19)
+# the main table, the anchors and the PLT cost
 
 def _by(results: list[dict], ds: str, variant: str) -> dict:
     """``{display name: record}`` of the non-sweep runs of one dataset and variant; a batch
@@ -350,7 +350,7 @@ def crossover_text(rows: list[dict]) -> str:
 
 
 def anchor_rows(results: list[dict]) -> list[dict]:
-    """Per task (issue #19 item 2): napkinXC binary HSM against lomtree ``-r plt`` (one pass and
+    """Per task: napkinXC binary HSM against lomtree ``-r plt`` (one pass and
     tuned): test errors, whole-command training seconds and the ratio napkinXC fit / plt train."""
     out = []
     for ds in _datasets(results):
@@ -499,7 +499,7 @@ def render_markdown(res: dict, plots: list[str] | None = None) -> str:
                 ["", PICK_GUIDE.format(cross=crossover_text(plt_cost_rows(results))), ""]
     arows = anchor_rows(results)
     if arows:
-        parts += ["### napkinXC binary HSM vs `-r plt` (issue #19 item 2)", "", anchor_table(arows), "",
+        parts += ["### napkinXC binary HSM vs `-r plt`", "", anchor_table(arows), "",
                   "`fit / train`: napkinXC's whole fit command / lomtree's whole `train -r plt` command, "
                   "wall clock and, in brackets, CPU seconds of the two children (less disturbed by the other "
                   "load on the machine); > 1: lomtree is faster. Best PLT: the better of one pass and tuned "
@@ -515,12 +515,12 @@ def render_markdown(res: dict, plots: list[str] | None = None) -> str:
                   "and, in brackets, CPU (user + sys of the child, less disturbed by other load): "
                   "> 1 means lomtree is faster.", ""]
     if res.get("foundation"):
-        parts += ["### Throughput vs VW (issue #2)", "", foundation_table(res["foundation"]), ""]
+        parts += ["### Throughput vs VW", "", foundation_table(res["foundation"]), ""]
     if res.get("throughput"):
         reps = sorted({r.get("repeats", 1) for r in res["throughput"]})
         ran = " or ".join(str(x) for x in reps) + " times (the `repeats` of each row in results.json)" \
             if len(reps) > 1 else f"{reps[0]} times"
-        parts += ["### Throughput vs VW, median of alternating runs (issues #2, #3, #4)", "",
+        parts += ["### Throughput vs VW, median of alternating runs", "",
                   throughput_table(res["throughput"]), "",
                   f"Each command ran {ran}, lomtree and VW alternating; medians of wall time. "
                   "`whole`: examples / whole command (start-up, model load and save included). "

@@ -1,4 +1,4 @@
-"""Throughput against Vowpal Wabbit, robust to a noisy machine (issues #2, #3, #4).
+"""Throughput against Vowpal Wabbit, robust to a noisy machine.
 
 For every case (a reduction, its VW counterpart, a train file and a test file) the four commands
 ``lomtree train``, ``vw train``, ``lomtree predict``, ``vw -t`` run ``repeats`` times, ours and VW
@@ -44,7 +44,7 @@ from . import bench as B
 
 #: case name -> (reduction, dataset config name for options, train file, test file (None: the
 #: training file), times each file is repeated). Sector is small (6,412 / 3,207 lines), so it is
-#: repeated 5 times, as issue #2 asks for OAA: the steady-state rate of a 3,207-line file is the
+#: repeated 5 times for OAA: the steady-state rate of a 3,207-line file is the
 #: difference of two noisy sub-second times.
 CASES = {
     "sector_oaa_x5": ("oaa", "sector_oaa", "sector.train.vw", None, 5),

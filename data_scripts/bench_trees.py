@@ -9,7 +9,7 @@ state. Both programs read the same VW-format files.
 Usage::
 
     python -m data_scripts.bench_trees [--datasets sector letter kjv_nextword]
-        [--reductions filter rtree oaa lomtree] [--bits 24] [--workdir /tmp/bench_trees] [--out r.json]
+        [--reductions filter rtree oaa lomtree] [--bits 24] [--workdir DIR] [--out r.json]
 
 Datasets are ``bench/data/<name>.{train,test}.vw`` (written by ``data_scripts.prepare_all``);
 ``k`` is the largest label of the train and test files. OAA is skipped when ``k > --oaa-max-k``
@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -86,7 +88,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reductions", nargs="+", default=["filter", "rtree", "oaa", "lomtree"])
     ap.add_argument("--bits", type=int, default=24)
     ap.add_argument("--data-dir", default=str(ROOT / "bench" / "data"))
-    ap.add_argument("--workdir", default="/tmp/bench_trees")
+    ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "bench_trees"))
     ap.add_argument("--oaa-max-k", type=int, default=1000)
     ap.add_argument("--no-vw", action="store_true")
     ap.add_argument("--out", default=None, help="write all rows as JSON here")

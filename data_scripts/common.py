@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import bz2
 import contextlib
+import subprocess
+import time
+from dataclasses import dataclass
 import gzip
 import io
 import lzma
@@ -124,3 +127,39 @@ def human_size(n_bytes: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} GB"  # pragma: no cover
+
+
+@dataclass
+class Timed:
+    """One finished child process: exit code, wall and CPU seconds, peak RSS (KB), its output."""
+
+    rc: int
+    wall: float
+    cpu: float
+    maxrss_kb: int
+    stdout: str
+    stderr: str
+
+
+def run_timed(cmd: list[str], env_extra: dict | None = None, timeout: float | None = None) -> Timed:
+    """Run ``cmd``; wall time, CPU (user + system) and peak RSS of the child from ``os.wait4``."""
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
+        while True:
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG if timeout else 0)
+            if pid:
+                break
+            if time.perf_counter() - t0 > timeout:
+                proc.kill()
+                pid, status, ru = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.02)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return Timed(proc.returncode, wall, ru.ru_utime + ru.ru_stime, int(ru.ru_maxrss),
+                     out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"))

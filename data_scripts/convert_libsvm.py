@@ -3,7 +3,7 @@
 A LIBSVM line ``label idx:value idx:value ... [# comment]`` becomes the VW line
 ``label | idx:value idx:value ...``: the features go into the *default* namespace and keep the
 LIBSVM index as their (numeric) name, so lomtree hashes them exactly as it hashes the original
-file read with ``--format libsvm`` (ALGORITHMS.md §1.3/§1.4: a numeric name in the default
+file read with ``--format libsvm`` (docs/ALGORITHMS.md §1.3/§1.4: a numeric name in the default
 namespace with seed 0 gets index ``int(name)``).  Values are copied as written (no float
 re-formatting), order and duplicates are kept, comments and blank lines are dropped.
 
@@ -56,7 +56,7 @@ def _label(tok: str, label_offset: int) -> int:
 
 
 _FLOAT = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
-#: the feature part of a LIBSVM line (ALGORITHMS.md §1.4 grammar; the float rule of §1.1)
+#: the feature part of a LIBSVM line (docs/ALGORITHMS.md §1.4 grammar; the float rule of §1.1)
 _FEATURES_RE = re.compile(rf"(?:[0-9]+:{_FLOAT}(?:[ \t]+|$))*")
 _FLOAT_RE = re.compile(_FLOAT)
 

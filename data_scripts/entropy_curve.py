@@ -1,4 +1,4 @@
-"""Test error and the three entropy criteria of LOMtree against its node budget (issue #20, item 5).
+"""Test error and the three entropy criteria of LOMtree against its node budget.
 
     python -m data_scripts.entropy_curve [--task sector --task synth_k1000] [--out bench/entropy_curve]
 

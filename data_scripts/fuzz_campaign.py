@@ -62,7 +62,7 @@ def _name(r: random.Random) -> str:
 
 
 def vw_line(r: random.Random) -> str:
-    """One line of the VW grammar (ALGORITHMS.md §1.1), valid unless a value overflows float32."""
+    """One line of the VW grammar (docs/ALGORITHMS.md §1.1), valid unless a value overflows float32."""
     parts = []
     if r.random() < 0.15:
         parts.append(r.choice(["junk\t", "a b\t", "\t"]))

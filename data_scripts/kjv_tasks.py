@@ -142,8 +142,21 @@ def next_word_lines(words: list[str], rank: dict[str, int], other: int) -> list[
 def build_next_word(kjv_path, out_dir, vocab: int = 5000, prefix: str = NEXT_WORD_PREFIX) -> dict:
     """Write the next-word task (see the module docstring) into ``out_dir``.
 
+    Returns the dict of ``write_next_word`` with the verse counts as ``n_train_verses`` /
+    ``n_test_verses``.
+    """
+    verses = read_verses(kjv_path)
+    info = write_next_word([v.words for v in verses], out_dir, vocab, prefix)
+    info["n_train_verses"] = info.pop("n_train_docs")
+    info["n_test_verses"] = info.pop("n_test_docs")
+    return info
+
+
+def write_next_word(docs: list[list[str]], out_dir, vocab: int, prefix: str) -> dict:
+    """Write a next-word task over ``docs`` (word lists; doc ``i`` is held out when ``i % 10 == 9``).
+
     Returns a dict with the output paths (``train``, ``test``, ``vocab``), the line counts
-    ``n_train``/``n_test``, the verse counts ``n_train_verses``/``n_test_verses``,
+    ``n_train``/``n_test``, the document counts ``n_train_docs``/``n_test_docs``,
     ``n_classes`` (= ``vocab + 1``; the label range is 1..n_classes), ``n_vocab`` (words
     actually in the vocabulary, < ``vocab`` only for tiny corpora) and the fractions of
     "other" labels ``other_rate_train``/``other_rate_test``.
@@ -151,8 +164,7 @@ def build_next_word(kjv_path, out_dir, vocab: int = 5000, prefix: str = NEXT_WOR
     if vocab < 1:
         raise ValueError("vocab must be >= 1")
     out_dir = Path(out_dir)
-    verses = read_verses(kjv_path)
-    train_words = [v.words for i, v in enumerate(verses) if not is_next_word_test(i)]
+    train_words = [w for i, w in enumerate(docs) if not is_next_word_test(i)]
     ranked = build_vocab(train_words, vocab)
     rank = {w: r for r, (w, _) in enumerate(ranked, 1)}
     other = vocab + 1
@@ -163,14 +175,14 @@ def build_next_word(kjv_path, out_dir, vocab: int = 5000, prefix: str = NEXT_WOR
     }
     counts = {"train": 0, "test": 0}
     n_other = {"train": 0, "test": 0}
-    n_verses = {"train": 0, "test": 0}
+    n_docs = {"train": 0, "test": 0}
     with atomic_write(paths["train"]) as ftrain, atomic_write(paths["test"]) as ftest:
-        for i, v in enumerate(verses):
+        for i, words in enumerate(docs):
             split = "test" if is_next_word_test(i) else "train"
-            lines = next_word_lines(v.words, rank, other)
-            n_verses[split] += 1
+            lines = next_word_lines(words, rank, other)
+            n_docs[split] += 1
             counts[split] += len(lines)
-            n_other[split] += sum(1 for w in v.words if w not in rank)
+            n_other[split] += sum(1 for w in words if w not in rank)
             if lines:
                 (ftest if split == "test" else ftrain).write("\n".join(lines) + "\n")
     with atomic_write(paths["vocab"]) as fv:
@@ -182,8 +194,8 @@ def build_next_word(kjv_path, out_dir, vocab: int = 5000, prefix: str = NEXT_WOR
         **{k: str(p) for k, p in paths.items()},
         "n_train": counts["train"],
         "n_test": counts["test"],
-        "n_train_verses": n_verses["train"],
-        "n_test_verses": n_verses["test"],
+        "n_train_docs": n_docs["train"],
+        "n_test_docs": n_docs["test"],
         "n_classes": other,
         "n_vocab": len(ranked),
         "other_rate_train": n_other["train"] / max(counts["train"], 1),

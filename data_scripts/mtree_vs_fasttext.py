@@ -1,4 +1,4 @@
-"""``-r mtree`` against fastText on the same files, same dim and epochs (issue #20, item 3).
+"""``-r mtree`` against fastText on the same files, same dim and epochs.
 
     python -m data_scripts.mtree_vs_fasttext --task kjv_book --dim 50 --epochs 5 [--mtree-args "..."]
     python -m data_scripts.mtree_vs_fasttext --task kjv_book --only fasttext --loss hs

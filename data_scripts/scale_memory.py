@@ -1,4 +1,4 @@
-"""Peak memory (max RSS) of ``lomtree train`` with 10^6 classes (issue #8, scale).
+"""Peak memory (max RSS) of ``lomtree train`` with 10^6 classes.
 
 Usage::
 

@@ -185,7 +185,7 @@ def discover():
                 setattr(mod, n, rec)
     try:
         warm()
-        warm_features()  # issue #23's kernels (feature generation, string labels)
+        warm_features()  # feature generation and string labels
     finally:
         for mod, n, v in replaced:
             setattr(mod, n, v)

@@ -1,6 +1,6 @@
-"""The Python API: ``Classifier``, in scikit-learn's shape and River's (issue #24).
+"""The Python API: ``Classifier``, in scikit-learn's shape and River's.
 
-Hyper-parameters are the command line's options under the same names (CLI.md): ``reduction``,
+Hyper-parameters are the command line's options under the same names (docs/CLI.md): ``reduction``,
 ``classes`` (``-k``), ``bits``, ``learning_rate``, ``power_t``, ``loss_function``, ``passes``,
 ``seed``, every reduction option of the registry (``max_internal_nodes``, ``cpt_alpha``,
 ``arity``, ...), with the same defaults (None = the reduction's default, as on the command line).
@@ -64,10 +64,10 @@ Label sets (``multilabel=True``; reductions ``plt`` and ``oaa``, as ``lomtree tr
 
 Model files: ``save(path)`` writes the CLI's model file (``lomtree predict -i`` reads it);
 ``Classifier.load(path)`` reads any CLI model. A label list other than ``1..K`` is stored as the
-member ``labels/names`` (the UTF-8 names joined by ``\\n``, issue #23's member) and a header key
-``api_labels`` ("int" or "str"); the CLI ignores both and prints class ids until #23's label
-dictionary is merged. Pickling a Classifier stores its model file's bytes (never a pickle of the
-model's objects).
+member ``labels/names`` (the UTF-8 names joined by ``\\n``, the member of the CLI's label dictionary)
+and a header key ``api_labels`` ("int" or "str"); the CLI reads that member only for models trained
+with string labels (VW format), so it prints class ids for such an API model. Pickling a
+Classifier stores its model file's bytes (never a pickle of the model's objects).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ from .parsing import parse_bytes, parse_chunk
 
 #: examples per batch handed to the driver (batches do not change results)
 CHUNK = 4096
-#: labels member of a model file (issue #23 uses the same)
+#: labels member of a model file (the CLI's label dictionary uses the same)
 LABELS_MEMBER = "labels/names"
 
 

@@ -1,4 +1,4 @@
-"""Binary example cache: parsed, hashed ``ExampleBatch`` chunks on disk (ALGORITHMS.md §4.3).
+"""Binary example cache: parsed, hashed ``ExampleBatch`` chunks on disk (docs/ALGORITHMS.md §4.3).
 
 The first pass of a run parses and hashes the text and writes every batch here; later passes (and
 later runs with the same inputs and options) read the batches back with a few large reads and

@@ -1,4 +1,4 @@
-"""The ``lomtree`` command line (spelling: ../shared/docs/CLI.md).
+"""The ``lomtree`` command line (spelling: docs/CLI.md).
 
 Thin: ``train`` and ``predict`` hand their parameters to ``commands.run_train`` / ``run_predict``;
 ``inspect`` calls ``model_io.inspect_model``. numba and numpy are imported inside command bodies,
@@ -18,7 +18,7 @@ import click
 from . import commands
 from .version import __version__
 from .errors import ConfigError
-from .reductions.registry import REGISTRY, default, reduction_options as registry_options
+from .reductions.registry import LARGE_K, REGISTRY, default, reduction_options as registry_options
 from .runtime import guarded, process_start_time
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -41,7 +41,8 @@ def _progress_interval(value: str) -> float | int:
         raise click.BadParameter(commands.PROGRESS_INTERVAL_RULE) from None
 
 
-#: ``lomtree train -h``: the options in VW's help sections, in VW's order (issue #23)
+#: ``lomtree train -h``: the options in VW's help sections, in VW's order; then each reduction's own
+#: options under its registry title (an option two reductions share is shown under the first)
 TRAIN_HELP_GROUPS = (
     ("Driver Options", ("quiet", "progress_bar", "progress_interval", "report")),
     ("Feature Options", ("bits", "hash_seed", "ignore", "ignore_linear", "keep", "noconstant", "ngram", "skips",
@@ -57,11 +58,8 @@ TRAIN_HELP_GROUPS = (
     ("Output Options", ("predictions",)),
     ("Input Options", ("data", "cache", "cache_file")),
     ("Reduction Options", ("reduction", "k", "oaa", "ect", "log_multi", "plt", "multilabel_oaa")),
-    ("[Reduction] LOMtree Options", ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up", "label_prior")),
-    ("[Reduction] CPT Options", ("cpt_alpha", "cpt_predict", "cpt_random_insert")),
-    ("[Reduction] PLT Options", ("arity", "beam", "tree_buffer", "path_weight", "no_leaf_negatives")),
-    ("[Reduction] mtree Options", ("dim", "depth", "reassign_after", "tree", "linear")),
-)
+) + tuple((f"[Reduction] {spec.title} Options", tuple(o.field for o in spec.options))
+          for spec in REGISTRY.values() if spec.options)
 
 
 class _Command(click.Command):
@@ -114,29 +112,27 @@ class _Group(click.Group):
 @click.group(cls=_Group, context_settings=CONTEXT)
 @click.version_option(__version__, "--version", prog_name="lomtree")
 def main():
-    """lomtree: streaming multiclass learning with logarithmic-time trees.
+    pass
 
-    \b
-    Reductions: lomtree (Choromanska & Langford 2015), filter (filter tree / ECT), rtree (random
-    balanced tree), oaa (one-against-all, O(k)), cpt (conditional probability tree, P(y|x)),
-    table (label-frequency baseline).
 
-    \b
-    Examples:
-      lomtree train -r oaa -k 105 --format libsvm sector.train -f sector.model
-      lomtree predict -i sector.model --format libsvm sector.test -p -
-      cat data.vw | lomtree train -k 1000 -f m.lt && lomtree inspect m.lt
-    """
+#: ``lomtree --help``: the reductions are listed from the registry, so a new entry shows up here
+main.help = "\n".join([
+    "lomtree: streaming multiclass learning with logarithmic-time trees.", "", "\b", "Reductions (-r):",
+    *(f"  {name:<8} {spec.summary}" for name, spec in REGISTRY.items()), "", "\b", "Examples:",
+    "  lomtree train -r oaa -k 105 --format libsvm sector.train -f sector.model",
+    "  lomtree predict -i sector.model --format libsvm sector.test -p -",
+    "  cat data.vw | lomtree train -k 1000 -f m.lt && lomtree inspect m.lt"])
 
 
 def _defaults_text(key: str, base, names=REGISTRY) -> str:
     """``[base; r1, r2: other]``: the default of ``key`` for the reductions ``names``, naming those
     whose entry sets another."""
     values = {r: default(r, key, base) for r in names}
-    if len(set(values.values())) == 1:
+    large = {f"{r} with -k >= {LARGE_K}": v for r in names if (v := default(r, key, base, k=LARGE_K)) != values[r]}
+    if len(set(values.values())) == 1 and not large:
         return f"[{next(iter(values.values()))}]"
     other: dict = {}
-    for r, v in values.items():
+    for r, v in {**values, **large}.items():
         if v != base:
             other.setdefault(v, []).append(r)
     return "[" + "; ".join([f"{base}"] + [f"{', '.join(rs)}: {v}" for v, rs in other.items()]) + "]"
@@ -180,7 +176,7 @@ def common_run_options(f):
 
 
 def vw_options(f):
-    """VW's spellings and feature options (issue #23); see features.py and labels.py."""
+    """VW's spellings and feature options; see features.py and labels.py."""
     opts = [
         (("-d", "--data", "data"), dict(multiple=True, help="Input file (VW's -d; same as a positional INPUT).")),
         (("-t", "--testonly", "testonly"), dict(is_flag=True, help="Test only (VW's -t): with -i MODEL, as "

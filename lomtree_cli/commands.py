@@ -178,7 +178,7 @@ def new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
     ml = bool(p.get("multilabel")) or p.get("fmt") == "xmc"
 
     def dflt(key, fallback):
-        return default(name, key, fallback, ml, int(p.get("passes") or 1))
+        return default(name, key, fallback, ml, int(p.get("passes") or 1), p.get("k"))
 
     base = {f.name: f.default for f in fields(ReductionConfig)}
     own = {f: (p[f] if p[f] is not None else dflt(f, base[f])) for f in reduction_options()}

@@ -17,7 +17,7 @@ from .reductions.registry import REGISTRY
 LOSSES = ("squared", "logistic", "hinge", "quantile")
 FORMATS = ("vw", "libsvm", "xmc")
 REDUCTIONS = tuple(REGISTRY)
-#: the constant feature's hash before masking (VW's constant); ALGORITHMS.md §1.3
+#: the constant feature's hash before masking (VW's constant); docs/ALGORITHMS.md §1.3
 CONSTANT_HASH = 11650396
 #: ``--max-line-bytes`` default: a longer line is malformed (found without buffering it whole)
 MAX_LINE_BYTES = 32 << 20
@@ -29,7 +29,7 @@ MAX_NODES_PER_CLASS = 64
 
 @dataclass(frozen=True)
 class InputConfig:
-    """How text becomes hashed examples (ALGORITHMS.md §1).
+    """How text becomes hashed examples (docs/ALGORITHMS.md §1).
 
     format : 'vw', 'libsvm' or 'xmc' (the Extreme Classification Repository's text format: a
         header line ``N F L``, then LIBSVM lines with label sets; 0-based labels and features)
@@ -41,7 +41,7 @@ class InputConfig:
     max_line_bytes : a line longer than this (bytes before its newline) is malformed
     low_labels_unlabeled : a label below 1 is read as unlabeled (counted) instead of an error
         (``predict``, which does not use labels to learn)
-    interactions, ngram, skips, ignore, keep, ignore_linear : VW's feature options (issue #23;
+    interactions, ngram, skips, ignore, keep, ignore_linear : VW's feature options (
         spellings in ``features.py``), applied to every parsed chunk by ``kernels/interactions.py``
     named_labels : VW's ``--named_labels``: the class names joined by ``,`` (label i+1 = name i)
     string_labels : labels are strings; ids are given in order of first appearance and the
@@ -119,7 +119,7 @@ class InputConfig:
 
 @dataclass(frozen=True)
 class LearnerConfig:
-    """The base linear learner (ALGORITHMS.md §2).
+    """The base linear learner (docs/ALGORITHMS.md §2).
 
     learning_rate : eta (None = 0.5, or 10 with --sgd)
     power_t, initial_t : as VW (initial_t None = 0, or 1 with --sgd)
@@ -178,7 +178,7 @@ class LearnerConfig:
 
 @dataclass(frozen=True)
 class ReductionConfig:
-    """Which reduction, and its parameters (ALGORITHMS.md §3).
+    """Which reduction, and its parameters (docs/ALGORITHMS.md §3).
 
     name : a name in ``reductions.registry.REGISTRY``
     k : number of classes (labels 1..k); required when the reduction's entry says ``needs_k``

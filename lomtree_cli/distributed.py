@@ -1,4 +1,4 @@
-"""Prediction and data-parallel training on Dask (issue #24 items 2 and 3; ``pip install lomtree[dask]``).
+"""Prediction and data-parallel training on Dask (``pip install lomtree[dask]``).
 
 ``lomtree predict -i MODEL FILES... --dask ADDRESS`` and ``lomtree train ... --dask ADDRESS
 [--sync-every N]``; ``ADDRESS`` is a scheduler (``tcp://host:8786``) or ``local:N``, a
@@ -29,7 +29,7 @@ Training (VW's AllReduce, done by the client)
     examples, then doubling (syncs after 100, 300, 700, ... examples of each shard: about
     log2(shard / 100) syncs), at most ``--sync-every`` when given; later passes ``--sync-every``
     (0: the whole shard, one sync per pass). The early syncs are what makes one pass on 2 workers
-    as good as one process on Sector (docs/API.md).
+    as good as one process on Sector (bench/notes/dask.md).
     Weights are averaged as VW's ``accumulate_weighted_avg`` does under the adaptive update:
     per slot, weighted by each worker's adaptive sum G, and G and the normaliser N become their
     G-weighted means; under ``--sgd`` a plain mean. The per-regressor normaliser sums (S, T) and
@@ -68,7 +68,7 @@ SHARD_BLOCK_BYTES = 1 << 16
 #: training shards: at most this many blocks of a file per shard (larger files, larger blocks)
 MAX_SHARD_BLOCKS = 4096
 #: ``--sync-first``: in the first pass the workers' models are averaged after this many examples of
-#: each shard, then at doubling intervals (docs/API.md: Sector, one pass, 2 workers)
+#: each shard, then at doubling intervals (bench/notes/dask.md: Sector, one pass, 2 workers)
 SYNC_FIRST = 100
 #: most local workers (``local:N``)
 MAX_LOCAL_WORKERS = 64
@@ -600,7 +600,7 @@ def shards_of(paths: list, w: int) -> list:
 
     Interleaving, not W contiguous parts: a file's order need not be random (Sector's is not),
     and with contiguous parts the workers learn from different regions of it between two syncs; with
-    blocks they are at about the same place of the file (docs/API.md: 15.65 % against 14.47 % in
+    blocks they are at about the same place of the file (bench/notes/dask.md: 15.65 % against 14.47 % in
     one pass, 20.58 against 13.72 with a sync every 100 examples)."""
     shards = [[] for _ in range(w)]
     turn = 0

@@ -1,4 +1,4 @@
-"""The online loop: read a chunk, predict-then-learn, account, report (ALGORITHMS.md §4).
+"""The online loop: read a chunk, predict-then-learn, account, report (docs/ALGORITHMS.md §4).
 
 ``train(...)`` and ``predict(...)`` are the library entry points behind ``lomtree train`` and
 ``lomtree predict``; the CLI only builds configs and calls them. Everything user-visible goes
@@ -594,7 +594,7 @@ _FIXED = {
     "format": ("input", "format"), "label_offset": ("input", "label_offset"),
     "loss": ("learner", "loss"), "sgd": ("learner", "sgd"), "quantile_tau": ("learner", "quantile_tau"),
     "power_t": ("learner", "power_t"),
-    # issue #23: feature and label options are fixed by the model
+    # feature and label options are fixed by the model
     "interactions": ("input", "interactions"), "ngram": ("input", "ngram"), "skips": ("input", "skips"),
     "ignore": ("input", "ignore"), "keep": ("input", "keep"), "ignore_linear": ("input", "ignore_linear"),
     "named_labels": ("input", "named_labels"), "string_labels": ("input", "string_labels"),

@@ -1,4 +1,4 @@
-"""The three entropy criteria of a tree's leaves (``lomtree inspect``; issue #20, item 4).
+"""The three entropy criteria of a tree's leaves (``lomtree inspect``).
 
 Choromanska & Jain, *Extreme Multiclass Classification Criteria* (Computation 2019, 7(1), 16)
 show that the LOMtree objective is a surrogate for three criteria of the partition a tree makes,

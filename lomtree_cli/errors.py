@@ -1,4 +1,4 @@
-"""Errors that the CLI turns into one-line messages and exit codes (see CLI.md).
+"""Errors that the CLI turns into one-line messages and exit codes (see docs/CLI.md).
 
 Exit codes: 0 success; 1 bad input data; 2 bad usage or a bad model file; 130/143 interrupted.
 """
@@ -19,7 +19,7 @@ class InputError(LomtreeError):
     ----------
     source : name of the input (file path, or ``<stdin>``)
     line : 1-based line number in that input (0 when not known)
-    reason : short machine id (``label_int``, ``feat_value``, ...; ALGORITHMS.md §1.2)
+    reason : short machine id (``label_int``, ``feat_value``, ...; docs/ALGORITHMS.md §1.2)
     detail : human text
     column : 1-based byte column of the problem (0 when not known)
     """

@@ -1,4 +1,4 @@
-"""VW's feature options (issue #23): -q/--quadratic, --cubic, --interactions, --ngram, --skips,
+"""VW's feature options: -q/--quadratic, --cubic, --interactions, --ngram, --skips,
 --ignore, --keep, --ignore_linear, read from ``InputConfig`` into the tables of
 ``kernels/interactions.py``.
 

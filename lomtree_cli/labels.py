@@ -1,4 +1,4 @@
-"""String class labels (issue #23): VW's ``--named_labels`` and open label dictionaries.
+"""String class labels: VW's ``--named_labels`` and open label dictionaries.
 
 ``LabelDict`` maps label strings to the ids 1..n the reductions learn with. With a fixed list
 (``--named-labels a,b,c``: label i+1 is the i-th name, k = the list's length) a label not in the

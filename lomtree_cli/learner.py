@@ -49,7 +49,7 @@ def check_memory(need: int, what: str) -> None:
 
 
 class LinearLearner:
-    """The base learner of ALGORITHMS.md §2 for ``n_models`` regressors over ``2**bits`` slots.
+    """The base learner of docs/ALGORITHMS.md §2 for ``n_models`` regressors over ``2**bits`` slots.
 
     Parameters
     ----------

@@ -28,7 +28,7 @@ def _loss_field(v: float | None) -> str:
 
 
 def format_row(avg, since, ex, weight, label, pred, nfeat, holdout=False) -> str:
-    """One table line (ALGORITHMS.md §4.2)."""
+    """One table line (docs/ALGORITHMS.md §4.2)."""
     lab = "unknown" if label is None or label == 0 else str(label)
     line = "%s %s %12d %14s %14s %14s %8d" % (
         _loss_field(avg), _loss_field(since), ex, _fix("%.1f" % weight, 14),

@@ -1,4 +1,4 @@
-"""Model files: save, load, inspect (ALGORITHMS.md §5).
+"""Model files: save, load, inspect (docs/ALGORITHMS.md §5).
 
 Format (``format_version`` 1): an uncompressed ``.npz`` (a zip of ``.npy`` members) holding
 

@@ -202,7 +202,7 @@ def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int, header=None):
             not cfg.noconstant, bool(cfg.skip_invalid), int(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled),
             bool(cfg.has_string_labels), xmc, int(header[1] if xmc and header else 0),
             int(header[2] if xmc and header else 0))
-    ns = cfg.generates_features or cfg.has_string_labels  # + namespace ids and label spans (issue #23)
+    ns = cfg.generates_features or cfg.has_string_labels  # + namespace ids and label spans
     if cfg.format == "libsvm":
         args = (buf, first_line, cfg.mask, int(cfg.label_offset), cfg.constant_index, not cfg.noconstant,
                 bool(cfg.skip_invalid), int(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))

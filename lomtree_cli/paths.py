@@ -1,4 +1,4 @@
-"""Output paths, checked before any work (issue #22): no file the user did not ask to destroy.
+"""Output paths, checked before any work: no file the user did not ask to destroy.
 
 ``check_outputs(outputs, inputs)`` raises ``ConfigError`` (exit 2) before a command reads a line:
 

@@ -1,4 +1,4 @@
-"""``--readable_model FILE`` / ``--invert_hash FILE`` (VW's spellings, issue #23): the trained
+"""``--readable_model FILE`` / ``--invert_hash FILE`` (VW's spellings): the trained
 weights as text, one line per non-zero weight, grouped by regressor (for the tree reductions a
 regressor is a tree node's router or a leaf's scorer; OAA: class i is regressor i - 1).
 

@@ -1,4 +1,4 @@
-"""VW's spellings of ``lomtree train`` options (issue #23): ``-d``, ``--oaa/--ect/--log_multi K``,
+"""VW's spellings of ``lomtree train`` options: ``-d``, ``--oaa/--ect/--log_multi K``,
 ``--cache_file``, and the feature/label options turned into ``InputConfig`` fields.
 
 ``apply_vw_options(p, given)`` rewrites the parameter dict of a ``train`` command line in place

@@ -1,4 +1,4 @@
-"""Shared helpers of the robustness tests (issue #8): reductions present, tiny trained models.
+"""Shared helpers of the robustness tests: reductions present, tiny trained models.
 
 Every test that covers "every reduction" takes its list from ``REGISTRY`` and skips a reduction
 whose module is not there yet (``available(name)``), so the suite is green while reductions are

@@ -1,4 +1,4 @@
-"""The Python API (issue #24 items 1 and 6): against the CLI, input kinds, labels, files, sklearn."""
+"""The Python API: against the CLI, input kinds, labels, files, sklearn."""
 
 from __future__ import annotations
 

@@ -443,7 +443,9 @@ def test_anchor_kwargs_and_command_lines():
     assert cmd[1:] == ["-m", "data_scripts.bench_anchors", "fit", "--anchor", "napkinxc_bhsm", "--train", "tr.vw",
                        "--model", "m", "--report", "r.json", "--bits", "24"]
     cmd = ba.fit_cmd("fasttext_hs", "tr.txt", "m.bin", "r.json", epochs=5)
-    assert cmd[-2:] == ["--epochs", "5"] and "--bits" not in cmd
+    assert cmd[-4:] == ["--epochs", "5", "--threads", "1"] and "--bits" not in cmd
+    assert ba.fit_cmd("fasttext_hs", "tr.txt", "m.bin", "r.json", threads=2)[-2:] == ["--threads", "2"]
+    assert ba.fasttext_kwargs("fasttext_hs", 5, 2)["thread"] == 2
     assert ba.test_cmd("napkinxc_plt", "te.vw", "m", "r.json")[-2:] == ["--bits", "24"]
     assert "--bits" not in ba.test_cmd("fasttext_softmax", "te.txt", "m.bin", "r.json")
     with pytest.raises(SystemExit):  # the child refuses an unknown anchor (argparse, exit 2)
@@ -451,7 +453,7 @@ def test_anchor_kwargs_and_command_lines():
 
 
 def test_read_hashed_hand_worked_lines(tmp_path):
-    """lomtree's own parser and hashing (ALGORITHMS.md §1.3), worked by hand: numeric names in the
+    """lomtree's own parser and hashing (docs/ALGORITHMS.md §1.3), worked by hand: numeric names in the
     default namespace are their own index; a named namespace hashes its names with xxh32 seeded
     by the namespace's hash; no constant feature (napkinXC adds its own bias)."""
     import xxhash
@@ -603,7 +605,7 @@ def test_run_anchor_with_a_fake_runner(tmp_path, monkeypatch):
     assert rec["status"] == "ok" and rec["error"] == 0.0 and rec["options"]["epoch"] == 5
     ft_train = Path(seen[0][seen[0].index("--train") + 1])
     assert ft_train.read_text() == "__label__1 w^a w^b\n__label__2 w^c\n"
-    assert seen[0][-2:] == ["--epochs", "5"]
+    assert seen[0][-4:] == ["--epochs", "5", "--threads", "1"]
 
 
 def test_run_anchor_failure_and_not_installed(tmp_path, monkeypatch):

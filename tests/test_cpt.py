@@ -1,4 +1,4 @@
-"""Conditional Probability Tree (-r cpt) and label-frequency table (-r table), ALGORITHMS.md §3.5."""
+"""Conditional Probability Tree (-r cpt) and label-frequency table (-r table), docs/ALGORITHMS.md §3.5."""
 
 from __future__ import annotations
 
@@ -490,7 +490,7 @@ def test_sector_cpt_beats_table(tmp_path):
 
 
 def test_cli_default_power_t_is_the_measured_best(tmp_path):
-    """``-r cpt`` defaults to power_t 0.75 (better on 5 of 6 benchmark tasks, docs/LOMTREE_ACCURACY.md);
+    """``-r cpt`` defaults to power_t 0.75 (better on 5 of 6 benchmark tasks, bench/notes/lomtree.md);
     the Filter tree keeps 0.5, and an explicit --power-t wins."""
     from lomtree_cli.cli import main
 

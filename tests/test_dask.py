@@ -1,4 +1,4 @@
-"""Prediction and training on Dask (issue #24 items 2, 3, 6): a LocalCluster of 2 worker processes
+"""Prediction and training on Dask: a LocalCluster of 2 worker processes
 on 127.0.0.1, started once for the module; outputs must equal the single-process ones."""
 
 from __future__ import annotations

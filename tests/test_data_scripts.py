@@ -534,3 +534,40 @@ def test_tune_lomtree_folds_hold_out_every_line_once():
         assert sorted(fold) == sorted(lines)
         held += [fold[pos - 1] for pos in range(k, len(fold) + 1, k)]
     assert sorted(held) == sorted(lines)
+
+
+# --------------------------------------------------------------------------- PyPI next-word task
+
+TOY_PYPI = "".join(f"pkg{i}\t{s}\n" for i, s in enumerate([
+    "A lib for creating tensorflow tfrecords", "My short description for my project.", "POC showing package takeover",
+    "Zero-OS 0-core client", "A python client for the API", "Tools for data", "The client's tools",
+    "A lib for data", "Python tools", "held out: a client for tools", "A python lib", "never read"]))
+
+
+def test_pypi_task_sizes_vocab_split_and_lines(tmp_path):
+    from data_scripts import bench_pypi, pypi_tasks
+
+    src = tmp_path / "summaries.txt.xz"
+    src.write_bytes(lzma.compress(TOY_PYPI.encode()))
+    docs = pypi_tasks.read_summaries(src, 11)  # the first 11 summaries: the last line is never read
+    assert len(docs) == 11 and docs[6] == ["the", "client's", "tools"] and docs[3] == ["zero", "os", "core", "client"]
+    info = pypi_tasks.build(src, tmp_path, 11, 3, docs)
+    assert Path(info["train"]).name == "pypi_11_v3.train.vw" and info["n_classes"] == 4
+    # vocabulary over the training summaries (summary 9 held out): for 5, a 4, then lib / python / tools 3
+    # (ties alphabetical: lib); client's is a word of its own
+    assert read(info["vocab"])[1:4] == ["1\tfor\t5", "2\ta\t4", "3\tlib\t3"]
+    test = read(info["test"])
+    assert test == ["4 |p1 <s> |p2 <s> |pair <s>_<s>", "4 |p1 held |p2 <s> |pair <s>_held",
+                    "2 |p1 out |p2 held |pair held_out", "4 |p1 a |p2 out |pair out_a",
+                    "1 |p1 client |p2 a |pair a_client", "4 |p1 for |p2 client |pair client_for"]
+    assert info["n_train"] == sum(len(d) for i, d in enumerate(docs) if i != 9) == len(read(info["train"]))
+    assert pypi_tasks.task_name(0, 20000) == "pypi_all_v20000" and pypi_tasks.size_name(300000) == "300k"
+    bad = tmp_path / "bad.txt"
+    bad.write_text("pkg\tok\nno tab here\n")
+    with pytest.raises(ValueError, match=r"bad.txt:2: expected name<TAB>summary"):
+        pypi_tasks.read_summaries(bad)
+    # the benchmark leaves out the slow systems where their time or memory is beyond the budget
+    assert bench_pypi.skip_reason("napkinxc_plt", 300_000, 40_000, 2_400_000, 20_001, 1200) is not None
+    assert bench_pypi.skip_reason("napkinxc_plt", 40_000, 40_000, 330_000, 20_001, 1200) is None
+    assert bench_pypi.skip_reason("oaa", 0, 40_000, 6_500_000, 100_001, 1200).startswith("projected")
+    assert bench_pypi.skip_reason("oaa", 40_000, 40_000, 330_000, 20_001, 1200) is None

@@ -1,4 +1,4 @@
-"""Determinism (issue #8): same input, options and ``--seed`` give byte-identical model files and
+"""Determinism: same input, options and ``--seed`` give byte-identical model files and
 predictions: across runs, across processes (different ``PYTHONHASHSEED``), across chunk sizes,
 and across save/load/continue, for every reduction of ``REGISTRY`` whose module exists.
 

@@ -1,4 +1,4 @@
-"""Issue #23: interactions, n-grams/skips, namespace filters, string labels and VW's spellings."""
+"""VW's feature and label options: interactions, n-grams/skips, namespace filters, string labels and VW's spellings."""
 
 import json
 import os

@@ -1,5 +1,5 @@
 """Filter tree (`-r filter`, VW --ect with no errors): bracket, training rule, kernel vs reference,
-model files, CLI (ALGORITHMS.md §3.2, §5, §9)."""
+model files, CLI (docs/ALGORITHMS.md §3.2, §5, §9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Parser fuzzing (issue #8), the fast part; extends ``test_parsing.py`` rather than repeating it.
+"""Parser fuzzing, the fast part; extends ``test_parsing.py`` rather than repeating it.
 
 ``test_parsing.py`` already compares the kernel with the reference on grammar lines and on a byte
 "soup". Here every input goes through ``fuzz.fuzz_parsers.check_input`` (the same checker as the

@@ -1,4 +1,4 @@
-"""Hostile input and hostile environments (issue #22): one test class per class of problem.
+"""Hostile input and hostile environments: one test class per class of problem.
 
 Every test is fast: memory bounds are checked with a small ``--max-line-bytes`` (a few KB) and a
 reader that counts what it is asked to hold, never with gigabytes; CLI runs are short

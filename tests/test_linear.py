@@ -34,7 +34,7 @@ def step(lrn, idx, val, m, y, iw=1.0):
 
 
 def test_spec_vectors_default_update():
-    """ALGORITHMS.md §9: two examples `| a`, squared loss, eta 0.5."""
+    """docs/ALGORITHMS.md §9: two examples `| a`, squared loss, eta 0.5."""
     lrn = make()
     idx = np.array([95318, 116060], np.int64)
     val = np.ones(2, np.float32)

@@ -1,4 +1,4 @@
-"""LOMtree reduction (ALGORITHMS.md §3.4): kernel vs pure-Python reference, hand-worked toy
+"""LOMtree reduction (docs/ALGORITHMS.md §3.4): kernel vs pure-Python reference, hand-worked toy
 example, invariants (T bound, Lemma 3 recycling bound, C correctness), save/load/resume, chunking,
 model validation, inspect."""
 
@@ -518,9 +518,10 @@ def test_inspect_reports_tree_figures():
 @pytest.mark.slow
 def test_sector_error_close_to_vw(tmp_path):
     """Sector, one pass, -b 24: test error about VW's --log_multi (25.6%)."""
-    train, test = "/tmp/lt/sector.train", "/tmp/lt/sector.test"
+    data = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "data")
+    train, test = os.path.join(data, "sector.train.libsvm"), os.path.join(data, "sector.test.libsvm")
     if not (os.path.exists(train) and os.path.exists(test)):
-        pytest.skip("sector data not prepared")
+        pytest.skip("sector data not prepared (make data)")
     from click.testing import CliRunner
 
     from lomtree_cli.cli import main
@@ -622,7 +623,7 @@ def test_shortcuts_flag_survives_save_and_load(tmp_path):
 
 def test_cli_defaults_are_the_measured_best(tmp_path):
     """``lomtree train -r lomtree`` without options: squared loss, power_t 0.75, 32 candidates from
-    two levels above the leaf (docs/LOMTREE_ACCURACY.md); explicit options still win, and the
+    two levels above the leaf (bench/notes/lomtree.md); explicit options still win, and the
     paper's reduction (L = 0, quantile) stays reachable and matches the library default."""
     from click.testing import CliRunner
 

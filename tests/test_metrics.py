@@ -1,4 +1,4 @@
-"""The progressive-validation table (ALGORITHMS.md §4.2)."""
+"""The progressive-validation table (docs/ALGORITHMS.md §4.2)."""
 
 import io
 

@@ -1,4 +1,4 @@
-"""Parser: VW text and LIBSVM → ExampleBatch (ALGORITHMS.md §1.1–1.4), against the reference."""
+"""Parser: VW text and LIBSVM → ExampleBatch (docs/ALGORITHMS.md §1.1–1.4), against the reference."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Multiple passes (ALGORITHMS.md §4.3): cache vs re-parse, holdout, early termination, decay."""
+"""Multiple passes (docs/ALGORITHMS.md §4.3): cache vs re-parse, holdout, early termination, decay."""
 
 from __future__ import annotations
 
@@ -266,7 +266,7 @@ def test_stdin_with_passes_subprocess(tmp_path):
     assert_same_model(str(tmp_path / "stdin.lt"), str(tmp_path / "file.lt"))
     assert (tmp_path / "stdin.p").read_bytes() == (tmp_path / "file.p").read_bytes()
     # stdin when the cache cannot be written: a clear error, exit 2 (a cache in a missing
-    # directory is now refused before any work, issue #22)
+    # directory is now refused before any work)
     r = _cli([*args, "-c", str(tmp_path / "no" / "dir" / "c"), "--quiet"], stdin=raw, env=env)
     assert r.returncode == 2 and (b"cannot read standard input again" in r.stderr or
                                   b"no/dir does not exist" in r.stderr), r.stderr

@@ -1,4 +1,4 @@
-"""Pipelines (issue #8): ``lomtree predict --flush`` as a co-process on an endless stdin (write one
+"""Pipelines: ``lomtree predict --flush`` as a co-process on an endless stdin (write one
 line, read its prediction, repeat, with timeouts), and a closed stdout (SIGPIPE) ends quietly."""
 
 from __future__ import annotations

@@ -60,10 +60,11 @@ def ref_tree(ref):
 
 # -- kernels against the reference --------------------------------------------------------------
 @pytest.mark.parametrize("arity,beam,gamma,negatives", [(2, 1, 1.0, False), (3, 2, 0.5, True), (4, 3, 0.0, True),
-                                                        (5, 3, None, True)])
+                                                        (5, 3, None, True), (3, 4, 1.0, False)])
 def test_online_tree_matches_reference(arity, beam, gamma, negatives):
     """No buffer: every label is inserted online (push-down splits included at arity 2-3);
-    progressive predictions and the final tree equal the reference's, chunk by chunk or whole."""
+    progressive predictions and the final tree equal the reference's, chunk by chunk or whole
+    (without leaf negatives and with a fixed gamma, a trained example is predicted greedily)."""
     ex = stream(k=11, n=300, seed=arity)
     ref = RefPLT(bits=12, arity=arity, beam=beam, gamma=gamma, negatives=negatives)
     want = ref.process(ex)
@@ -228,7 +229,7 @@ def test_separable_stream_learned():
     """A separable stream (each label has its own feature): the pure PLT (no leaf negatives,
     path weight 1) makes no error after the buffer; the defaults (one-against-some leaves) stay
     above 98.5% (measured 98.5-100% per 1,000 examples: the leaf negatives cost a few mistakes
-    here, see docs/ACCURACY.md)."""
+    here, see bench/notes/plt.md)."""
     rng = np.random.default_rng(0)
     ex = [(int(y), 1.0, [int(y) * 7, 4000], [1.0, 1.0]) for y in rng.integers(1, 51, 4000)]
     pure = run(make_plt(50, arity=8, beam=4, tree_buffer=500, leaf_negatives=False, path_weight=1.0), ex)

@@ -1,5 +1,5 @@
 """Rtree (`-r rtree`): SplitMix64 / Fisher–Yates vectors, training rule, kernel vs reference,
-seeds, model files, CLI (ALGORITHMS.md §3.3, §5, §9)."""
+seeds, model files, CLI (docs/ALGORITHMS.md §3.3, §5, §9)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ defaults and the check against an initial model all follow from it."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -50,11 +51,13 @@ def test_a_new_entry_is_a_new_choice_and_option():
     """One entry added to REGISTRY (before the CLI is built) gives ``-r``, ``-k`` rule and options."""
     code = textwrap.dedent("""
         from lomtree_cli.reductions.registry import REGISTRY, ReductionSpec, Option
-        REGISTRY["toy"] = ReductionSpec("lomtree_cli.reductions.oaa:OneAgainstAll", needs_k=False,
+        REGISTRY["toy"] = ReductionSpec("lomtree_cli.reductions.oaa:OneAgainstAll", "Toy", "a toy reduction",
+                                        needs_k=False,
                                         options=(Option("beam", ("--toy-width",), help="toy width"),))
         from click.testing import CliRunner
         from lomtree_cli.cli import main
         print(CliRunner().invoke(main, ["train", "--help"]).output)
+        print(CliRunner().invoke(main, ["--help"]).output)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "declared differently" in out.stderr  # --beam is plt's and mtree's already: refused
@@ -64,6 +67,33 @@ def test_a_new_entry_is_a_new_choice_and_option():
     assert out.returncode == 0, out.stderr
     assert "|mtree|toy]" in out.stdout and "mtree, toy: width of the learned" in out.stdout
     assert "optional for cpt, table, toy" in " ".join(out.stdout.split())
+    assert "[Reduction] Toy Options" not in out.stdout  # its one option, --dim, is shown under mtree
+    assert re.search(r"^ +toy +a toy reduction$", out.stdout, re.M)
+
+
+def _sections(text: str) -> dict:
+    """``--help`` text -> {section title: its text}."""
+    parts = re.split(r"^(\S[^\n]*):\n", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def test_help_lists_every_reduction_and_its_options():
+    """``lomtree --help`` names every registered reduction with its summary, and ``train -h`` shows
+    each reduction's options under its own title (none left in "Other Options")."""
+    out = CliRunner().invoke(main, ["--help"], terminal_width=100).output
+    listed = re.findall(r"^ {4}(\w+) +(.+)$", out.split("Reductions (-r):")[1].split("Examples:")[0], re.M)
+    assert listed == [(name, spec.summary) for name, spec in REGISTRY.items()]
+    assert {"plt", "mtree"} <= {name for name, _ in listed}
+    sections = _sections(CliRunner().invoke(main, ["train", "--help"], terminal_width=100).output)
+    shown = set()
+    for spec in REGISTRY.values():
+        for o in spec.options:
+            if o.field in shown:
+                continue
+            shown.add(o.field)
+            assert o.flags[0] in sections[f"[Reduction] {spec.title} Options"], o.flags
+    for field, (o, _) in reduction_options().items():
+        assert o.flags[0] not in sections.get("Other Options", ""), o.flags
 
 
 def test_reduction_options_given_with_an_initial_model_are_checked(tmp_path):
@@ -79,3 +109,27 @@ def test_reduction_options_given_with_an_initial_model_are_checked(tmp_path):
         assert (r.exit_code == 0) == ok, (args, r.output)
         if not ok:
             assert r.exit_code == 2 and "conflicts with the initial model" in r.output
+
+
+def test_plt_defaults_from_large_k_on():
+    """Single-label plt with k >= LARGE_K: power_t 0.75, no leaf negatives, path weight 1; below
+    it, and for multi-label models, the other defaults; a given option still wins."""
+    from lomtree_cli.commands import _new_model_configs
+    from lomtree_cli.reductions.registry import LARGE_K, default
+
+    def configs(k, **given):
+        p = {f: None for f in reduction_options()}
+        p.update(reduction="plt", k=k, seed=0, learning_rate=None, sgd=False, initial_t=0.0, power_t=None,
+                 loss=None, quantile_tau=0.5, decay_learning_rate=None, l1=0.0, l2=0.0, passes=1)
+        p.update(given)
+        return _new_model_configs(p)
+
+    rcfg, lcfg = configs(LARGE_K)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight) == (0.75, False, 1.0)
+    rcfg, lcfg = configs(LARGE_K - 1)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight) == (0.5, True, -1.0)
+    rcfg, lcfg = configs(LARGE_K, multilabel=True)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.beam) == (0.5, True, -1.0, 16)
+    rcfg, lcfg = configs(2 * LARGE_K, power_t=0.5, leaf_negatives=True)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight) == (0.5, True, 1.0)
+    assert default("cpt", "power_t", 0.5, k=LARGE_K) == 0.75 and default("oaa", "power_t", 0.5, k=10 ** 6) == 0.5

@@ -1,4 +1,4 @@
-"""``--l1`` / ``--l2`` (issue #23 item 4): every reduction on the linear learner, the model file,
+"""``--l1`` / ``--l2``: every reduction on the linear learner, the model file,
 the command line and the API. The update kernels against the pure-Python reference, with and
 without regularisation, are in ``test_linear.py`` (``REGS``)."""
 

@@ -1,4 +1,4 @@
-"""Scale and label range (issue #8).
+"""Scale and label range.
 
 - Labels outside 1..k stop training with the clear ``file:line: label L is outside 1..k`` error
   (exit 1) for every reduction that needs k; ``--skip-invalid`` skips them; in ``predict`` they

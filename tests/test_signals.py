@@ -1,4 +1,4 @@
-"""Interrupted training (issue #8): SIGINT/SIGTERM stop at an example boundary with a complete
+"""Interrupted training: SIGINT/SIGTERM stop at an example boundary with a complete
 model and the summary (exit 130/143); SIGKILL, even during the save, never leaves a half-written
 model: the file at ``-f`` is either the old one, byte for byte, or a complete new one.
 

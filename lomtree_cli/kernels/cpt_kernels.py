@@ -1,6 +1,6 @@
 """Numba kernels of the Conditional Probability Tree and the label-frequency table (§3.5).
 
-State is flat arrays grouped in NamedTuples (STYLE.md); Python grows them by doubling between
+State is flat arrays grouped in NamedTuples (docs/ARCHITECTURE.md); Python grows them by doubling between
 kernel calls. A kernel that would need more room stops *before* the example that needs it and
 returns that example's index; the caller grows the arrays and calls again from there, so results
 do not depend on chunking.

@@ -1,4 +1,4 @@
-"""Feature hashing in numba: XXH32 and the name-hash rule H() of ALGORITHMS.md §1.3.
+"""Feature hashing in numba: XXH32 and the name-hash rule H() of docs/ALGORITHMS.md §1.3.
 
 ``hash_bytes_xxh32`` is a bit-exact re-implementation of XXH32 (the hash behind
 ``xxhash.xxh32_intdigest``), so that hashing can happen inside the compiled parse kernels.

@@ -1,6 +1,6 @@
 """Base linear learner kernels: one hashed weight table shared by many binary regressors.
 
-Implements ALGORITHMS.md §2: the score of regressor ``m``, and VW's default update
+Implements docs/ALGORITHMS.md §2: the score of regressor ``m``, and VW's default update
 (adaptive + normalized + importance-invariant, Karampatziakis & Langford 2011; Ross, Mineiro &
 Langford 2013; Duchi, Hazan & Singer 2011) or plain SGD, for squared, logistic, hinge and
 quantile losses.
@@ -41,7 +41,7 @@ kernels (numba inlines or calls them natively); Python never calls them per feat
 Differences from VW (accepted, §2.3): exact float64 math instead of VW's approximate rsqrt and
 Lambert-W, so results agree with VW to a few digits, not bit for bit.
 
-Regularisation (``--l1``, ``--l2``; ``hp[HP_L1]``, ``hp[HP_L2]``, issue #23)
+Regularisation (``--l1``, ``--l2``; ``hp[HP_L1]``, ``hp[HP_L2]``)
 -------------------------------------------------------------------------
 VW (``gd.cc``, ``compute_update``) turns each update of amount ``u`` into an example rate
 ``eta_bar = -u / l'(yhat, y)`` (nothing when ``|u|`` or ``|l'|`` is at most 1e-8), multiplies a
@@ -64,7 +64,7 @@ than in VW, where every update of any regressor shrinks every weight. (2) The we
 not VW's ``eta_bar``: with ``eta_bar`` per touched weight, l1 made OAA on Sector *denser* (more
 updates reach weights that are large next to ``eta_bar l1``) and at best 0.2 points more
 accurate (``--l1 0.01``; 0.1 cost 5 points); with the weight's rate, ``--l1 0.03`` took its test error from 12.9% to 9.4%
-and ``--l1 0.1`` its nonzero weights from 3.0M to 0.56M (docs/FEATURES.md). The values are
+and ``--l1 0.1`` its nonzero weights from 3.0M to 0.56M (bench/notes/features.md). The values are
 therefore not VW's: VW's ``--l1 1e-5`` already costs 10 points of error on Sector. Each weight
 pass tests ``reg_on`` once per example and keeps the old arithmetic when both are 0 (the models
 are bit for bit those of before). A feature repeated in an example (or two colliding in a
@@ -75,12 +75,11 @@ sums the post-update score in the weight pass when no slot repeats) and ``learn_
 regressors, features outer; with ``distinct`` the weight pass takes the first pass's rates as
 they are). Each writes the per-slot arithmetic out because shared per-slot helper functions,
 with or without ``inline="always"``, made the learn loops 20-50% slower under numba 0.68 (OAA
-on Sector); ``test_learn_block_equals_sequential_learns`` keeps the two bit-identical. Issue #21
-asked for one copy where numba allows it within 5%: on 2026-11-25 ``learn_rescore`` and
-``learn_block_distinct`` (two more copies) became flags of these two, at the same bits (model
-files compared) and the same speed within this machine's noise (alternating in-process runs:
-LOMtree, Filter tree and OAA, KJV book ``-q ww``, KJV next word, Sector). ``learn`` as
-``learn_block`` with k = 1 was not tried: the routers' updates are the trees' hot loop.
+on Sector); ``test_learn_block_equals_sequential_learns`` keeps the two bit-identical. Where
+numba allowed one copy at the same speed, the variants are flags of these two (``learn_rescore``,
+``learn_block``'s ``distinct``: same model bits, same speed within the noise of alternating
+runs). ``learn`` as ``learn_block`` with k = 1 was not tried: the routers' updates are the
+trees' hot loop.
 """
 
 from __future__ import annotations
@@ -279,7 +278,7 @@ def clip_score(lin, f):
 
 @kernel(error_model="numpy")
 def loss_value(loss, tau, p, y):
-    """``l(p, y)`` for y in {-1, +1} (ALGORITHMS.md §2.2)."""
+    """``l(p, y)`` for y in {-1, +1} (docs/ALGORITHMS.md §2.2)."""
     if loss == LOSS_SQUARED:
         return (p - y) * (p - y)
     if loss == LOSS_LOGISTIC:
@@ -327,7 +326,7 @@ def _solve_logistic(z):
 
 @kernel(error_model="numpy")
 def update_amount(loss, tau, yhat, y, sigma, q):
-    """Importance-invariant update amount ``U_l(yhat, y, sigma, q)`` (ALGORITHMS.md §2.3)."""
+    """Importance-invariant update amount ``U_l(yhat, y, sigma, q)`` (docs/ALGORITHMS.md §2.3)."""
     sq = sigma * q
     if loss == LOSS_SQUARED:
         if sq < 1e-6:

@@ -1,6 +1,6 @@
 """Parse kernels: a uint8 buffer of complete lines → CSR arrays, one compiled call per chunk.
 
-Grammar implemented (ALGORITHMS.md §1.1, §1.4)::
+Grammar implemented (docs/ALGORITHMS.md §1.1, §1.4)::
 
     vw_line     := label_section ( "|" namespace )+
     label_sec   := [ ignored "\\t" ] { token }            tokens split on runs of ' ', '\\t'
@@ -85,7 +85,7 @@ from . import pow10_table as _pow10
 
 from .hashing import hash_bytes_xxh32
 
-# reason codes (ALGORITHMS.md §1.2); index into REASONS
+# reason codes (docs/ALGORITHMS.md §1.2); index into REASONS
 REASONS = (
     "",
     "no_bar",

@@ -441,7 +441,9 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, 
     ``lids[lptr[i]:lptr[i+1]]`` (one label: a set of one).
 
     Per example: beam search (``beam_search``) and the best candidate's label as the prediction
-    (0: empty tree). Then, if it trains: with ``PAR_AUTO`` count the gammas whose best candidate
+    (0: empty tree); a trained example whose beam serves neither leaf negatives nor the gamma
+    statistics is predicted greedily (beam 1), as its prediction is only the progressive loss
+    (held-out and test examples always get the full beam). Then, if it trains: with ``PAR_AUTO`` count the gammas whose best candidate
     is one of its labels (progressive precision@1; ``gstats``) and move ``PAR_GAMMA`` to the
     best; insert each of its labels not yet in the tree (``insert_label``: all of them, or none
     and the kernel stops before the example for room); mark the union of their root-to-leaf
@@ -479,10 +481,13 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, 
         e = indptr[i + 1]
         ls = lptr[i]
         le = lptr[i + 1]
+        full = not train[i] or negatives or auto
         nc = 0
         if need or not train[i] or negatives or auto:
-            nc = beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb,
-                             not train[i])
+            # a trained example's prediction is a progressive-validation figure only, unless its beam
+            # also gives the leaf negatives or the gamma statistics: greedy (beam 1) then
+            nc = beam_search(lin, tree, logistic, indices, values, s, e, B if full else 1, bn, bl, nn, nl, cn, cl, cs,
+                             cb, fb, not train[i])
             t = best_candidate(tree, cn, cs, cb, gamma, nc)
             preds[i] = tree.label[cn[t]] if t >= 0 else 0
         if not train[i]:

@@ -1,4 +1,4 @@
-"""Shared numba helpers for the fixed-structure trees (ALGORITHMS.md §3.2, §3.3).
+"""Shared numba helpers for the fixed-structure trees (docs/ALGORITHMS.md §3.2, §3.3).
 
 - ``splitmix64_next(state)``: SplitMix64 (Steele, Lea, Flood 2014), the portable RNG used for the
   Rtree permutation and by other reductions (CPT random insertion). ``state`` is a ``uint64``
@@ -47,7 +47,7 @@ def fisher_yates_permutation(k, state):
     """The Rtree permutation ``π`` of ``1..k`` (int32, shape (k,)), advancing ``state``.
 
     ``a = [1..k]``; for ``i = k-1 … 1``: ``j = next() mod (i+1)``; swap ``a[i], a[j]``
-    (ALGORITHMS.md §3.3). ``state`` is a uint64 array of shape (1,) holding the SplitMix64 state,
+    (docs/ALGORITHMS.md §3.3). ``state`` is a uint64 array of shape (1,) holding the SplitMix64 state,
     initialised by the caller to the seed. The modulo is taken in uint64 (no int64 mixing).
     """
     a = np.empty(k, dtype=np.int32)
@@ -70,7 +70,7 @@ def permutation_from_seed(k: int, seed: int) -> np.ndarray:
 
 @jit()
 def build_bracket(k):
-    """VW's ``--ect`` single-elimination bracket over ``k`` leaves (ALGORITHMS.md §3.2).
+    """VW's ``--ect`` single-elimination bracket over ``k`` leaves (docs/ALGORITHMS.md §3.2).
 
     Returns ``(parent, left, right)``, each int32 of shape (2k-1,): leaves are ids ``0..k-1``,
     internal nodes ``k..2k-2`` in creation order, the root is ``2k-2`` (``0`` when k = 1);

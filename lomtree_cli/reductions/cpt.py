@@ -1,7 +1,7 @@
 """Conditional Probability Tree (CPT; Beygelzimer, Langford, Lifshits, Sorkin, Strehl, UAI 2009).
 
 Estimates ``P(y|x)`` as the product of binary conditional probabilities along the root-to-leaf
-path of a tree whose leaves are exactly the labels seen so far (ALGORITHMS.md §3.5). ``k`` is never
+path of a tree whose leaves are exactly the labels seen so far (docs/ALGORITHMS.md §3.5). ``k`` is never
 needed; labels are any integers >= 1 (ids up to 2^63-1; memory follows the number of *distinct*
 labels through an open-addressing hash map label -> leaf).
 
@@ -19,7 +19,7 @@ model, report ``iw * (1 - P(y|x))^2`` (an unseen label has ``P = 0``); then, whe
    toward -1 if the label is in its left subtree, +1 otherwise, all with importance ``iw``; each
    regressor is scored right before its own update.
 
-Choices (ALGORITHMS.md §8 open questions):
+Choices (docs/ALGORITHMS.md §8 open questions):
 
 * **Q1, alpha rule form and constants:** shogun's form with exact leaf counts,
   ``(1-alpha)(2p-1) + alpha*log2(Cl/Cr)``. A side can only receive a new label while its leaf count

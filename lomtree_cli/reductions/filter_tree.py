@@ -1,4 +1,4 @@
-"""Filter tree (`-r filter -k K`): VW's ``--ect K`` with no errors (ALGORITHMS.md §3.2).
+"""Filter tree (`-r filter -k K`): VW's ``--ect K`` with no errors (docs/ALGORITHMS.md §3.2).
 
 A single-elimination tournament over the labels 1..k (Beygelzimer, Langford, Ravikumar,
 *Error-Correcting Tournaments*, ALT 2009; *Multiclass Classification with Filter Trees*, 2007).
@@ -20,7 +20,7 @@ Train (bottom-up, filtered)
     *post-update* raw score ``s'`` has ``s' * z > 0`` the label won the match, ``c = a`` and go on,
     otherwise stop. So a node only ever sees examples whose label survived every lower match.
 
-Choices (documented in ALGORITHMS.md §3.2 unless noted)
+Choices (documented in docs/ALGORITHMS.md §3.2 unless noted)
 -------------------------------------------------------
 - VW's online rule: "won" is decided with the post-update score (VW ect.cc does the same), not
   the paper's batch level-by-level training.

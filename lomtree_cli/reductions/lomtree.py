@@ -1,4 +1,4 @@
-"""LOMtree: the online logarithmic-time multiclass tree (ALGORITHMS.md §3.4).
+"""LOMtree: the online logarithmic-time multiclass tree (docs/ALGORITHMS.md §3.4).
 
 Choromanska & Langford, *Logarithmic Time Online Multiclass prediction*, NIPS 2015, Algorithm 1
 with node swapping (VW's ``--log_multi k``). Every internal node ``v`` owns a binary regressor
@@ -88,7 +88,7 @@ error (paper's rule with quantile; Filter tree): Sector 18.52 (25.66; 20.21), KJ
 (64.47; 52.83), synth k=1000 25.45 (31.05; 26.43), KJV next word 75.55 (81.56; 75.75), Letter
 38.20 (49.96; 55.34), Pendigits 25.27 (20.73; 43.42). ``U = 2`` and rate 0.5 are better on the
 small-k tasks (Sector 17.34, Letter 34.96, Pendigits 22.13) but lose to the Filter tree on next
-word (76.42): the defaults serve many classes. Every variant: ``docs/LOMTREE_ACCURACY.md``.
+word (76.42): the defaults serve many classes. Every variant: ``bench/notes/lomtree.md``.
 
 Model state (``state()``): node arrays ``parent, left, right, internal, model, C, En, maxcnt,
 maxlab`` (int64) and ``Esum`` (float64), each of length ``n_nodes``; class records in CSR form

@@ -37,7 +37,7 @@ Embedding table: ``2**bits`` rows of D float32 (``-b 18 --dim 100``: 100 MB), ro
 uniform in (-1/D, 1/D) from a hash of (seed, row), so a model file stores only the rows training
 updated (and the same rows of U, ``2**bits`` x the root's children, zero at first). The shared linear learner's table is not used (one regressor, kept minimal).
 
-Choices and measurements: ``docs/MTREE.md``.
+Choices and measurements: ``bench/notes/mtree.md``.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ SLACK = 2
 #: default rate (no ``-l``) of a new model: under the linear schedule over T = passes x examples
 #: ``ETA_C * T ** -ETA_EXP`` clipped to ETA_RANGE (fixed-horizon SGD takes steps ~ T**-0.5; the
 #: constants fit the best rates measured: KJV book T = 124k: 1.0, Sector 32k: 2-3, KJV next word
-#: 3.55M: 0.1), else (``t ** -power_t``: one pass, standard input) ETA_POWER; docs/MTREE.md
+#: 3.55M: 0.1), else (``t ** -power_t``: one pass, standard input) ETA_POWER; bench/notes/mtree.md
 ETA_C = 1140.0
 ETA_EXP = 0.6
 ETA_RANGE = (0.05, 2.5)
@@ -94,11 +94,11 @@ def count_lines(paths) -> int:
 
 #: ``--depth 0`` with k <= max(FLAT_K, FLAT_ARITIES * arity): a flat softmax over the k labels (one
 #: level, arity raised to k; at most twice the cost of the two-level 32-ary tree, and more
-#: accurate: docs/MTREE.md)
+#: accurate: bench/notes/mtree.md)
 FLAT_ARITIES = 4
 FLAT_K = 128
 #: ``--linear -1`` (default): the rate factor of the root's linear weights on a tree, and on a flat
-#: softmax (measured, docs/MTREE.md: +0.3 points on KJV next word at 2; flat: KJV book +1.2 at 0.1
+#: softmax (measured, bench/notes/mtree.md: +0.3 points on KJV next word at 2; flat: KJV book +1.2 at 0.1
 #: and -1.4 at 2, Sector +1.5 at 0.1 and +14.7 at 2)
 LINEAR_RATE = 2.0
 LINEAR_RATE_FLAT = 0.1

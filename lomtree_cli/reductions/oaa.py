@@ -1,4 +1,4 @@
-"""One-against-all (OAA): the O(k) reference reduction (ALGORITHMS.md §3.1).
+"""One-against-all (OAA): the O(k) reference reduction (docs/ALGORITHMS.md §3.1).
 
 k regressors, model id ``i - 1`` for class ``i``. Predict ``argmax_i clip(f_{i-1}(x))`` (ties to
 the smallest i); train every regressor, ``+1`` for the true class and ``-1`` for the others,

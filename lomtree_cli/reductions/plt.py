@@ -7,7 +7,7 @@ sparse probability estimates*, ICML 2016; Jasinska-Kobus et al., *Online Probabi
 Trees*, AISTATS 2021; for one label per example this is a hierarchical softmax with one-vs-
 siblings logistic nodes, napkinXC's ``HSM``/``PLT``).
 
-Choices (measured in one pass at ``-b 24``; figures and what lost in ``docs/ACCURACY.md``):
+Choices (measured in one pass at ``-b 24``; figures and what lost in ``bench/notes/plt.md``):
 
 * **Label tree: balanced hierarchical k-means on label centroids from a prefix of the stream.**
   The first ``--tree-buffer`` examples (default 1,000,000, and at most ``BUFFER_FEATURES``
@@ -34,7 +34,7 @@ Choices (measured in one pass at ``-b 24``; figures and what lost in ``docs/ACCU
   progressive validation: the beam, and so training, does not depend on gamma, so every trained
   example scores each gamma of ``plt_kernels.GAMMAS`` (0.25, 0, 0.5, 0.75, 1) on the ranking it
   gets right before its update, and the best so far ranks the next predictions (and is saved).
-  The best fixed gamma differs by task (synth 0, next word 1, KJV book 0.5; ``docs/ACCURACY.md``).
+  The best fixed gamma differs by task (synth 0, next word 1, KJV book 0.5; ``bench/notes/plt.md``).
   ``--probabilities`` and ``--top-k`` report the path probability ``P(y|x)`` of the ranked
   candidates.
 * **Arity M** (``--arity``, default 32) and **beam width B** (``--beam``, default 10): prediction

@@ -1,4 +1,4 @@
-"""Random balanced tree (`-r rtree -k K`), the LOMtree paper's baseline (ALGORITHMS.md §3.3).
+"""Random balanced tree (`-r rtree -k K`), the LOMtree paper's baseline (docs/ALGORITHMS.md §3.3).
 
 "A balanced random tree of logarithmic depth" (Choromanska & Langford, NIPS 2015). VW has no
 implementation; this definition is ours (open question Q5 of the spec).

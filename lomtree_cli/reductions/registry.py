@@ -43,15 +43,21 @@ class ReductionSpec:
     cannot apply (the reduction has no weights), empty when they do. ``label_set_defaults``: the
     defaults of a multi-label model (``--multilabel``) where they differ, and
     ``label_set_pass_defaults`` those of a multi-label model trained with ``--passes > 1``
-    (keys as ``defaults``, plus ``decay_learning_rate``)."""
+    (keys as ``defaults``, plus ``decay_learning_rate``). ``large_k_defaults``: those of a
+    single-label model with ``k >= LARGE_K`` classes. ``title``: the reduction's name in
+    help texts (its options' section of ``lomtree train -h``); ``summary``: what it is, in a few
+    words (``lomtree --help`` lists every entry with it)."""
 
     target: str
+    title: str = ""
+    summary: str = ""
     needs_k: bool = True
     options: tuple = ()
     defaults: dict = field(default_factory=dict)
     no_regularization: str = ""
     label_set_defaults: dict = field(default_factory=dict)
     label_set_pass_defaults: dict = field(default_factory=dict)
+    large_k_defaults: dict = field(default_factory=dict)
 
 
 _ARITY = Option("arity", ("--arity",), help="most children of a node")
@@ -64,15 +70,25 @@ _BEAM = Option("beam", ("--beam",), help="beam width of the prediction search (p
 _SET_DEFAULTS = {"learning_rate": 0.25}
 _SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rate": 0.6}
 
-#: reduction name -> its entry. Defaults measured best (docs/LOMTREE_ACCURACY.md): LOMtree's
+#: single-label plt from this many classes on (bench/pypi.md, bench/notes/plt-at-scale.md): a
+#: faster-decaying rate, leaves trained against their siblings only and the PLT's path probability.
+#: On next-word streams (KJV, k = 5,001; PyPI, k = 20,001) the beam's leaf negatives push down the
+#: plausible next words that did not occur and cost 1.5-3 points; on the synthetic k = 1,000 stream
+#: (clean prototypes) they are what brings the tree to OAA, hence a threshold between the two.
+LARGE_K = 4096
+_LARGE_K_PLT = {"power_t": 0.75, "leaf_negatives": False, "path_weight": 1.0}
+
+#: reduction name -> its entry. Defaults measured best (bench/notes/lomtree.md): LOMtree's
 #: (VW forces quantile loss on log_multi; squared loss, power_t 0.75, learning rate 0.25 and
 #: candidates 3 levels up measured better here, the last two for k >= 1000, at a cost for k <= 105);
 #: CPT's power_t 0.75 was better than 0.5 on 5 of 6 benchmark tasks (one pass, -b 24; worse on
 #: Pendigits) and on their mean.
 REGISTRY = {
-    "oaa": ReductionSpec("lomtree_cli.reductions.oaa:OneAgainstAll", label_set_defaults=_SET_DEFAULTS,
-                         label_set_pass_defaults=_SET_PASS_DEFAULTS),
-    "lomtree": ReductionSpec("lomtree_cli.reductions.lomtree:LomTree", options=(
+    "oaa": ReductionSpec("lomtree_cli.reductions.oaa:OneAgainstAll", "OAA",
+                         "one-against-all, O(k); label sets: binary relevance",
+                         label_set_defaults=_SET_DEFAULTS, label_set_pass_defaults=_SET_PASS_DEFAULTS),
+    "lomtree": ReductionSpec("lomtree_cli.reductions.lomtree:LomTree", "LOMtree",
+                             "LOMtree (Choromanska & Langford 2015) with candidate labels at the leaves", options=(
         Option("max_internal_nodes", ("--max-internal-nodes", "--lom_max_internal"),
                help="maximum internal nodes T (none given: k-1)"),
         Option("swap_resistance", ("--swap-resistance", "--swap_resistance"), help="swap resistance R_S"),
@@ -84,18 +100,23 @@ REGISTRY = {
                help="weight of a candidate's log share of the candidates' counts in its score (0 = the label "
                     "regressors alone; -1 = chosen by progressive validation among 0, 0.02, 0.05, 0.1, 0.2)")),
         defaults={"power_t": 0.75, "learning_rate": 0.25, "leaf_labels": 32, "candidates_up": 3}),
-    "filter": ReductionSpec("lomtree_cli.reductions.filter_tree:FilterTree"),
-    "rtree": ReductionSpec("lomtree_cli.reductions.random_tree:RandomTree"),
-    "cpt": ReductionSpec("lomtree_cli.reductions.cpt:ConditionalProbabilityTree", needs_k=False, options=(
+    "filter": ReductionSpec("lomtree_cli.reductions.filter_tree:FilterTree", "Filter tree", "filter tree (VW's --ect)"),
+    "rtree": ReductionSpec("lomtree_cli.reductions.random_tree:RandomTree", "Rtree",
+                           "random balanced tree (a baseline)"),
+    "cpt": ReductionSpec("lomtree_cli.reductions.cpt:ConditionalProbabilityTree", "CPT",
+                         "conditional probability tree: P(y|x), labels need not be known in advance",
+                         needs_k=False, options=(
         Option("cpt_alpha", ("--cpt-alpha", "--cpt_alpha"), float, help="balance/regressor trade-off in [0, 1]"),
         Option("cpt_predict", ("--cpt-predict", "--cpt_predict"), ("exact", "greedy"),
                help="best-first search or greedy descent"),
         Option("cpt_random_insert", ("--cpt-random-insert", "--cpt_random_insert"), bool,
                help="baseline: insert new labels on a random side")),
         defaults={"power_t": 0.75}),
-    "table": ReductionSpec("lomtree_cli.reductions.table:LabelFrequencyTable", needs_k=False,
+    "table": ReductionSpec("lomtree_cli.reductions.table:LabelFrequencyTable", "label table",
+                           "label frequencies (a baseline for cpt)", needs_k=False,
                            no_regularization="it counts labels and has no weights"),
-    "plt": ReductionSpec("lomtree_cli.reductions.plt:ProbabilisticLabelTree", options=(
+    "plt": ReductionSpec("lomtree_cli.reductions.plt:ProbabilisticLabelTree", "PLT",
+                         "probabilistic label tree over a k-means label tree, P(y|x); label sets", options=(
         _ARITY, _BEAM,
         Option("tree_buffer", ("--tree-buffer",),
                help="examples buffered to build the label tree by k-means (0 = grow it online)"),
@@ -103,9 +124,12 @@ REGISTRY = {
                help="weight of the parent path's log probability in a candidate's score (1 = pure PLT; "
                     "-1 = chosen by progressive validation among 0, 0.25, 0.5, 0.75, 1)"),
         Option("leaf_negatives", ("--no-leaf-negatives",), bool, flag_value=False,
-               help="train leaves against their siblings only, not against every beam candidate")),
-        label_set_defaults={**_SET_DEFAULTS, "beam": 16}, label_set_pass_defaults=_SET_PASS_DEFAULTS),
-    "mtree": ReductionSpec("lomtree_cli.reductions.mtree:MaryTree", options=(
+               help=f"train leaves against their siblings only, not against every beam candidate (the "
+                    f"default with -k >= {LARGE_K})")),
+        label_set_defaults={**_SET_DEFAULTS, "beam": 16}, label_set_pass_defaults=_SET_PASS_DEFAULTS,
+        large_k_defaults=_LARGE_K_PLT),
+    "mtree": ReductionSpec("lomtree_cli.reductions.mtree:MaryTree", "mtree",
+                           "M-ary softmax tree over learned embeddings (Jernite et al. 2017), P(y|x)", options=(
         _ARITY, _BEAM,
         Option("dim", ("--dim",), help="width of the learned embeddings"),
         Option("depth", ("--depth",), help="tree depth (0 = a flat softmax when k <= max(128, 4 arity), else "
@@ -135,15 +159,17 @@ def reduction_options() -> dict:
     return out
 
 
-def default(name: str, key: str, fallback, multilabel: bool = False, passes: int = 1):
+def default(name: str, key: str, fallback, multilabel: bool = False, passes: int = 1, k: int | None = None):
     """Reduction ``name``'s default for ``key`` (a config field, ``loss``, ``power_t``,
-    ``learning_rate`` or ``decay_learning_rate``); ``multilabel`` and ``passes``: the model's,
-    for the defaults of multi-label models."""
+    ``learning_rate`` or ``decay_learning_rate``); ``multilabel``, ``passes`` and ``k``: the
+    model's, for the defaults of multi-label models and of many classes."""
     spec = REGISTRY[name]
     if multilabel and passes > 1 and key in spec.label_set_pass_defaults:
         return spec.label_set_pass_defaults[key]
     if multilabel and key in spec.label_set_defaults:
         return spec.label_set_defaults[key]
+    if not multilabel and k is not None and k >= LARGE_K and key in spec.large_k_defaults:
+        return spec.large_k_defaults[key]
     return spec.defaults.get(key, fallback)
 
 

@@ -1,4 +1,4 @@
-"""Slow pure-Python Conditional Probability Tree, written from ALGORITHMS.md §3.5.
+"""Slow pure-Python Conditional Probability Tree, written from docs/ALGORITHMS.md §3.5.
 
 Nodes are dicts in a list; ``leaf_of`` is a dict; the base learner is ``linear_ref.RefLinear`` in
 CPT slot mode. Independent of ``lomtree_cli/kernels/cpt_kernels.py`` (used to compare tree

@@ -1,4 +1,4 @@
-"""Slow pure-Python reference of VW's feature generation (issue #23), written from VW's
+"""Slow pure-Python reference of VW's feature generation, written from VW's
 definitions, independent of ``lomtree_cli/features.py`` and ``kernels/interactions.py``:
 
 * namespace index = first byte of the namespace name (32 for the default namespace);

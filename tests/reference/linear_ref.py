@@ -1,4 +1,4 @@
-"""Slow pure-Python reference of the base linear learner (ALGORITHMS.md §2).
+"""Slow pure-Python reference of the base linear learner (docs/ALGORITHMS.md §2).
 
 Written from the spec with dicts and plain loops, independently of ``kernels/linear.py``, for
 comparison tests. It mirrors the float32 storage of w, G, N (values are rounded to float32 after

@@ -1,4 +1,4 @@
-"""Slow pure-Python LOMtree (ALGORITHMS.md §3.4), written from the spec for comparison tests.
+"""Slow pure-Python LOMtree (docs/ALGORITHMS.md §3.4), written from the spec for comparison tests.
 
 One Python object per node holding a dict of class statistics; no hashing tricks, no flat
 arrays. The regressors come from ``tests/reference/linear_ref.RefLinear`` (or any object with

@@ -1,4 +1,4 @@
-"""Slow pure-Python reference parser, written from ALGORITHMS.md §1.1–1.4 (not from the kernel).
+"""Slow pure-Python reference parser, written from docs/ALGORITHMS.md §1.1–1.4 (not from the kernel).
 
 Plain ``bytes`` operations, a regex for the ``float`` rule, Python ``float()`` and
 ``xxhash.xxh32_intdigest``. Implements the same documented choices as ``kernels/parse.py``

@@ -161,7 +161,9 @@ class RefPLT:
         """examples: (label, iw, idx, val); returns the progressive predictions."""
         preds = []
         for y, iw, idx, val in examples:
-            cands = self.candidates(idx, val)
+            trains = train and y > 0 and iw > 0
+            # a trained example's beam is greedy unless it gives leaf negatives or gamma statistics
+            cands = self.candidates(idx, val, 1 if trains and not (self.negatives or self.auto) else None)
             rank = lambda g: sorted(cands, key=lambda t: (-(t[2] + g * t[3]), self.label[t[0]]))  # noqa: E731
             r = rank(self.gamma)
             preds.append(self.label[r[0][0]] if r else 0)
@@ -219,7 +221,8 @@ class RefPLT:
         its best candidate is one of the labels."""
         preds = []
         for ys, iw, idx, val in examples:
-            cands = self.candidates(idx, val)
+            trains = train and ys is not None and iw > 0
+            cands = self.candidates(idx, val, 1 if trains and not (self.negatives or self.auto) else None)
             rank = lambda g: sorted(cands, key=lambda t: (-(t[2] + g * t[3]), self.label[t[0]]))  # noqa: E731
             r = rank(self.gamma)
             preds.append(self.label[r[0][0]] if r else 0)

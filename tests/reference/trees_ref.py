@@ -1,4 +1,4 @@
-"""Slow pure-Python references of the Filter tree and the Rtree (ALGORITHMS.md §3.2, §3.3).
+"""Slow pure-Python references of the Filter tree and the Rtree (docs/ALGORITHMS.md §3.2, §3.3).
 
 Written from the spec with plain lists and Python ints, independently of
 ``kernels/trees.py`` and ``reductions/{filter_tree,random_tree}.py``; the binary regressors are

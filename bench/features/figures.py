@@ -1,16 +1,16 @@
-"""Issue #23 figures (docs/FEATURES.md): lomtree vs VW with the same feature options, same run.
+"""Feature-option figures (bench/notes/features.md): lomtree vs VW with the same feature options, same run.
 
-    python bench/issue23/figures.py OUT.json TASK...     (TASK: book_ngram, book_q, nextword_q, parse)
+    python bench/features/figures.py OUT.json TASK...     (TASK: book_ngram, book_q, nextword_q, parse)
 
 Each row: train on the task's train file (one pass, -b 24), test error on its test file, train
 seconds and examples/s (wall clock of the whole command, start-up included). Runs one at a time.
 """
-import json, os, re, subprocess, sys, time
+import json, os, re, subprocess, sys, tempfile, time
 
 LT = os.path.join(os.path.dirname(sys.executable), "lomtree")
-VW = ["/work/main/.venv/bin/python", "-m", "vowpalwabbit"]
-D = "/work/main/bench/data"
-TMP = "/tmp/issue23_fig"
+VW = [sys.executable, "-m", "vowpalwabbit"]
+D = os.environ.get("DATA", "bench/data")
+TMP = os.path.join(tempfile.gettempdir(), "lomtree_features_fig")
 os.makedirs(TMP, exist_ok=True)
 
 def lines(p):

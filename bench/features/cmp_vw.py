@@ -1,9 +1,10 @@
 """Dev check (not a test): lomtree's generated slots vs VW's --audit on hand-worked lines with
 numeric namespace/feature names (where lomtree's hash equals VW's: int(name) + namespace hash)."""
-import subprocess, sys, re
+import os, subprocess, sys, re, tempfile
 from lomtree_cli.config import InputConfig
 from lomtree_cli.parsing import parse_bytes
-VW = ["/work/main/.venv/bin/python", "-m", "vowpalwabbit"]
+VW = [sys.executable, "-m", "vowpalwabbit"]
+LINE = os.path.join(tempfile.mkdtemp(), "l.vw")
 lines = ["1 |1 5 7:2 9 11 |2 3 4 |3 8", "1 |1 5 7:2 |2 3 |3 8", "1 | 5 6 |2 3:0.5 4"]
 cases = [("-q 12", dict(interactions="12")), ("-q 21", dict(interactions="21")), ("-q 12 -q 21", dict(interactions="12,21")),
          ("-q ::", dict(interactions="::")), ("-q 1:", dict(interactions="1:")), ("--cubic 111", dict(interactions="111")),
@@ -15,9 +16,9 @@ cases = [("-q 12", dict(interactions="12")), ("-q 21", dict(interactions="21")),
          ("--ngram 2 --cubic 123", dict(ngram="2", interactions="123"))]
 bad = 0
 for line in lines:
-    open("/tmp/dev23/l.vw", "w").write(line + "\n")
+    open(LINE, "w").write(line + "\n")
     for opts, kw in cases:
-        out = subprocess.run(VW + ["-d", "/tmp/dev23/l.vw", "--audit", "-b", "18", "--noconstant"] + opts.split(),
+        out = subprocess.run(VW + ["-d", LINE, "--audit", "-b", "18", "--noconstant"] + opts.split(),
                              capture_output=True, text=True).stdout
         vw = []
         for ln in out.splitlines():

@@ -1,4 +1,4 @@
-"""Markdown tables of bench/issue23/results.json for docs/FEATURES.md."""
+"""Markdown tables of bench/features/results.json for bench/notes/features.md."""
 import json, sys
 
 r = json.load(open(sys.argv[1]))

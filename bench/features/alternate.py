@@ -1,7 +1,7 @@
 """Training throughput against VW with the two programs alternating (the machine is shared;
 alternating spreads its load over both). One pass, -b 24, no model written, whole command.
 
-    python bench/issue23/alternate.py [REPS] [ROW ...]
+    python bench/features/alternate.py [REPS] [ROW ...]
 
 ROW is ``task:options:reduction[:lomtree-only options]``, e.g. ``book:-q ww:lomtree`` or
 ``book:-q ww:lomtree:--leaf-labels 0`` (LOMtree with VW's model: no leaf candidate lists; default:
@@ -16,8 +16,8 @@ import subprocess
 import sys
 
 LT = os.environ.get("LT", os.path.join(os.path.dirname(sys.executable), "lomtree"))
-VW = os.environ.get("VW", "/work/main/.venv/bin/python -m vowpalwabbit").split()
-DATA = os.environ.get("DATA", "/work/main/bench/data")
+VW = os.environ.get("VW", f"{sys.executable} -m vowpalwabbit").split()
+DATA = os.environ.get("DATA", "bench/data")
 TASKS = {"book": ("kjv_book.train.vw", 66), "nextword": ("kjv_nextword.train.vw", 5001)}
 VW_NAME = {"filter": "ect", "lomtree": "log_multi", "oaa": "oaa"}
 ROWS = [f"book:{o}:{r}" for o in ("-q ww", "--ngram 2") for r in ("filter", "lomtree", "oaa")] + \

@@ -1,7 +1,7 @@
 """--l1 / --l2 on Sector (issue #23 item 4): test error and nonzero weights of lomtree and VW at a
 few values, OAA (VW --oaa) and the Filter tree (VW --ect), one pass, -b 24.
 
-    python bench/issue23/regularization.py [OUT.json]   (after `make data` and `make dev`)
+    python bench/features/regularization.py [OUT.json]   (after `make data` and `make dev`)
 
 Each row: ``lomtree train -r R -k 105 -b 24 TRAIN -f M OPT`` then ``lomtree predict -i M TEST``
 (nonzero weights from ``lomtree inspect``), and ``python -m vowpalwabbit --R 105 -b 24 -d TRAIN
