@@ -64,7 +64,7 @@ import tempfile
 import numpy as np
 import xxhash
 
-from . import __version__
+from .version import __version__
 from .batch import ExampleBatch
 from .config import InputConfig
 from .errors import ConfigError, InputError, LomtreeError

@@ -15,7 +15,8 @@ import math
 
 import click
 
-from . import __version__, commands
+from . import commands
+from .version import __version__
 from .errors import ConfigError
 from .reductions.registry import LARGE_K, REGISTRY, default, reduction_options as registry_options
 from .runtime import guarded, process_start_time

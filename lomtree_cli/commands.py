@@ -137,7 +137,7 @@ def run_train(p: dict, given: set, start: float) -> None:
         explicit.update({n: v for n, v in feats.items() if n in given})
     rcfg = lcfg = None
     if p["initial_model"] is None:
-        rcfg, lcfg = _new_model_configs(p)
+        rcfg, lcfg = new_model_configs(p)
     else:
         LearnerConfig(l1=p["l1"], l2=p["l2"])  # bad values fail before the model is read
     opts = RunOptions(inputs=list(p["inputs"]), predictions=p["predictions"], passes=p["passes"], cache=p["cache"],
@@ -167,7 +167,7 @@ def run_train(p: dict, given: set, start: float) -> None:
         write_readable(p, icfg)
 
 
-def _new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
+def new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
     """The reduction and learner configs of a new model: the options given, else the reduction's
     registry defaults, else the configs' own."""
     from dataclasses import fields

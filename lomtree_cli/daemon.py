@@ -56,7 +56,7 @@ class Predictor:
     def __init__(self, model_path: str, probabilities: bool = False, top_k: int = 0,
                  max_line_bytes: int | None = None, threshold: float | None = None):
         from . import model_io
-        from .driver import PredictionWriter
+        from .output import PredictionWriter
         from .multilabel import set_predictor
 
         loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
@@ -86,7 +86,7 @@ class Predictor:
             batch.labels = np.zeros(len(batch), np.int64)
             return None, self.sets.batch(batch, True)[1]
         if self.fields:
-            from .driver import probability_fields
+            from .output import probability_fields
 
             return probability_fields(self.reduction, batch, self.top_k, self.probabilities, self.label_dict)
         return self.reduction.process(batch, np.zeros(len(batch), dtype=bool))[0], None
@@ -121,7 +121,7 @@ class Predictor:
 
 def _serve_connection(conn: socket.socket, predictor: Predictor, max_line: int) -> int:
     """Answer one client until it closes its side; returns the number of lines answered."""
-    from .driver import PredictionWriter
+    from .output import PredictionWriter
 
     writer = PredictionWriter(None, label_dict=predictor.label_dict)
     line_no = 1

@@ -208,26 +208,3 @@ def check_options(interactions: str, ngram: str, skips: str) -> None:
         gram_patterns(n, sk.get(ns, sk.get(None, 0)))
     if sk and not any(n > 1 for n in grams.values()):
         raise ConfigError("--skips needs --ngram N with N > 1")
-
-
-def warm() -> None:
-    """Run the kernels of feature generation and string labels once on a tiny chunk
-    (``aot.discover`` records their signatures, so they join the ahead-of-time module)."""
-    from .config import InputConfig
-    from .parsing import iter_batches, parse_bytes
-
-    data = b"a |x 1 2 |y:2 3 4\nb | 5\n"
-    for kw in ({"interactions": "xy,::", "ngram": "2", "skips": "1"}, {"ignore_linear": "x"}):
-        parse_bytes(data, InputConfig(string_labels=True, **kw))
-    for fmt, line in (("vw", b"1 |x 1 2\n"), ("libsvm", b"1 1:1 2:1\n")):
-        import os
-        import tempfile
-
-        fd, path = tempfile.mkstemp(prefix="lomtree-warm-", suffix=".txt")
-        try:
-            os.write(fd, line)
-            os.close(fd)
-            for _ in iter_batches([path], InputConfig(format=fmt, interactions="  ")):
-                pass
-        finally:
-            os.unlink(path)

@@ -31,7 +31,7 @@ import os
 import numpy as np
 import xxhash
 
-from . import __version__
+from .version import __version__
 from .config import InputConfig, LearnerConfig, ReductionConfig, from_dict, to_dict
 from .errors import LomtreeError, ModelFormatError
 

@@ -191,22 +191,24 @@ def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int, header=None):
     feature generation, string labels or label sets). ``header``: the XMC file's (N, F, L)."""
     buf = np.frombuffer(data, dtype=np.uint8)
     buf.flags.writeable = False  # as from bytes, whatever ``data`` is: the kernels' compiled signature
+    # integers go as Python ints: numba types them int64, as np.int64 (the same compiled
+    # signature), and they are quicker to convert and to check against it (one example's
+    # parse, the Python API's ``learn_one``, is a few microseconds)
+    first_line = int(first_line)
     if cfg.multilabel:
         xmc = cfg.format == "xmc"
         return parse_chunk_multilabel(
-            buf, np.int64(first_line), cfg.format != "vw", np.int64(cfg.mask), np.int64(cfg.hash_seed),
-            np.int64(cfg.offset), np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid),
-            np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled), bool(cfg.has_string_labels), xmc,
-            np.int64(header[1] if xmc and header else 0), np.int64(header[2] if xmc and header else 0))
+            buf, first_line, cfg.format != "vw", cfg.mask, int(cfg.hash_seed), cfg.offset, cfg.constant_index,
+            not cfg.noconstant, bool(cfg.skip_invalid), int(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled),
+            bool(cfg.has_string_labels), xmc, int(header[1] if xmc and header else 0),
+            int(header[2] if xmc and header else 0))
     ns = cfg.generates_features or cfg.has_string_labels  # + namespace ids and label spans
     if cfg.format == "libsvm":
-        args = (buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.label_offset),
-                np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid),
-                np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
+        args = (buf, first_line, cfg.mask, int(cfg.label_offset), cfg.constant_index, not cfg.noconstant,
+                bool(cfg.skip_invalid), int(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
         return parse_libsvm_chunk_ns(*args) if ns else parse_libsvm_chunk(*args)
-    args = (buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.hash_seed),
-            np.int64(cfg.label_offset), np.int64(cfg.constant_index), not cfg.noconstant,
-            bool(cfg.skip_invalid), np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
+    args = (buf, first_line, cfg.mask, int(cfg.hash_seed), int(cfg.label_offset), cfg.constant_index,
+            not cfg.noconstant, bool(cfg.skip_invalid), int(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
     return parse_vw_chunk_ns(*args, bool(cfg.has_string_labels)) if ns else parse_vw_chunk(*args)
 
 
@@ -216,12 +218,12 @@ def _build(data: bytes, res, source: str, cfg: InputConfig | None = None,
     if len(res) > 9 and cfg is not None and cfg.generates_features:
         indptr, indices, values = feature_spec(cfg).expand(indptr, indices, values, res[9])
     tags = None
-    if tag_spans.shape[0] and (tag_spans[:, 0] >= 0).any():
+    if tag_spans.shape[0] and tag_spans[:, 0].max() >= 0:
         tags = [
             None if s < 0 else bytes(data[s:e]).decode("utf-8", errors="replace")
             for s, e in tag_spans.tolist()
         ]
-    errs = [_make_error(data, row, source, cfg, header) for row in errors]
+    errs = [_make_error(data, row, source, cfg, header) for row in errors] if errors.shape[0] else []
     batch = ExampleBatch(
         labels=labels,
         weights=weights,
@@ -246,6 +248,14 @@ def _build(data: bytes, res, source: str, cfg: InputConfig | None = None,
         if lerrs:
             errs = sorted(errs + lerrs, key=lambda e: e.line)
     return batch, errs
+
+
+def parse_chunk(data: bytes, cfg: InputConfig, source: str, first_line: int = 1,
+                label_dict=None) -> tuple[ExampleBatch, list[InputError]]:
+    """(batch, errors) of ``data``, complete lines (no BOM, no XMC header) whose first is line
+    ``first_line`` of ``source``: every good line in the batch, every bad one an ``InputError``
+    in ``errors`` (in strict mode the caller raises the first)."""
+    return _build(data, _parse_chunk(data, cfg, first_line), source, cfg, label_dict)
 
 
 def parse_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>", label_dict=None,

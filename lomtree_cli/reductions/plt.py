@@ -363,6 +363,10 @@ class ProbabilisticLabelTree(Reduction):
     def end_pass(self) -> None:
         self.flush()
 
+    def settle(self) -> None:
+        """The tree is built from the examples buffered so far (later labels join it online)."""
+        self.flush()
+
     # -- prediction ----------------------------------------------------------------------------
     def predict_top(self, batch, n):
         m = len(batch)
