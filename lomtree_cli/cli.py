@@ -47,7 +47,8 @@ TRAIN_HELP_GROUPS = (
                          "interactions", "quadratic", "cubic", "fmt", "label_offset", "named_labels", "string_labels",
                          "multilabel")),
     ("Example Options", ("testonly", "holdout_off", "holdout_period", "early_terminate", "passes", "loss",
-                         "quantile_tau", "l1", "l2", "skip_invalid", "max_line_bytes")),
+                         "quantile_tau", "l1", "l2", "skip_invalid", "max_line_bytes",
+                         "max_example_features")),
     ("Update Options", ("learning_rate", "power_t", "decay_learning_rate", "initial_t")),
     ("Gradient Descent Options", ("sgd",)),
     ("Weight Options", ("initial_model",)),
@@ -175,6 +176,10 @@ def common_run_options(f):
     f = click.option("--max-line-bytes", "max_line_bytes", type=click.IntRange(min=1, max=1 << 34),
                      default=32 << 20, show_default=True,
                      help="A longer line is malformed (an error, or skipped with --skip-invalid).")(f)
+    f = click.option("--max-example-features", "max_example_features", type=click.IntRange(min=1, max=1 << 32),
+                     default=1 << 22, show_default=True,
+                     help="An example that -q/--cubic/--interactions/--ngram/--skips expand to more features "
+                          "is malformed.")(f)
     return f
 
 

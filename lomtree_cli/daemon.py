@@ -54,7 +54,8 @@ class Predictor:
     connection threads."""
 
     def __init__(self, model_path: str, probabilities: bool = False, top_k: int = 0,
-                 max_line_bytes: int | None = None, threshold: float | None = None):
+                 max_line_bytes: int | None = None, threshold: float | None = None,
+                 max_example_features: int | None = None):
         from . import model_io
         from .driver import PredictionWriter
         from .multilabel import set_predictor
@@ -64,7 +65,8 @@ class Predictor:
         self.label_dict = loaded.label_dict  # string labels: read and written as names
         if self.label_dict is not None:
             self.label_dict.grow = False
-        extra = {} if max_line_bytes is None else {"max_line_bytes": int(max_line_bytes)}
+        extra = {name: int(v) for name, v in (("max_line_bytes", max_line_bytes),
+                                              ("max_example_features", max_example_features)) if v is not None}
         self.cfg = replace(loaded.input_config, skip_invalid=True, low_labels_unlabeled=True, **extra)
         self.probabilities = probabilities
         self.top_k = top_k
@@ -95,27 +97,28 @@ class Predictor:
         """The answers to ``data`` (complete lines, the first being the connection's line
         ``first_line``): one line each, ending in a newline. ``writer``: the connection's own
         ``PredictionWriter(None)`` (its label strings are a cache that grows)."""
-        from .parsing import parse_bytes
+        from .parsing import iter_bytes
 
-        batch = parse_bytes(data, self.cfg, source="<connection>", label_dict=self.label_dict, xmc_header=False)
-        lines = []
-        if len(batch):
-            batch.labels = np.maximum(batch.labels, 0)  # labels below 1: unlabeled (read as -1)
-            if self.lock is None:
-                preds, extra = self._predict(batch)
-            else:
-                with self.lock:
-                    preds, extra = self._predict(batch)
-            lines = writer.tagged(extra, batch.tags) if preds is None else writer.lines(preds, batch.tags, extra)
         n_lines = data.count(b"\n") + (not data.endswith(b"\n"))
-        if len(lines) == n_lines:  # every line an example: answers in order
-            return ("\n".join(lines) + "\n").encode()
         out = [""] * n_lines  # empty lines are answered with an empty line
-        for i, text in zip(batch.line_numbers.tolist(), lines):
-            out[i - 1] = text
-        for e in batch.skipped:
-            col = f" (column {e.column})" if e.column else ""
-            out[e.line - 1] = f"error: line {first_line + e.line - 1}: {e.detail}{col}"
+        # one piece at a time: what feature generation makes of the lines is held piece by piece
+        for batch in iter_bytes(data, self.cfg, source="<connection>", label_dict=self.label_dict,
+                                xmc_header=False):
+            if len(batch):
+                batch.labels = np.maximum(batch.labels, 0)  # labels below 1: unlabeled (read as -1)
+                if self.lock is None:
+                    preds, extra = self._predict(batch)
+                else:
+                    with self.lock:
+                        preds, extra = self._predict(batch)
+                lines = writer.tagged(extra, batch.tags) if preds is None else writer.lines(preds, batch.tags, extra)
+                if len(lines) == n_lines:  # every line an example: answers in order
+                    return ("\n".join(lines) + "\n").encode()
+                for i, text in zip(batch.line_numbers.tolist(), lines):
+                    out[i - 1] = text
+            for e in batch.skipped:
+                col = f" (column {e.column})" if e.column else ""
+                out[e.line - 1] = f"error: line {first_line + e.line - 1}: {e.detail}{col}"
         return ("\n".join(out) + "\n").encode()
 
 
@@ -213,13 +216,14 @@ def _listen_tcp(host: str, port: int) -> socket.socket:
 
 def serve(model_path: str, port: int | None = None, socket_path: str | None = None, host: str = "127.0.0.1",
           probabilities: bool = False, top_k: int = 0, max_line_bytes: int | None = None, quiet: bool = False,
+          max_example_features: int | None = None,
           on_started=None, ready=None, threshold: float | None = None) -> int:
     """Run the daemon until SIGTERM/SIGINT/SIGHUP (or ``ready``'s event, see below); returns the
     number of connections served. ``ready(address, stop_event)`` is called once it listens (tests:
     setting ``stop_event`` stops it as a signal would); the CLI prints the address instead."""
     from .config import MAX_LINE_BYTES
 
-    predictor = Predictor(model_path, probabilities, top_k, max_line_bytes, threshold)
+    predictor = Predictor(model_path, probabilities, top_k, max_line_bytes, threshold, max_example_features)
     max_line = MAX_LINE_BYTES if max_line_bytes is None else int(max_line_bytes)
     if socket_path is not None:
         listener = _listen_unix(socket_path)

@@ -308,12 +308,13 @@ class _PredictResult:
 
 
 def predict_range(key: str, data: bytes, path: str, start: int, end: int, skip_invalid: bool,
-                  probabilities: bool, top_k: int, max_line_bytes) -> _PredictResult:
+                  probabilities: bool, top_k: int, max_line_bytes, max_example_features=None) -> _PredictResult:
     """(Worker) predict the lines of ``path[start:end]`` (``end`` -1: the whole, compressed file)."""
     from .driver import PredictionWriter, RunOptions, Runner, _predict_input, _StopFlag
 
     loaded = _worker_model(key, data, True)
     opts = RunOptions(quiet=False, probabilities=probabilities, top_k=top_k, max_line_bytes=max_line_bytes,
+                      max_example_features=max_example_features,
                       err=io.StringIO(), progress_interval=float("inf"))
     cfg = _predict_input(loaded.input_config, skip_invalid, opts)
     runner = Runner(cfg, loaded.learner, loaded.reduction, opts, learn=False)
@@ -528,7 +529,7 @@ def predict(model_path: str, opts, address: str, skip_invalid: bool = False) -> 
             jobs += [(p, s, e) for s, e in line_ranges(p, parts)]
         shared = client.scatter(data, broadcast=True, hash=False)
         futures = [client.submit(predict_range, key, shared, p, s, e, skip_invalid, opts.probabilities,
-                                 opts.top_k, opts.max_line_bytes, pure=False) for p, s, e in jobs]
+                                 opts.top_k, opts.max_line_bytes, opts.max_example_features, pure=False) for p, s, e in jobs]
         writers = {}
         shown = 0
         try:

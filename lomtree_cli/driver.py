@@ -62,6 +62,7 @@ class RunOptions:
     handle_signals: bool = False
     threads: int = 1  # predict: threads that parse chunks and share each batch (train: 1)
     max_line_bytes: int | None = None  # predict: --max-line-bytes (None: the default)
+    max_example_features: int | None = None  # predict: --max-example-features (None: the model's)
     on_started: object = None  # called before the first example (the CLI: ``runtime.end_startup``)
     #: batches from elsewhere than ``inputs`` (the Python API's arrays, a Dask shard):
     #: ``source(pass_index)`` -> iterable of ExampleBatch; no example cache then
@@ -625,13 +626,14 @@ def _new_model(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Redu
 def _continued_model(path: str, input_cfg: InputConfig, explicit: dict):
     """(input config, learner, reduction, passes done, label dictionary) of the model at ``path``, continued: the
     options in ``explicit`` are checked against it (ConfigError), or applied (learning rate and its
-    decay, --l1, --l2: they change how training goes on, and the saved model keeps them); the run's own input options (``--skip-invalid``, ``--max-line-bytes``) are kept."""
+    decay, --l1, --l2: they change how training goes on, and the saved model keeps them); the run's own input options (``--skip-invalid``, ``--max-line-bytes``, ``--max-example-features``) are kept."""
     from . import model_io
 
     loaded = model_io.load_model(path)
     _check_model_conflicts(loaded, explicit, input_cfg)
     input_cfg = replace(loaded.input_config, skip_invalid=input_cfg.skip_invalid,
-                        max_line_bytes=input_cfg.max_line_bytes)
+                        max_line_bytes=input_cfg.max_line_bytes,
+                        max_example_features=input_cfg.max_example_features)
     learner = loaded.learner
     if explicit.get("learning_rate") is not None:
         learner.arrays.hp[HP_ETA] = float(explicit["learning_rate"])
@@ -765,8 +767,10 @@ def _predict_parser(paths: list, input_cfg: InputConfig, skip_invalid: bool, opt
 
 def _predict_input(input_cfg: InputConfig, skip_invalid: bool, opts: RunOptions) -> InputConfig:
     """The model's input options as ``predict`` reads with them: its own ``--skip-invalid`` and
-    ``--max-line-bytes``, and labels below 1 read as unlabeled (counted), not as errors."""
-    extra = {} if opts.max_line_bytes is None else {"max_line_bytes": int(opts.max_line_bytes)}
+    ``--max-line-bytes``, ``--max-example-features``, and labels below 1 read as unlabeled
+    (counted), not as errors."""
+    extra = {name: int(v) for name in ("max_line_bytes", "max_example_features")
+             if (v := getattr(opts, name)) is not None}
     return replace(input_cfg, skip_invalid=bool(skip_invalid), low_labels_unlabeled=True, **extra)
 
 

@@ -1,0 +1,181 @@
+"""Hostile input, round 2: one test class per class of problem (docs/ROBUSTNESS.md lists them).
+
+Memory bounds are checked in subprocesses under a resource limit and by their peak resident size,
+with inputs that would need gigabytes without the bound; sockets are loopback only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import resource
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lomtree_cli.config import InputConfig
+from lomtree_cli.errors import ConfigError, InputError
+from lomtree_cli.parsing import parse_bytes
+from tests.reference import features_ref as R
+from tests.test_features import OPTION_SETS, _gram, _random_line
+from tests.test_hostile import HYP, LOMTREE, one_error_line, run
+
+#: the address space a hostile run may take (a bounded run needs a few hundred MB)
+AS_LIMIT = 3 << 30
+
+
+def run_limited(args, timeout=120):
+    """``run`` under ``AS_LIMIT`` of address space; returns (process, peak resident KB of the run)."""
+    code = ("import resource, subprocess, sys; "
+            f"resource.setrlimit(resource.RLIMIT_AS, ({AS_LIMIT}, {AS_LIMIT})); "
+            "p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+            "sys.stdout.write(p.stdout); sys.stderr.write(p.stderr); "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
+            "sys.exit(p.returncode)")
+    p = subprocess.run([sys.executable, "-c", code] + LOMTREE + args, capture_output=True, text=True,
+                       timeout=timeout)
+    err = p.stderr.rstrip("\n").split("\n")
+    peak = int(err[-1])
+    p.stderr = "\n".join(err[:-1]) + "\n"
+    return p, peak
+
+
+# -- 1. feature expansion: counted exactly, capped per example, memory bounded ----------------
+
+
+@given(g=st.integers(0, 1 << 40), r=st.integers(1, 16), limit=st.integers(1, 1 << 32))
+@HYP
+def test_multiset_count_saturates_never_wraps(g, r, limit):
+    from lomtree_cli.kernels.interactions import _multisets, _sat_mul
+
+    assert _multisets(g, r, limit) == min(math.comb(g + r - 1, r), limit + 1)
+    a, b = g % (limit + 2), (g >> 3) % (limit + 2)
+    assert _sat_mul(a, b, limit) == min(a * b, limit + 1)
+
+
+def test_count_of_a_huge_cubic_does_not_wrap():
+    from lomtree_cli.features import FeatureSpec
+
+    n = 1 << 22  # C(2^22 + 2, 3) ~ 2^64.4: the product of 64-bit counts wrapped
+    spec = FeatureSpec(InputConfig(interactions="aaa", max_example_features=1 << 32))
+    indptr = np.array([0, n, n + 2], np.int64)
+    nsid = np.full(n + 2, ord("a"), np.uint8)
+    groups, sizes, bad = spec.plan(indptr, nsid)
+    assert list(bad) == [0] and sizes[0] == (1 << 32) + 1
+    assert sizes[1] == 2 + math.comb(4, 3)
+
+
+@given(seed=st.integers(0, 10 ** 6), which=st.integers(0, len(OPTION_SETS) - 1), cap=st.integers(1, 60),
+       skip=st.booleans())
+@HYP
+def test_cap_refuses_exactly_the_examples_over_it(seed, which, cap, skip):
+    """An example is refused exactly when the reference makes (or holds, grams included) more
+    than the cap; the others are the reference's features, in pieces or not."""
+    kw = OPTION_SETS[which]
+    rng = random.Random(seed)
+    lines = [_random_line(rng) for _ in range(12)]
+    terms = [t.encode() for t in kw.get("interactions", "").split(",") if t]
+    common = dict(ngram=_gram(kw.get("ngram")), skips=_gram(kw.get("skips")), ignore=kw.get("ignore", "").encode(),
+                  keep=kw.get("keep", "").encode())
+    want, over = [], []
+    for ln in lines:
+        feats = R.parse_line(ln, 18)
+        made = R.generate(feats, 18, terms=terms, ignore_linear=kw.get("ignore_linear", "").encode(), **common)
+        held = R.generate(feats, 18, **common)
+        want.append(sorted(made))
+        over.append(max(len(made), len(held)) > cap)
+    cfg = InputConfig(bits=18, noconstant=True, max_example_features=cap, skip_invalid=skip, **kw)
+    data = ("\n".join(lines) + "\n").encode()
+    if not skip and any(over):
+        with pytest.raises(InputError) as e:
+            parse_bytes(data, cfg)
+        assert e.value.line == over.index(True) + 1 and "--max-example-features" in e.value.detail
+        return
+    batch = parse_bytes(data, cfg)
+    assert [e.line for e in batch.skipped] == [i + 1 for i, o in enumerate(over) if o]
+    assert batch.line_numbers.tolist() == [i + 1 for i, o in enumerate(over) if not o]
+    for j, line in enumerate(batch.line_numbers.tolist()):
+        a, b = batch.indptr[j], batch.indptr[j + 1]
+        assert sorted(zip(batch.indices[a:b].tolist(), batch.values[a:b].tolist())) == want[line - 1]
+
+
+def test_pieces_join_to_the_whole():
+    """A chunk whose expansion exceeds the cap comes in pieces that join to the uncapped batch."""
+    from lomtree_cli.parsing import iter_bytes
+
+    data = "".join(f"{i % 3 + 1} |a " + " ".join(f"f{j}" for j in range(i % 7 + 1)) + "\n" for i in range(40))
+    whole = parse_bytes(data.encode(), InputConfig(interactions="aa"))
+    pieces = list(iter_bytes(data.encode(), InputConfig(interactions="aa", max_example_features=40)))
+    assert len(pieces) > 3 and all(len(p.indices) <= 40 or len(p) == 1 for p in pieces)
+    assert np.concatenate([p.indices for p in pieces]).tolist() == whole.indices.tolist()
+    assert np.concatenate([p.line_numbers for p in pieces]).tolist() == whole.line_numbers.tolist()
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    """One line of 2^22 features in namespace ``a``, then a normal line."""
+    d = tmp_path_factory.mktemp("wide")
+    with open(d / "wide.vw", "wb") as f:
+        f.write(b"1 |a " + b"x " * (1 << 22) + b"\n2 |a y z\n")
+    return d
+
+
+@pytest.mark.parametrize("opt", [["--cubic", "aaa"], ["-q", "aa"], ["--interactions", "aaaaaaaa"],
+                                 ["--ngram", "8", "--skips", "3"]])
+def test_hostile_expansions_are_bounded_errors(wide, opt):
+    p, peak = run_limited(["train", "-r", "oaa", "-k", "2", str(wide / "wide.vw"), "--quiet"] + opt)
+    assert "wide.vw:1: the feature options make more than 4194304 features" in one_error_line(p, 1)
+    assert peak < 1 << 20, peak  # KB: under 1 GB
+    p, _ = run_limited(["train", "-r", "oaa", "-k", "2", str(wide / "wide.vw"), "--skip-invalid",
+                        "-f", str(wide / "m.lt")] + opt)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+
+
+def test_wildcards_over_many_namespaces(tmp_path):
+    names = [chr(c) for c in range(33, 127) if chr(c) not in "|:'"][:90]
+    f = tmp_path / "ns.vw"
+    f.write_text("1 " + " ".join(f"|{n} x" for n in names) + "\n2 |a x |b y\n")
+    p, peak = run_limited(["train", "-r", "oaa", "-k", "2", str(f), "--quiet", "--interactions", "::::"])
+    assert "ns.vw:1: the interaction wildcards over its 90 namespaces make more than" in one_error_line(p, 1)
+    assert peak < 1 << 20, peak
+
+
+@pytest.mark.parametrize("args", [["--ngram", "1000"], ["--skips", "1000", "--ngram", "2"],
+                                  ["--interactions", "abcdefghijklmnopq"], ["--max-example-features", "0"]])
+def test_expansion_options_out_of_range_are_usage_errors(wide, args):
+    p = run(["train", "-r", "oaa", "-k", "2", str(wide / "wide.vw"), "--quiet"] + args)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and args[0] in p.stderr, p.stderr
+
+
+def test_sixteen_way_interactions_work():
+    line = "1 " + " ".join(f"|{chr(97 + i)} x" for i in range(16)) + "\n"
+    b = parse_bytes(line.encode(), InputConfig(interactions="abcdefghijklmnop", noconstant=True))
+    assert len(b.indices) == 17
+    with pytest.raises(ConfigError):
+        InputConfig(interactions=":" * 17)
+
+
+def test_daemon_answers_an_oversized_expansion_with_an_error(tmp_path):
+    from tests.test_daemon import Daemon
+
+    data = tmp_path / "d.vw"
+    data.write_text("1 |a x y\n2 |a z w\n" * 20)
+    m = tmp_path / "m.lt"
+    p = run(["train", "-r", "oaa", "-k", "2", "-q", "aa", str(data), "-f", str(m), "--quiet"])
+    assert p.returncode == 0, p.stderr
+    d = Daemon(["predict", "-i", str(m), "--daemon", "--port", "0", "--max-example-features", "1000"])
+    try:
+        hostile = b"1 |a " + b" ".join(b"f%d" % i for i in range(100)) + b"\n"
+        answers = d.ask(b"1 |a x y\n" + hostile + b"2 |a z w\n")
+        assert answers[1] == ("error: line 2: the feature options make more than 1000 features of this example "
+                              "(--max-example-features)")
+        assert answers[0] in ("1", "2") and answers[2] in ("1", "2")
+        assert d.ask(b"1 |a x y\n") == answers[:1]  # other connections as before
+    finally:
+        code, err = d.stop()
+    assert code == 0 and "Traceback" not in err, err
