@@ -446,7 +446,9 @@ class CacheWriter:
 
     def __init__(self, cache: ExampleCache):
         self.cache = cache
-        self.tmp = f"{cache.path}.writing.{os.getpid()}"
+        from .paths import temporary_name
+
+        self.tmp = temporary_name("-c", cache.path)
         self.n_blocks = 0
         self.n_examples = 0
         self.pos = _PREAMBLE.size

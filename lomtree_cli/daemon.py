@@ -69,7 +69,7 @@ class Predictor:
                                               ("max_example_features", max_example_features)) if v is not None}
         self.cfg = replace(loaded.input_config, skip_invalid=True, low_labels_unlabeled=True, **extra)
         self.probabilities = probabilities
-        self.top_k = top_k
+        self.top_k = min(int(top_k), self.reduction.top_k_bound()) if top_k else 0
         # a multi-label model answers as ``lomtree predict`` does (its metrics are never read:
         # labels are ignored, so none are counted)
         self.sets = set_predictor(self.reduction, top_k, threshold, self.label_dict)

@@ -791,6 +791,8 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
         batches = _predict_parser(paths, peek, skip_invalid, opts, should_stop=lambda: stop.signum != 0)
     try:
         loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
+        if opts.top_k:  # no answer holds more labels than the model knows: nothing is sized beyond them
+            opts = replace(opts, top_k=min(int(opts.top_k), loaded.reduction.top_k_bound()))
         if batches is not None and loaded.input_config != peek:
             raise model_io.ModelFormatError(f"{model_path}: the model file changed while it was read")
         input_cfg = _predict_input(loaded.input_config, skip_invalid, opts)
@@ -961,7 +963,9 @@ def _finish(err, opts: RunOptions, runner: Runner, s: dict):
                 fh.write(text)
         else:
             target = os.path.realpath(opts.report)  # a symlink is followed, not replaced
-            tmp = target + ".writing"
+            from .paths import temporary_name
+
+            tmp = temporary_name("--report", target)
             try:
                 with open(tmp, "w") as fh:
                     fh.write(text)

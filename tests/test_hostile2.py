@@ -179,3 +179,117 @@ def test_daemon_answers_an_oversized_expansion_with_an_error(tmp_path):
     finally:
         code, err = d.stop()
     assert code == 0 and "Traceback" not in err, err
+
+
+# -- 2. sizes refused up front, outputs probed before training, model inputs regular files ----
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    d = tmp_path_factory.mktemp("small")
+    (d / "d.vw").write_text("1 |a x y\n2 |a z\n3 |a w x\n" * 5)
+    for r in ("oaa", "cpt"):
+        p = run(["train", "-r", r, "-k", "3", str(d / "d.vw"), "-f", str(d / f"{r}.lt"), "--quiet"])
+        assert p.returncode == 0, p.stderr
+    return d
+
+
+@pytest.mark.parametrize("red", ["plt", "mtree"])
+def test_huge_k_is_refused_before_any_allocation(small, red):
+    p, peak = run_limited(["train", "-r", red, "-k", "2147483647", str(small / "d.vw"), "--quiet"])
+    assert "the model would need" in one_error_line(p, 2)
+    assert peak < 1 << 20, peak
+
+
+@pytest.mark.parametrize("red", ["oaa", "cpt"])
+def test_top_k_is_capped_at_the_labels(small, red):
+    p, _ = run_limited(["predict", "-i", str(small / f"{red}.lt"), str(small / "d.vw"), "--top-k", "2000000000",
+                        "-p", "-", "--quiet"], timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert {len(ln.split()) for ln in p.stdout.splitlines()} <= {2, 3}
+
+
+@pytest.mark.parametrize("flag", ["-f", "--report", "-c", "-p"])
+def test_unwritable_output_names_fail_before_training(small, tmp_path, flag):
+    """A name the file system refuses (too long once the temporary suffix is added, or at all):
+    exit 2 naming the option, and nothing read."""
+    if flag != "-p":  # -p is written in place: no temporary name
+        long = str(tmp_path / ("m" * 250))  # the name fits; its temporary name does not
+        p = run(["train", "-r", "oaa", "-k", "3", "/dev/zero", flag, long, "--quiet"], timeout=60)
+        assert one_error_line(p, 2).startswith(f"error: {flag} "), p.stderr
+    p = run(["train", "-r", "oaa", "-k", "3", "/dev/zero", flag, str(tmp_path / ("x" * 300)), "--quiet"], timeout=60)
+    assert one_error_line(p, 2).startswith(f"error: {flag} "), p.stderr
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("cmd", [["inspect"], ["predict", "-i"], ["train", "-i"], ["predict", "--daemon", "--port", "0",
+                                                                                     "-i"]])
+def test_a_fifo_model_is_refused_at_once(small, tmp_path, cmd):
+    fifo = tmp_path / "m.lt"
+    os.mkfifo(fifo)
+    extra = [str(small / "d.vw")] if cmd[0] != "inspect" and "--daemon" not in cmd else []
+    p = run(cmd + [str(fifo)] + extra, timeout=30)
+    assert one_error_line(p, 2) == f"error: {fifo}: is a FIFO, not a model file (models are read from regular files)"
+
+
+# -- 3. model files: every float finite, every header field of its type; writes finite ---------
+
+
+def _crafted(small, tmp_path, change):
+    from fuzz.models import read, write
+
+    header, arrays = read(str(small / "oaa.lt"))
+    change(header, arrays)
+    out = tmp_path / "crafted.lt"
+    write(str(out), header, arrays)
+    return out
+
+
+def _set(name, value, where=slice(0, 1)):
+    def change(header, arrays):
+        a = arrays[name].copy()
+        a[where] = value
+        arrays[name] = a
+    return change
+
+
+def _field(section, key, value):
+    def change(header, arrays):
+        header[section][key] = value
+    return change
+
+
+@pytest.mark.parametrize("change,what", [
+    (_set("learner/G", -np.inf), "learner/G holds NaN or infinite numbers"),
+    (_set("learner/w", np.nan, slice(None)), "learner/w holds NaN or infinite numbers"),
+    (_set("learner/model_S", np.inf), "learner/model_S holds NaN or infinite numbers"),
+    (_field("input", "interactions", 5), "header field input.interactions must be str, got int 5"),
+    (_field("input", "bits", "18"), "header field input.bits must be int, got str '18'"),
+    (_field("learner", "sgd", 1), "header field learner.sgd must be bool, got int 1"),
+    (_field("reduction_config", "k", 3.0), "header field reduction_config.k must be int, got float 3.0"),
+])
+def test_crafted_models_are_one_line_errors(small, tmp_path, change, what):
+    m = _crafted(small, tmp_path, change)
+    for cmd in (["inspect", str(m)], ["predict", "-i", str(m), str(small / "d.vw")],
+                ["train", "-i", str(m), str(small / "d.vw"), "-f", str(tmp_path / "out.lt")]):
+        if cmd[0] == "predict" and "learner/G" in what:  # predict never reads the optimiser state
+            assert run(cmd).returncode == 0
+            continue
+        line = one_error_line(run(cmd), 2)
+        assert line == f"error: {m}: corrupt model file ({what})", line
+    assert not (tmp_path / "out.lt").exists()
+
+
+def test_a_diverged_model_is_not_written(tmp_path):
+    from lomtree_cli import model_io
+    from lomtree_cli.errors import LomtreeError
+
+    from tests.robustness_helpers import train_api, write_lines
+
+    data = write_lines(tmp_path / "d.vw", 4, 40)
+    train_api("oaa", [data], str(tmp_path / "m.lt"), k=4)
+    loaded = model_io.load_model(str(tmp_path / "m.lt"))
+    loaded.learner.arrays.table[3, 0] = np.nan
+    with pytest.raises(LomtreeError, match=r"NaN or infinite numbers \(learner/w\): not written"):
+        model_io.save_model(str(tmp_path / "m2.lt"), loaded.input_config, loaded.learner, loaded.reduction)
+    assert sorted(os.listdir(tmp_path)) == ["d.vw", "m.lt"]
