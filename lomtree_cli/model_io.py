@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 
 import numpy as np
 import xxhash
@@ -157,6 +158,15 @@ def save_model(path: str, input_cfg: InputConfig, learner, reduction, passes_don
     from .paths import remove_stale_writing, resolve_model_path, temporary_name
 
     target = resolve_model_path(path)
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):  # the rename below would replace it
+        from .paths import _kind
+
+        raise LomtreeError(f"cannot write the model to {path}: it exists and is {_kind(mode)} (left alone; "
+                           "a model is written by replacing a regular file)")
     remove_stale_writing(target)
     tmp = temporary_name("-f", target)
     try:
@@ -216,8 +226,6 @@ def _open_regular(path: str):
     """``path`` opened for binary reading if it is a regular file; ModelFormatError if it is
     anything else. Opened without blocking first, so a FIFO with no writer is refused at once
     instead of waiting forever."""
-    import stat
-
     from .paths import _kind
 
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)

@@ -293,3 +293,23 @@ def test_a_diverged_model_is_not_written(tmp_path):
     with pytest.raises(LomtreeError, match=r"NaN or infinite numbers \(learner/w\): not written"):
         model_io.save_model(str(tmp_path / "m2.lt"), loaded.input_config, loaded.learner, loaded.reduction)
     assert sorted(os.listdir(tmp_path)) == ["d.vw", "m.lt"]
+
+
+def test_api_checks_its_inputs_as_the_cli_does(tmp_path):
+    sp = pytest.importorskip("scipy.sparse")
+    from lomtree_cli.api import Classifier
+
+    X = sp.csr_matrix(np.eye(3))
+    X.indices[0] = -5  # scipy does not check raw arrays
+    with pytest.raises(ValueError, match=r"column index outside 0\.\.2"):
+        Classifier(reduction="oaa").fit(X, [1, 2, 3])
+    with pytest.raises(ValueError, match=r"reduction must be one of oaa, .*got 'nope'"):
+        Classifier(reduction="nope").fit(np.eye(3), [1, 2, 3])
+    clf = Classifier(reduction="oaa").fit(np.eye(3), [1, 2, 3])
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="it exists and is a FIFO"):
+        clf.save(str(fifo))
+    assert os.path.exists(fifo) and not os.path.isfile(fifo)
+    clf.save(str(tmp_path / "m.lt"))
+    assert sorted(os.listdir(tmp_path)) == ["fifo", "m.lt"]
