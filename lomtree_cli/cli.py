@@ -312,6 +312,9 @@ def train(ctx, **params):
               help="--daemon: TCP port [26542; 0 = any free port, printed on stderr].")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="--daemon: address to listen on (loopback unless you say otherwise).")
+@click.option("--idle-timeout", "idle_timeout", type=click.FloatRange(min=0.01, max=86400), default=60.0,
+              show_default=True, help="--daemon: close a connection that sends nothing (or reads no answer) "
+                                      "for this many seconds.")
 @click.option("--socket", "socket_path", type=str, default=None,
               help="--daemon: listen on this Unix socket (mode 0600) instead of TCP.")
 @click.option("--dask", "dask", type=str, default=None, metavar="ADDRESS|local:N",

@@ -45,8 +45,8 @@ def run_predict(p: dict, given: set, start: float) -> None:
         if p["dask"] is not None:
             raise ConfigError("--daemon and --dask cannot be used together")
         return _run_daemon(p, given)
-    if given & {"port", "socket_path", "host"}:
-        raise ConfigError("--port, --socket and --host need --daemon")
+    if given & {"port", "socket_path", "host", "idle_timeout"}:
+        raise ConfigError("--port, --socket, --host and --idle-timeout need --daemon")
     check_outputs([("-p", p["predictions"]), ("--report", p["report"])],
                   [("input", x) for x in p["inputs"]] + [("-i", p["model"])])
     flush = p["flush"]
@@ -89,7 +89,8 @@ def _run_daemon(p: dict, given: set) -> None:
         raise ConfigError("--port and --socket cannot be used together")
     serve(p["model"], port=p["port"], socket_path=p["socket_path"], host=p["host"],
           probabilities=p["probabilities"], top_k=p["top_k"] or 0, max_line_bytes=p["max_line_bytes"],
-          max_example_features=p["max_example_features"], quiet=p["quiet"], on_started=end_startup, threshold=p.get("threshold"))
+          max_example_features=p["max_example_features"], idle_timeout=p.get("idle_timeout", 60.0),
+          quiet=p["quiet"], on_started=end_startup, threshold=p.get("threshold"))
 
 
 def _option_name(name: str) -> str:

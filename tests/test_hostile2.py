@@ -313,3 +313,108 @@ def test_api_checks_its_inputs_as_the_cli_does(tmp_path):
     assert os.path.exists(fifo) and not os.path.isfile(fifo)
     clf.save(str(tmp_path / "m.lt"))
     assert sorted(os.listdir(tmp_path)) == ["fifo", "m.lt"]
+
+
+# -- 4. the daemon: idle clients yield, idle timeout, SIGTERM within a second -------------------
+
+
+def _closed(sock) -> bool:
+    import socket
+
+    try:
+        return sock.recv(1) == b""
+    except socket.timeout:
+        return False
+
+
+def test_idle_connections_yield_to_new_clients(small, monkeypatch):
+    import time
+
+    from lomtree_cli import daemon
+    from tests.test_daemon import InProcessDaemon
+
+    monkeypatch.setattr(daemon, "MAX_CONNECTIONS", 4)
+    d = InProcessDaemon(small / "oaa.lt", idle_timeout=30.0)
+    try:
+        idle = []
+        for _ in range(3):  # every slot taken by clients that send nothing, then a new client
+            idle += [d.connect() for _ in range(4)]
+            time.sleep(0.05)
+            assert d.ask(b"1 |a x y\n2 |a z\n")[0] in ("1", "2")  # answered: an idle one was closed
+        for s in idle:
+            s.settimeout(0.5)
+        closed = [i for i, s in enumerate(idle) if _closed(s)]
+        # 12 idle clients and 3 asking ones for 4 slots: the oldest 9 were closed, the newest 3 live
+        assert closed == list(range(9)), closed
+    finally:
+        d.stop()
+
+
+def test_idle_timeout_closes_a_silent_connection(small):
+    from tests.test_daemon import InProcessDaemon
+
+    d = InProcessDaemon(small / "oaa.lt", idle_timeout=0.3)
+    try:
+        s = d.connect()
+        s.settimeout(20)
+        s.sendall(b"1 |a x")  # half a line, then nothing
+        assert s.recv(100) == b""
+        assert d.ask(b"1 |a x y\n") and True
+    finally:
+        d.stop()
+
+
+def test_sigterm_ends_within_a_second_whatever_clients_do(small):
+    import socket
+    import threading
+    import time
+
+    from tests.test_daemon import Daemon
+
+    d = Daemon(["predict", "-i", str(small / "oaa.lt"), "--daemon", "--port", "0"])
+    clients = []
+    try:
+        # they send 8 MB each and never read: the daemon blocks sending their 8 MB of answers
+        # (each answer holds its line's 1000-byte tag); with 5 s per such client it took 20 s
+        for _ in range(4):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            host, port = d.where.rsplit(":", 1)
+            s.connect((host, int(port)))
+            clients.append(s)
+            threading.Thread(target=lambda s=s: _send_quietly(s, (b"1 '" + b"t" * 1000 + b" |a x\n") * 8000), daemon=True).start()
+        clients.append(d.connect())  # and one that sends nothing
+        time.sleep(1.0)
+        t = time.monotonic()
+        code, err = d.stop()
+        assert time.monotonic() - t < 2.0, err
+        assert code == 0 and "Traceback" not in err, err
+    finally:
+        for s in clients:
+            s.close()
+
+
+def _send_quietly(sock, data):
+    try:
+        sock.sendall(data)
+    except OSError:
+        pass
+
+
+def test_loopback_test_of_the_warning():
+    from lomtree_cli.daemon import _is_loopback
+
+    assert _is_loopback("127.0.0.1") and _is_loopback("::1") and _is_loopback("127.3.2.1")
+    assert not _is_loopback("0.0.0.0") and not _is_loopback("::") and not _is_loopback("192.168.1.5")
+
+
+def test_wildcard_tables_keep_no_state_between_chunks():
+    """A chunk with many namespaces leaves no larger term table for later chunks (the daemon was
+    30-90x slower for every request after one such line)."""
+    from lomtree_cli.features import FeatureSpec
+
+    spec = FeatureSpec(InputConfig(interactions="::"))
+    wide = np.array([ord("A") + i for i in range(40)], np.uint8)
+    assert spec.plan(np.array([0, 40], np.int64), wide)[0][0][2][0].shape[0] == 40 * 41 // 2
+    groups = spec.plan(np.array([0, 2], np.int64), np.array([ord("a"), ord("b")], np.uint8))[0]
+    assert groups[0][2][0].shape[0] == 3  # aa, ab, bb
