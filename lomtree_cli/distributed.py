@@ -113,8 +113,9 @@ def connect(address: str):
                                dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
         client = Client(cluster)
     else:
+        _probe_scheduler(address)
         try:
-            client = Client(address, timeout="30s")
+            client = Client(address, timeout="10s")
         except (OSError, TimeoutError, ValueError) as e:
             raise ConfigError(f"--dask: cannot reach the scheduler at {address}: {e}") from None
     try:
@@ -123,6 +124,34 @@ def connect(address: str):
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _probe_scheduler(address: str, wait: float = 5.0) -> None:
+    """ConfigError unless something at the TCP ``address`` speaks first, as a dask scheduler
+    does (it sends its handshake on every connection): dask's client waits without limit for
+    a handshake that a server of another protocol (HTTP) never sends."""
+    import socket
+
+    rest = address[len("tcp://"):] if address.startswith("tcp://") else address
+    if "://" in rest:
+        return  # tls://, ucx://, ...: left to dask
+    host, _, port = rest.rpartition(":")
+    try:
+        port_no = int(port.split("/")[0])
+    except ValueError:
+        raise ConfigError(f"--dask {address}: expected tcp://HOST:PORT or local:N") from None
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        with socket.create_connection((host, port_no), timeout=wait) as s:
+            s.settimeout(wait)
+            got = s.recv(8)
+    except socket.timeout:
+        raise ConfigError(f"--dask {address}: no dask scheduler answers there (a server accepted the connection "
+                          f"but sent no handshake within {wait:g} s)") from None
+    except OSError as e:
+        raise ConfigError(f"--dask: cannot reach the scheduler at {address}: {e.strerror or e}") from None
+    if not got:
+        raise ConfigError(f"--dask {address}: no dask scheduler answers there (the connection was closed)")
 
 
 def n_workers(client) -> int:

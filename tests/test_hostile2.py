@@ -418,3 +418,35 @@ def test_wildcard_tables_keep_no_state_between_chunks():
     assert spec.plan(np.array([0, 40], np.int64), wide)[0][0][2][0].shape[0] == 40 * 41 // 2
     groups = spec.plan(np.array([0, 2], np.int64), np.array([ord("a"), ord("b")], np.uint8))[0]
     assert groups[0][2][0].shape[0] == 3  # aa, ab, bb
+
+
+# -- 5. a Dask address that is no scheduler fails fast, naming it ------------------------------
+
+
+def test_dask_address_of_an_http_server_fails_within_seconds():
+    import http.server
+    import threading
+    import time
+
+    from lomtree_cli.distributed import _probe_scheduler
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        address = f"tcp://127.0.0.1:{srv.server_address[1]}"
+        t = time.monotonic()
+        with pytest.raises(ConfigError, match=f"--dask {address}: no dask scheduler answers there"):
+            _probe_scheduler(address, wait=1.0)
+        assert time.monotonic() - t < 5
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_dask_probe_accepts_a_real_scheduler():
+    distributed = pytest.importorskip("distributed")
+    from lomtree_cli.distributed import _probe_scheduler
+
+    with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp://", host="127.0.0.1",
+                                  dashboard_address=None) as c:
+        _probe_scheduler(c.scheduler_address, wait=5.0)
