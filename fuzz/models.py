@@ -86,3 +86,92 @@ def mutation(header: dict, arrays: dict, rng: random.Random):
     new = rng.choice([np.float64, np.float32, np.int32, np.int64, np.uint8])
     out[name] = a.astype(new)
     return f"{name} dtype {a.dtype} -> {np.dtype(new)}", header, out
+
+
+REDUCTIONS = {"oaa": [], "lomtree": [], "filter": [], "rtree": [], "cpt": [], "table": [], "plt": [],
+              "mtree": ["--dim", "4"], "plt-multilabel": ["--multilabel"]}
+
+
+def _seed_models(tmpdir: str, lomtree: list) -> dict:
+    """A small trained model of every reduction: {name: (model path, data path)}."""
+    import os
+    import subprocess
+
+    lines = [f"{1 + i % 5} |a f{i % 7} g{i % 3} |b h{i % 11}:0.5" for i in range(200)]
+    data = os.path.join(tmpdir, "d.vw")
+    with open(data, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    ml = os.path.join(tmpdir, "ml.vw")
+    with open(ml, "w") as f:
+        f.write("\n".join(f"{1 + i % 5},{1 + (i * 3) % 5} |a f{i % 7}" for i in range(200)) + "\n")
+    out = {}
+    for name, extra in REDUCTIONS.items():
+        red = name.split("-")[0]
+        src = ml if "multilabel" in name else data
+        path = os.path.join(tmpdir, f"{name}.lt")
+        p = subprocess.run(lomtree + ["train", "-r", red, "-k", "5", "-b", "10", src, "-f", path, "--quiet"] + extra,
+                           capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            raise RuntimeError(f"seed model {name}: {p.stderr}")
+        out[name] = (path, src)
+    return out
+
+
+def verdict(returncode: int, stderr: str) -> str:
+    """'clean' (exit 0), 'error' (exit 1 or 2 with one ``error:`` line, no traceback), else what
+    went wrong: 'signal N', 'traceback', 'exit N', 'lines'."""
+    if returncode < 0:
+        return f"signal {-returncode}"
+    if "Traceback" in stderr:
+        return "traceback"
+    if returncode == 0:
+        return "clean"
+    if returncode not in (1, 2):
+        return f"exit {returncode}"
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    errs = [ln for ln in lines if ln.startswith("error: ")]
+    return "error" if len(errs) == 1 and lines[-1] == errs[0] else "lines"
+
+
+def campaign(n: int, seed: int, tmpdir: str, lomtree: list, timeout: float = 60.0, workers: int = 2,
+             log=None) -> dict:
+    """``n`` crafted models (one change each, checksums recomputed) through ``inspect``,
+    ``predict`` and ``train -i``; returns the counts of verdicts per command and the failures."""
+    import os
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    seeds = _seed_models(tmpdir, lomtree)
+    rng = random.Random(seed)
+    jobs = []
+    for i in range(n):
+        name = rng.choice(sorted(seeds))
+        path, data = seeds[name]
+        header, arrays = read(path)
+        what, h, a = mutation(header, arrays, rng)
+        crafted = os.path.join(tmpdir, f"c{i}.lt")
+        write(crafted, h, a)
+        out = os.path.join(tmpdir, f"o{i}.lt")
+        for cmd in (["inspect", crafted], ["predict", "-i", crafted, data, "-p", os.devnull],
+                    ["train", "-i", crafted, data, "-f", out, "--quiet"]):
+            jobs.append((i, name, what, cmd))
+
+    def one(job):
+        i, name, what, cmd = job
+        try:
+            p = subprocess.run(lomtree + cmd, capture_output=True, text=True, timeout=timeout)
+            return job, verdict(p.returncode, p.stderr), p.stderr[-400:]
+        except subprocess.TimeoutExpired:
+            return job, "hang", ""
+
+    counts: dict = {}
+    failures = []
+    with ThreadPoolExecutor(workers) as pool:
+        for (i, name, what, cmd), v, err in pool.map(one, jobs):
+            counts.setdefault(cmd[0], {}).setdefault(v, 0)
+            counts[cmd[0]][v] += 1
+            if v not in ("clean", "error"):
+                failures.append({"model": name, "change": what, "command": cmd[0], "verdict": v, "stderr": err})
+                if log is not None:
+                    log(f"FAIL {name} {what}: {cmd[0]} -> {v}\n{err}")
+    return {"models": n, "runs": len(jobs), "verdicts": counts, "failures": failures}

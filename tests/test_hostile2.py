@@ -450,3 +450,26 @@ def test_dask_probe_accepts_a_real_scheduler():
     with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp://", host="127.0.0.1",
                                   dashboard_address=None) as c:
         _probe_scheduler(c.scheduler_address, wait=5.0)
+
+
+# -- 6. the crafted-model campaign's tools ------------------------------------------------------
+
+
+def test_crafted_model_tools(small, tmp_path):
+    from fuzz.models import mutation, read, verdict, write
+    from lomtree_cli import model_io
+
+    header, arrays = read(str(small / "oaa.lt"))
+    write(str(tmp_path / "same.lt"), header, arrays)  # rewritten unchanged: fresh checksums load
+    model_io.load_model(str(tmp_path / "same.lt"))
+    rng = random.Random(5)
+    for i in range(20):
+        what, h, a = mutation(header, arrays, rng)
+        write(str(tmp_path / f"c{i}.lt"), h, a)
+        try:  # reaches the loader's checks: loads, or one ModelFormatError
+            model_io.load_model(str(tmp_path / f"c{i}.lt"))
+        except model_io.ModelFormatError:
+            pass
+    assert verdict(0, "") == "clean" and verdict(2, "x\nerror: y\n") == "error"
+    assert verdict(-11, "") == "signal 11" and verdict(1, "Traceback (most\n") == "traceback"
+    assert verdict(1, "error: a\nerror: b\n") == "lines"
