@@ -223,13 +223,24 @@ def _check_matrix(X):
     return csr, dense, n, d
 
 
+def _check_csr(indptr: np.ndarray, cols: np.ndarray, d: int, what: str) -> None:
+    """ValueError unless a CSR matrix's structure is sound: scipy does not check a matrix built
+    from raw arrays, and a negative or too large column would be hashed like any other."""
+    if indptr.shape[0] == 0 or indptr[0] != 0 or (np.diff(indptr) < 0).any() or indptr[-1] != cols.shape[0]:
+        raise ValueError(f"{what} has a corrupt row pointer (indptr)")
+    if cols.size and (int(cols.min()) < 0 or int(cols.max()) >= d):
+        raise ValueError(f"{what} has a column index outside 0..{d - 1} (a corrupt sparse matrix: "
+                         f"indices {int(cols.min())}..{int(cols.max())})")
+
+
 def matrix_batch(X, cfg: InputConfig) -> ExampleBatch:
     """The batch of a 2-D array or scipy.sparse matrix: column j is LIBSVM index j + 1 (module
     docstring). Vectorised numpy over the whole matrix; no Python loop over rows or features."""
-    csr, dense, n, _ = _check_matrix(X)
+    csr, dense, n, d = _check_matrix(X)
     if csr is not None:
         indptr = np.asarray(csr.indptr, dtype=np.int64)
         cols = np.asarray(csr.indices, dtype=np.int64)
+        _check_csr(indptr, cols, d, "X")
         data = np.asarray(csr.data, dtype=np.float64)
         rows_of = np.repeat(np.arange(n), np.diff(indptr))
     else:
@@ -458,6 +469,7 @@ def _indicator(Y) -> tuple[np.ndarray, np.ndarray, int]:
     """(label_ptr, label_ids, columns) of a 0-1 indicator matrix: column j is class id j + 1."""
     if _is_sparse(Y):
         csr = Y.tocsr(copy=True)
+        _check_csr(np.asarray(csr.indptr, np.int64), np.asarray(csr.indices, np.int64), int(csr.shape[1]), "Y")
         csr.sum_duplicates()
         csr.eliminate_zeros()
         csr.sort_indices()

@@ -113,8 +113,9 @@ def connect(address: str):
                                dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
         client = Client(cluster)
     else:
+        _probe_scheduler(address)
         try:
-            client = Client(address, timeout="30s")
+            client = Client(address, timeout="10s")
         except (OSError, TimeoutError, ValueError) as e:
             raise ConfigError(f"--dask: cannot reach the scheduler at {address}: {e}") from None
     try:
@@ -123,6 +124,34 @@ def connect(address: str):
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _probe_scheduler(address: str, wait: float = 5.0) -> None:
+    """ConfigError unless something at the TCP ``address`` speaks first, as a dask scheduler
+    does (it sends its handshake on every connection): dask's client waits without limit for
+    a handshake that a server of another protocol (HTTP) never sends."""
+    import socket
+
+    rest = address[len("tcp://"):] if address.startswith("tcp://") else address
+    if "://" in rest:
+        return  # tls://, ucx://, ...: left to dask
+    host, _, port = rest.rpartition(":")
+    try:
+        port_no = int(port.split("/")[0])
+    except ValueError:
+        raise ConfigError(f"--dask {address}: expected tcp://HOST:PORT or local:N") from None
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        with socket.create_connection((host, port_no), timeout=wait) as s:
+            s.settimeout(wait)
+            got = s.recv(8)
+    except socket.timeout:
+        raise ConfigError(f"--dask {address}: no dask scheduler answers there (a server accepted the connection "
+                          f"but sent no handshake within {wait:g} s)") from None
+    except OSError as e:
+        raise ConfigError(f"--dask: cannot reach the scheduler at {address}: {e.strerror or e}") from None
+    if not got:
+        raise ConfigError(f"--dask {address}: no dask scheduler answers there (the connection was closed)")
 
 
 def n_workers(client) -> int:
@@ -308,7 +337,7 @@ class _PredictResult:
 
 
 def predict_range(key: str, data: bytes, path: str, start: int, end: int, skip_invalid: bool,
-                  probabilities: bool, top_k: int, max_line_bytes) -> _PredictResult:
+                  probabilities: bool, top_k: int, max_line_bytes, max_example_features=None) -> _PredictResult:
     """(Worker) predict the lines of ``path[start:end]`` (``end`` -1: the whole, compressed file)."""
     from .core import Learner
     from .driver import RunOptions, Runner, predict_input
@@ -317,6 +346,7 @@ def predict_range(key: str, data: bytes, path: str, start: int, end: int, skip_i
 
     loaded = _worker_model(key, data, True)
     opts = RunOptions(quiet=False, probabilities=probabilities, top_k=top_k, max_line_bytes=max_line_bytes,
+                      max_example_features=max_example_features,
                       err=io.StringIO(), progress_interval=float("inf"))
     cfg = predict_input(loaded.input_config, skip_invalid, opts)
     runner = Runner(cfg, Learner.of(loaded), opts, learn=False)
@@ -536,7 +566,7 @@ def predict(model_path: str, opts, address: str, skip_invalid: bool = False) -> 
             jobs += [(p, s, e) for s, e in line_ranges(p, parts)]
         shared = client.scatter(data, broadcast=True, hash=False)
         futures = [client.submit(predict_range, key, shared, p, s, e, skip_invalid, opts.probabilities,
-                                 opts.top_k, opts.max_line_bytes, pure=False) for p, s, e in jobs]
+                                 opts.top_k, opts.max_line_bytes, opts.max_example_features, pure=False) for p, s, e in jobs]
         writers = {}
         shown = 0
         try:

@@ -64,6 +64,7 @@ class RunOptions:
     handle_signals: bool = False
     threads: int = 1  # predict: threads that parse chunks and share each batch (train: 1)
     max_line_bytes: int | None = None  # predict: --max-line-bytes (None: the default)
+    max_example_features: int | None = None  # predict: --max-example-features (None: the model's)
     on_started: object = None  # called before the first example (the CLI: ``runtime.end_startup``)
     #: batches from elsewhere than ``inputs`` (the Python API's arrays, a Dask shard):
     #: ``source(pass_index)`` -> iterable of ExampleBatch; no example cache then
@@ -387,14 +388,15 @@ def continued_model(path: str, input_cfg: InputConfig, explicit: dict) -> Learne
     """The model at ``path``, to be trained on: the options in ``explicit`` are checked against it
     (ConfigError), or applied (learning rate and its decay, --l1, --l2: they change how training
     goes on, and the saved model keeps them); the run's own input options (``--skip-invalid``,
-    ``--max-line-bytes``) are kept."""
+    ``--max-line-bytes``, ``--max-example-features``) are kept."""
     from . import model_io
 
     loaded = model_io.load_model(path)
     _check_model_conflicts(loaded, explicit, input_cfg)
     model = Learner.of(loaded)
     model.input_config = replace(loaded.input_config, skip_invalid=input_cfg.skip_invalid,
-                                 max_line_bytes=input_cfg.max_line_bytes)
+                                 max_line_bytes=input_cfg.max_line_bytes,
+                                 max_example_features=input_cfg.max_example_features)
     learner = model.base
     if explicit.get("learning_rate") is not None:
         learner.arrays.hp[HP_ETA] = float(explicit["learning_rate"])
@@ -527,8 +529,10 @@ def _predict_parser(paths: list, input_cfg: InputConfig, skip_invalid: bool, opt
 
 def predict_input(input_cfg: InputConfig, skip_invalid: bool, opts: RunOptions) -> InputConfig:
     """The model's input options as ``predict`` reads with them: its own ``--skip-invalid`` and
-    ``--max-line-bytes``, and labels below 1 read as unlabeled (counted), not as errors."""
-    extra = {} if opts.max_line_bytes is None else {"max_line_bytes": int(opts.max_line_bytes)}
+    ``--max-line-bytes``, ``--max-example-features``, and labels below 1 read as unlabeled
+    (counted), not as errors."""
+    extra = {name: int(v) for name in ("max_line_bytes", "max_example_features")
+             if (v := getattr(opts, name)) is not None}
     return replace(input_cfg, skip_invalid=bool(skip_invalid), low_labels_unlabeled=True, **extra)
 
 
@@ -549,6 +553,8 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
         batches = _predict_parser(paths, peek, skip_invalid, opts, should_stop=lambda: stop.signum != 0)
     try:
         model = Learner.load(model_path, predict_only=True, skip_unused=True)
+        if opts.top_k:  # no answer holds more labels than the model knows: nothing is sized beyond them
+            opts = replace(opts, top_k=min(int(opts.top_k), model.reduction.top_k_bound()))
         if batches is not None and model.input_config != peek:
             raise model_io.ModelFormatError(f"{model_path}: the model file changed while it was read")
         input_cfg = predict_input(model.input_config, skip_invalid, opts)
@@ -619,4 +625,3 @@ def _check_model_conflicts(loaded, explicit: dict, input_cfg: InputConfig):
             if not isinstance(value, bool) or name not in options:
                 given += f" {value}"
             raise ConfigError(f"{given} conflicts with the initial model ({attr} = {have}); it is fixed by the model")
-

@@ -240,7 +240,9 @@ def finish(err, opts, s: dict) -> None:
                 fh.write(text)
         else:
             target = os.path.realpath(opts.report)  # a symlink is followed, not replaced
-            tmp = target + ".writing"
+            from .paths import temporary_name
+
+            tmp = temporary_name("--report", target)
             try:
                 with open(tmp, "w") as fh:
                     fh.write(text)

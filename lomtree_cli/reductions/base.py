@@ -139,6 +139,10 @@ class Reduction:
     def k(self) -> int:
         return int(self.config.k or 0)
 
+    def top_k_bound(self) -> int:
+        """The most labels a ``--top-k`` answer can hold: k (without -k, the labels known)."""
+        return self.k
+
     def invalid_labels(self, labels: np.ndarray) -> np.ndarray:
         """Boolean mask of labels this reduction cannot take (> k, also for CPT and the table
         when -k was given); 0 = unlabeled is fine."""
