@@ -85,7 +85,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from data_scripts.common import DEFAULT_DATA_DIR, REPO_ROOT, Timed, atomic_write, is_up_to_date, iter_lines, run_timed
+from data_scripts.common import (DEFAULT_DATA_DIR, REPO_ROOT, Timed, atomic_write, is_up_to_date, iter_lines,
+                                 run_timed, sanitize_command)
 
 KS = (1, 3, 5)
 TOP_K = 5
@@ -383,21 +384,6 @@ def format_synthetic_table(rows: Sequence[dict]) -> str:
             f"{pr:.1f}" if ok and pr is not None else "—",
             _pct(r.get("p@1")) if ok else "—", r.get("note", "") if ok else r.get("status", "")))
     return "\n".join(lines) + "\n"
-
-
-def sanitize_command(argv: Sequence[str]) -> str:
-    """The command line without machine paths: absolute paths inside the repository become relative,
-    others keep only their last component (``<…>/name``)."""
-    out = []
-    for a in argv:
-        if os.path.isabs(a):
-            p = Path(a)
-            try:
-                a = str(p.resolve().relative_to(REPO_ROOT.resolve()))
-            except ValueError:
-                a = f"<…>/{p.name}"
-        out.append(a)
-    return " ".join(shlex.quote(a) if a and not a.startswith("<…>") else a for a in out)
 
 
 # --------------------------------------------------------------------------- synthetic stream

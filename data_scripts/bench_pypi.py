@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from . import bench_anchors as ba
-from .common import DEFAULT_DATA_DIR, REPO_ROOT, atomic_write, run_timed
+from .common import DEFAULT_DATA_DIR, REPO_ROOT, atomic_write, run_timed, sanitize_command
 from .pypi_tasks import PYPI_RELPATH, build_all, size_name, task_name
 
 #: system id -> (display name, kind, options). kind: lomtree (train options), vw (VW reduction),
@@ -272,7 +272,8 @@ def main(argv=None) -> int:
     results = json.loads(jpath.read_text())["results"] if jpath.exists() else {}
 
     def save() -> None:
-        meta = {"command": "python -m data_scripts.bench_pypi " + " ".join(argv if argv is not None else sys.argv[1:]),
+        meta = {"command": "python -m data_scripts.bench_pypi "
+                           + sanitize_command(argv if argv is not None else sys.argv[1:]),
                 "machine": f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
                            f"Python {platform.python_version()}"}
         with atomic_write(jpath) as fh:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bz2
 import contextlib
+import shlex
 import subprocess
 import time
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO, Iterable, Iterator, Sequence
 
 #: the repository root (the directory holding ``data_scripts/``)
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -163,3 +164,18 @@ def run_timed(cmd: list[str], env_extra: dict | None = None, timeout: float | No
         err.seek(0)
         return Timed(proc.returncode, wall, ru.ru_utime + ru.ru_stime, int(ru.ru_maxrss),
                      out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"))
+
+
+def sanitize_command(argv: Sequence[str]) -> str:
+    """The command line without machine paths: absolute paths inside the repository become relative,
+    others keep only their last component (``<…>/name``)."""
+    out = []
+    for a in argv:
+        if os.path.isabs(a):
+            p = Path(a)
+            try:
+                a = str(p.resolve().relative_to(REPO_ROOT.resolve()))
+            except ValueError:
+                a = f"<…>/{p.name}"
+        out.append(a)
+    return " ".join(shlex.quote(a) if a and not a.startswith("<…>") else a for a in out)
