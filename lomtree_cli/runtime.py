@@ -106,7 +106,9 @@ def guarded(fn):
         quiet_stdout()
         sys.exit(0)
     except MemoryError:
-        fail("out of memory (try fewer --bits or a smaller -k)", 1)
+        # sizes are checked up front and expansions capped, so this is the machine's memory itself
+        fail("out of memory: this machine could not allocate what the run needed (--bits, -k, "
+             "--max-example-features and --threads set how much)", 1)
     except OSError as e:
         fail(f"{getattr(e, 'filename', '') or ''}: {e.strerror or e}", 1)
 
