@@ -70,6 +70,8 @@ bench-quick: dev aot
 # parser (VW, LIBSVM); every input is also checked against the pure-Python reference parser.
 # New corpus entries go to bench/fuzz/corpus-*, crashes to bench/fuzz/.
 FUZZ_RUNS ?= 100000
+# and FUZZ_MODELS crafted model files through inspect, predict and train -i (fuzz/models.py)
+FUZZ_MODELS ?= 300
 fuzz: $(STAMP)
 	$(PIP) install --quiet -e '.[test,fuzz]'
 	mkdir -p bench/fuzz/corpus-vw bench/fuzz/corpus-libsvm
@@ -77,6 +79,7 @@ fuzz: $(STAMP)
 	    -dict=fuzz/parsers.dict -artifact_prefix=bench/fuzz/ bench/fuzz/corpus-vw fuzz/seeds/vw
 	$(PY) -m fuzz.fuzz_parsers --target libsvm -atheris_runs=$(FUZZ_RUNS) -max_len=1024 -timeout=20 \
 	    -dict=fuzz/parsers.dict -artifact_prefix=bench/fuzz/ bench/fuzz/corpus-libsvm fuzz/seeds/libsvm
+	$(PY) -m data_scripts.fuzz_campaign -n 0 --models $(FUZZ_MODELS) --json bench/fuzz/models.json
 
 data: $(STAMP)
 	$(PY) -m data_scripts.prepare_all --data-dir $(DATA)

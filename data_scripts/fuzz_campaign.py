@@ -14,6 +14,11 @@ buffer. ``--cli N`` sends N of the inputs through ``lomtree train`` in-process (
 CliRunner: exit code 0 or 1, one ``error:`` line, never an exception), ``--subprocess M``
 through M real ``lomtree train`` processes (no ``Traceback`` on stderr, exit 0 or 1).
 
+``--models N`` crafts N model files from small trained models of every reduction (``fuzz/models.py``:
+one array entry or header value changed, an array truncated or retyped, the checksums recomputed
+so the change reaches the loader's own checks) and runs ``inspect``, ``predict`` and ``train -i``
+on each: a clean result or a one-line error, never a signal, a traceback or a hang (60 s).
+
 Failures are written to ``bench/fuzz/failures/`` and counted; the exit status is 1 if any.
 Prints one summary line per format (``inputs``, ``parsed``, ``errors``, ``failures``, timing).
 """
@@ -198,6 +203,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cli", type=int, default=0, help="also run this many inputs through lomtree train (in-process)")
     ap.add_argument("--subprocess", type=int, default=0, help="and this many through real subprocesses")
+    ap.add_argument("--models", type=int, default=0,
+                    help="also craft this many model files (one array or header value changed, checksums "
+                         "recomputed) and run inspect, predict and train -i on each (fuzz/models.py)")
     ap.add_argument("--json", help="write the summary here")
     args = ap.parse_args(argv)
     fmts = ["vw", "libsvm"] if args.format == "both" else [args.format]
@@ -239,6 +247,18 @@ def main(argv=None) -> int:
             out[fmt] = res
             total_fail += failures
             print(f"fuzz-campaign {fmt}: " + " ".join(f"{k}={v}" for k, v in res.items()), flush=True)
+        if args.models:
+            from fuzz.models import campaign
+
+            t0 = time.time()
+            res = campaign(args.models, args.seed, tmpdir, [sys.executable, "-m", "lomtree_cli.launch"],
+                           log=lambda m: print(m, file=sys.stderr))
+            res["seconds"] = round(time.time() - t0, 1)
+            out["models"] = res
+            total_fail += len(res["failures"])
+            print(f"fuzz-campaign models: models={res['models']} runs={res['runs']} "
+                  f"failures={len(res['failures'])} seconds={res['seconds']} verdicts={json.dumps(res['verdicts'])}",
+                  flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

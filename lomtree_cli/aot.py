@@ -6,7 +6,7 @@ about that. This builds one CPython extension module holding every kernel that P
 compiled by numba's ``numba.pycc`` with each kernel's own numba options (``nogil`` releases the
 GIL in the wrapper as the JIT does, NRT off for ``kernel`` functions, ``error_model``, ...) for the
 host CPU. ``lomtree_cli.kernels`` loads it when it matches the sources (the directory is named by
-``lomtree_cli._source_key()``), the CPU, numpy's minor version and the interpreter; then no
+``numba_setup.source_key()``), the CPU, numpy's minor version and the interpreter; then no
 command imports numba. Without it (no C compiler, another CPU, edited sources, ``LOMTREE_AOT=0``)
 everything runs through numba's JIT as before: the module is an accelerator, never required.
 
@@ -143,12 +143,30 @@ def _package_modules():
     return mods
 
 
+def warm_features() -> None:
+    """Run the kernels of feature generation and string labels once on a tiny chunk (so that
+    ``discover`` records their signatures and they join the ahead-of-time module)."""
+    from .config import InputConfig
+    from .parsing import iter_batches, parse_bytes
+
+    data = b"a |x 1 2 |y:2 3 4\nb | 5\n"
+    for kw in ({"interactions": "xy,::", "ngram": "2", "skips": "1"}, {"ignore_linear": "x"}):
+        parse_bytes(data, InputConfig(string_labels=True, **kw))
+    for fmt, line in (("vw", b"1 |x 1 2\n"), ("libsvm", b"1 1:1 2:1\n")):
+        fd, path = tempfile.mkstemp(prefix="lomtree-warm-", suffix=".txt")
+        try:
+            os.write(fd, line)
+            os.close(fd)
+            for _ in iter_batches([path], InputConfig(format=fmt, interactions="  ")):
+                pass
+        finally:
+            os.unlink(path)
+
+
 def discover():
     """[(dispatcher, argument types)] for every kernel call made from Python in the warm-up."""
     import numba
     from numba.core.registry import CPUDispatcher
-
-    from .features import warm as warm_features
 
     _package_modules()
     warm()  # compile (or load) everything first: the recorders below must not be compiled into callers
@@ -174,33 +192,10 @@ def discover():
     return [(d, sig) for d, sigs in seen.items() for sig in sigs]
 
 
-@contextlib.contextmanager
-def _kernel_flags(by_func):
-    """Make ``numba.pycc`` compile each exported function with its own dispatcher's options."""
-    from numba.core import compiler as ncomp
-    from numba.pycc import compiler as pyccc
-
-    orig = pyccc.compile_extra
-
-    def compile_extra(typingctx, targetctx, func, args, return_type, flags, locals, library):
-        d = by_func[func]
-        f2 = ncomp.Flags()
-        d.targetdescr.options.parse_as_flags(f2, d.targetoptions)
-        f2.no_compile = True
-        f2.no_cfunc_wrapper = True
-        f2.no_cpython_wrapper = flags.no_cpython_wrapper
-        return orig(typingctx, targetctx, func, args, return_type, f2, locals=locals, library=library)
-
-    pyccc.compile_extra = compile_extra
-    try:
-        yield
-    finally:
-        pyccc.compile_extra = orig
-
-
 def build(quiet: bool = False) -> str:
     """Compile the AOT module into ``kernels.aot_dir()`` (atomically: a temporary directory renamed)."""
     from . import kernels as KN
+    from .numba_setup import numba_cache_dir, pycc_function_flags
 
     t0 = time.time()
     warnings.simplefilter("ignore")  # numba.pycc's pending-deprecation warnings
@@ -235,7 +230,7 @@ def build(quiet: bool = False) -> str:
             cc.export(symbol, ret(*sig))(d.py_func)
             entries[name] = {"symbol": symbol, "args": key}
             by_func[d.py_func] = d
-        with _kernel_flags(by_func), contextlib.redirect_stdout(sys.stderr if not quiet else open(os.devnull, "w")):
+        with pycc_function_flags(by_func), contextlib.redirect_stdout(sys.stderr if not quiet else open(os.devnull, "w")):
             cc.compile()
         (so,) = glob.glob(os.path.join(tmp, KN.AOT_MODULE + "*"))
         meta = {"file": os.path.basename(so), "cpu": KN.cpu_id(), "cpu_name": cc.target_cpu,
@@ -250,9 +245,7 @@ def build(quiet: bool = False) -> str:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     # modules and numba caches of other (older) sources: never loaded again by these sources
-    from . import _numba_cache_dir
-
-    keep = {target, _numba_cache_dir(), os.environ.get("NUMBA_CACHE_DIR", "")}
+    keep = {target, numba_cache_dir(), os.environ.get("NUMBA_CACHE_DIR", "")}
     for old in glob.glob(os.path.join(base, "aot-*")) + glob.glob(os.path.join(base, "numba-*")):
         if old not in keep and not os.path.basename(old).startswith("aot-build-"):
             shutil.rmtree(old, ignore_errors=True)
@@ -276,6 +269,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.check:
         return 1
+    from .numba_setup import TESTED, numba_version, tested
+
+    if not tested():
+        lo, hi = (".".join(map(str, v)) for v in TESTED)
+        _log(f"numba {'.'.join(map(str, numba_version()))} is outside the versions this build was tested with "
+             f"({lo} to {hi}); commands use numba's JIT", a.quiet)
+        return 0
     try:
         import numba.pycc  # noqa: F401
     except ImportError as e:

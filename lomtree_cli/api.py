@@ -76,6 +76,7 @@ import inspect
 import io
 import math
 import numbers
+import re
 import warnings
 
 import numpy as np
@@ -83,6 +84,7 @@ import numpy as np
 from .batch import ExampleBatch
 from .config import InputConfig
 from .errors import InputError, LomtreeError
+from .parsing import parse_bytes, parse_chunk
 
 #: examples per batch handed to the driver (batches do not change results)
 CHUNK = 4096
@@ -112,11 +114,14 @@ def _is_dicts(X) -> bool:
     return isinstance(X, (list, tuple)) and len(X) > 0 and isinstance(X[0], dict)
 
 
+def _line_error(e: InputError) -> ValueError:
+    col = f" (column {e.column})" if e.column else ""
+    return ValueError(f"line {e.line}: {e.detail}{col}")
+
+
 def lines_batch(lines, cfg: InputConfig) -> ExampleBatch:
     """One batch of the text ``lines`` (one example each) by the CLI's parser; ValueError on a bad
     line (``line N: ...``), an empty line or a line with a newline inside."""
-    from .parsing import parse_bytes
-
     parts = []
     for i, ln in enumerate(lines):
         b = ln.encode("utf-8") if isinstance(ln, str) else bytes(ln)
@@ -130,16 +135,19 @@ def lines_batch(lines, cfg: InputConfig) -> ExampleBatch:
     try:
         batch = parse_bytes(data, cfg, source="<lines>", xmc_header=False)
     except InputError as e:
-        col = f" (column {e.column})" if e.column else ""
-        raise ValueError(f"line {e.line}: {e.detail}{col}") from None
+        raise _line_error(e) from None
     if len(batch) != len(parts):  # a LIBSVM comment-only line
         raise ValueError("every line must be an example (a LIBSVM line holding only a comment is not)")
     return batch
 
 
+#: what a feature name (or a string value) cannot hold: whitespace (``str.isspace``'s), ':' or '|'
+_NOT_IN_NAME = re.compile(r"[\s:|]")
+
+
 def _feature_name(key) -> str:
-    s = str(key)
-    if not s or any(c.isspace() or c in ":|" for c in s):
+    s = key if type(key) is str else str(key)
+    if not s or _NOT_IN_NAME.search(s) is not None:
         raise ValueError(f"feature name {s!r}: must be non-empty, without whitespace, ':' or '|'")
     return s
 
@@ -149,8 +157,13 @@ def dict_line(x: dict) -> str:
     if not isinstance(x, dict):
         raise ValueError(f"x must be a dict of features, got {type(x).__name__}")
     parts = ["|"]
+    search = _NOT_IN_NAME.search
     for key, v in x.items():
-        name = _feature_name(key)
+        name = key if type(key) is str and key and search(key) is None else _feature_name(key)
+        if type(v) is float and math.isfinite(v):  # the common case, first
+            if v != 0.0:
+                parts.append(f"{name}:{v!r}")
+            continue
         if isinstance(v, (bool, np.bool_)):
             v = int(v)
         if isinstance(v, str):
@@ -168,10 +181,19 @@ def dict_line(x: dict) -> str:
 
 
 def dicts_batch(xs, cfg: InputConfig) -> ExampleBatch:
-    """One batch of feature dicts (each the VW line ``dict_line`` makes)."""
-    from dataclasses import replace
+    """One batch of feature dicts (each the VW line ``dict_line`` makes), parsed as the CLI parses
+    that line (``parsing.parse_chunk``, one call of the parse kernel). ``dict_line`` leaves no
+    newline in a line, and a line ``|`` (an empty dict) is an example of the constant feature
+    alone: ``lines_batch``'s checks are not needed."""
+    if cfg.format != "vw":  # feature dicts are VW lines whatever the model's format
+        from dataclasses import replace
 
-    return lines_batch([dict_line(x) for x in xs], replace(cfg, format="vw"))
+        cfg = replace(cfg, format="vw")
+    data = ("\n".join([dict_line(x) for x in xs]) + "\n").encode("utf-8")
+    batch, errors = parse_chunk(data, cfg, "<dict>")
+    if errors:
+        raise _line_error(errors[0])
+    return batch
 
 
 def _check_matrix(X):
@@ -201,13 +223,24 @@ def _check_matrix(X):
     return csr, dense, n, d
 
 
+def _check_csr(indptr: np.ndarray, cols: np.ndarray, d: int, what: str) -> None:
+    """ValueError unless a CSR matrix's structure is sound: scipy does not check a matrix built
+    from raw arrays, and a negative or too large column would be hashed like any other."""
+    if indptr.shape[0] == 0 or indptr[0] != 0 or (np.diff(indptr) < 0).any() or indptr[-1] != cols.shape[0]:
+        raise ValueError(f"{what} has a corrupt row pointer (indptr)")
+    if cols.size and (int(cols.min()) < 0 or int(cols.max()) >= d):
+        raise ValueError(f"{what} has a column index outside 0..{d - 1} (a corrupt sparse matrix: "
+                         f"indices {int(cols.min())}..{int(cols.max())})")
+
+
 def matrix_batch(X, cfg: InputConfig) -> ExampleBatch:
     """The batch of a 2-D array or scipy.sparse matrix: column j is LIBSVM index j + 1 (module
     docstring). Vectorised numpy over the whole matrix; no Python loop over rows or features."""
-    csr, dense, n, _ = _check_matrix(X)
+    csr, dense, n, d = _check_matrix(X)
     if csr is not None:
         indptr = np.asarray(csr.indptr, dtype=np.int64)
         cols = np.asarray(csr.indices, dtype=np.int64)
+        _check_csr(indptr, cols, d, "X")
         data = np.asarray(csr.data, dtype=np.float64)
         rows_of = np.repeat(np.arange(n), np.diff(indptr))
     else:
@@ -300,6 +333,7 @@ class Labels:
         self.names = np.asarray(names)
         self.int_offset = int_offset
         self._sorted = None
+        self._index = None  # name -> id (``id_of``)
 
     @property
     def k(self) -> int:
@@ -354,6 +388,24 @@ class Labels:
             v = y[np.flatnonzero(~np.asarray(ok))[0]]
             raise ValueError(f"label {_py(v)!r} is not one of the classes ({self.describe()})")
         return order[pos].astype(np.int64) + 1
+
+    def id_of(self, y) -> int:
+        """The id 1..k of the one label ``y`` (``ids([y])[0]`` without arrays: a dictionary of the
+        names); ValueError as ``ids``."""
+        index = self._index
+        if index is None:
+            index = self._index = {v: i + 1 for i, v in enumerate(self.names.tolist())}
+        try:
+            i = index.get(y.item() if isinstance(y, np.generic) else y)
+        except TypeError:  # unhashable
+            i = None
+        if i is None or type(y) is bool or (type(y) is float and self.names.dtype.kind not in "f"):
+            return int(self.ids([y])[0])  # its message, or the conversions ``ids`` makes
+        return i
+
+    def name_of(self, i: int):
+        """The label of id ``i`` (``decode`` of one id, as a Python value)."""
+        return self.names[min(max(int(i), 1), self.k) - 1].item()
 
     def decode(self, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
@@ -417,6 +469,7 @@ def _indicator(Y) -> tuple[np.ndarray, np.ndarray, int]:
     """(label_ptr, label_ids, columns) of a 0-1 indicator matrix: column j is class id j + 1."""
     if _is_sparse(Y):
         csr = Y.tocsr(copy=True)
+        _check_csr(np.asarray(csr.indptr, np.int64), np.asarray(csr.indices, np.int64), int(csr.shape[1]), "Y")
         csr.sum_duplicates()
         csr.eliminate_zeros()
         csr.sort_indices()
@@ -583,8 +636,8 @@ class Classifier:
     # -- configs -------------------------------------------------------------------------------
     def _configs(self, k: int, fmt: str):
         """(InputConfig, LearnerConfig, ReductionConfig) of a new model with ``k`` classes; the
-        CLI's own defaults and checks (``commands._new_model_configs``)."""
-        from .commands import _new_model_configs
+        CLI's own defaults and checks (``commands.new_model_configs``)."""
+        from .commands import new_model_configs
 
         p = {name: getattr(self, name) for name in _REDUCTION_OPTIONS}
         p.update(reduction=self.reduction, k=k, seed=self.seed, learning_rate=self.learning_rate,
@@ -598,7 +651,7 @@ class Classifier:
             icfg = InputConfig(format=fmt, bits=int(self.bits), hash_seed=int(self.hash_seed),
                                noconstant=bool(self.noconstant), label_offset=int(self.label_offset),
                                multilabel=bool(self.multilabel))
-            rcfg, lcfg = _new_model_configs(p)
+            rcfg, lcfg = new_model_configs(p)
         except LomtreeError as e:
             raise _value_error(e) from None
         except TypeError as e:
@@ -606,25 +659,27 @@ class Classifier:
         return icfg, lcfg, rcfg
 
     def _new_model(self, labels: Labels, fmt: str):
-        from .driver import _new_model
+        from .core import Learner
 
         icfg, lcfg, rcfg = self._configs(labels.k, fmt)
         try:
-            learner, reduction = _new_model(icfg, lcfg, rcfg)
+            model = Learner.new(icfg, lcfg, rcfg)
         except LomtreeError as e:
             raise _value_error(e) from None
-        self._set_model(icfg, learner, reduction, labels)
+        model.plan()  # a stream until ``fit`` plans its passes
+        self._set_model(model, labels)
         self.passes_done_ = 0
 
-    def _set_model(self, icfg, learner, reduction, labels: Labels):
-        self._model = (icfg, learner, reduction)
+    def _set_model(self, model, labels: Labels):
+        """``model``: the ``core.Learner`` every method drives."""
+        self._model = model
         self._labels = labels
         self.classes_ = labels.names
 
     # -- examples ------------------------------------------------------------------------------
     def _batch(self, X, y=None, sample_weight=None, fitting: bool = False) -> ExampleBatch:
         """The batch of ``X`` with ids of ``y`` (or the lines' own labels) and weights."""
-        icfg = self._model[0]
+        icfg = self._model.input_config
         if _is_lines(X):
             batch = lines_batch(X, icfg)
             if y is None and fitting and self._labels.int_offset is None:
@@ -692,29 +747,50 @@ class Classifier:
                           quiet=not self.verbose, err=sys.stderr, source=source)
 
     def _train(self, batch: ExampleBatch, passes: int):
-        """Passes over ``batch`` through the driver (``driver.fit``: the CLI's loop, holdout and
-        best-pass model included); the model continues from its current state."""
-        from . import driver, model_io
+        """``passes`` passes over ``batch`` through the command line's runner (``driver.fit``:
+        its loop, holdout and best-pass model included); the model continues from its state."""
+        from . import driver
 
-        icfg, learner, reduction = self._model
+        model = self._model
         kept = {}
+        holdout = int(passes) > 1 and not self.holdout_off
 
         def save(passes_done: int) -> bool:
-            kept["bytes"] = model_io.model_bytes(icfg, learner, reduction)
+            # the best pass on holdout is kept as its bytes (the CLI's model file holds the same);
+            # without holdout the model in memory is the one
+            if holdout:
+                kept["bytes"] = model.to_bytes()
             kept["passes"] = passes_done
             return True
 
         opts = self._run_options(passes, self._source(batch))
         try:
-            summary = driver.fit(icfg, learner, reduction, opts, save)
+            summary = driver.fit(model, opts, save)
         except LomtreeError as e:
             raise _value_error(e) from None
-        if "bytes" in kept:  # the best pass on holdout (the CLI's model file holds the same)
-            loaded = model_io.load_model(io.BytesIO(kept["bytes"]))
-            self._model = (icfg, loaded.learner, loaded.reduction)
+        if "bytes" in kept:
+            from .core import Learner
+
+            best = Learner.load(io.BytesIO(kept["bytes"]))
+            best.input_config = model.input_config
+            self._model = best
         self.passes_done_ = getattr(self, "passes_done_", 0) + int(kept.get("passes", summary["passes"]))
         self.summary_ = summary
         return summary
+
+    def _stream(self, batch: ExampleBatch) -> None:
+        """Learn ``batch`` as the next examples of a stream: the model's ``learn`` in chunks of
+        ``CHUNK``, no pass ends (no learning-rate decay, no pass hook), nothing saved or printed."""
+        model = self._model
+        model.reduction.set_need_predictions(False)  # nobody reads the progressive predictions
+        try:
+            if len(batch) <= CHUNK:
+                model.learn(batch)
+                return
+            for a in range(0, len(batch), CHUNK):
+                model.learn(batch.slice(a, min(a + CHUNK, len(batch))))
+        except LomtreeError as e:
+            raise _value_error(e) from None
 
     # -- scikit-learn API ----------------------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None):
@@ -728,15 +804,17 @@ class Classifier:
         return self
 
     def partial_fit(self, X, y=None, classes=None, sample_weight=None):
-        """One online pass over ``X``, ``y``, continuing the model (no holdout). At the first
-        call the classes come from ``classes`` (scikit-learn), else the ``classes`` parameter,
-        else ``y``."""
+        """Learn ``X``, ``y`` as the next examples of a stream, continuing the model: no holdout,
+        no end of a pass (the learning rate does not decay, ``passes_done_`` does not change), so
+        ``partial_fit`` on consecutive parts of a data set learns what ``lomtree train`` learns in
+        its one pass until that pass ends. At the first call the classes come from ``classes``
+        (scikit-learn), else the ``classes`` parameter, else ``y``."""
         if getattr(self, "_model", None) is None:
             if y is None and not (_is_lines(X) or _is_dicts(X)):
                 raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
             spec = classes if classes is not None else self.classes
             self._new_model(self._labels_for(spec, y), self._format_for(X))
-        self._train(self._batch(X, y, sample_weight, fitting=True), 1)
+        self._stream(self._batch(X, y, sample_weight, fitting=True))
         return self
 
     def _labels_for(self, classes, y) -> Labels:
@@ -748,7 +826,7 @@ class Classifier:
     def _multi(self) -> bool:
         """The model (else the parameters) is multi-label."""
         model = getattr(self, "_model", None)
-        return bool(self.multilabel) if model is None else bool(model[0].multilabel)
+        return bool(self.multilabel) if model is None else bool(model.input_config.multilabel)
 
     def _format_for(self, X) -> str:
         if self.format is not None:
@@ -791,7 +869,8 @@ class Classifier:
         t = DEFAULT_THRESHOLD if threshold is None else threshold
         if isinstance(t, bool) or not isinstance(t, numbers.Real) or not 0.0 <= float(t) <= 1.0:
             raise ValueError(f"threshold must be a number in 0..1, got {threshold!r}")
-        return SetPredictor(self._model[2], 0, float(t))
+        self._model.reduction.settle()
+        return SetPredictor(self._model.reduction, 0, float(t))
 
     def _set_ids(self, batch: ExampleBatch, threshold) -> list:
         """Per example the class ids with P(label|x) >= threshold, best first: ``lomtree
@@ -817,13 +896,15 @@ class Classifier:
         return labs
 
     def _predict_ids(self, batch: ExampleBatch) -> np.ndarray:
-        red = self._model[2]
+        model = self._model
         batch.labels = np.zeros(len(batch), np.int64)
-        out = [red.predict(batch.slice(a, min(a + CHUNK, len(batch)))) for a in range(0, len(batch), CHUNK)]
+        if len(batch) <= CHUNK:
+            return model.predict(batch)
+        out = [model.predict(batch.slice(a, min(a + CHUNK, len(batch)))) for a in range(0, len(batch), CHUNK)]
         return np.concatenate(out) if out else np.zeros(0, np.int64)
 
     def _has_top(self) -> bool:
-        return type(self._model[2]).predict_top is not _base_predict_top()
+        return self._model.has_probabilities
 
     def predict_top(self, X, k: int = 5):
         """(labels, probabilities): the ``k`` most probable labels of each example, best first,
@@ -831,7 +912,7 @@ class Classifier:
         row. Only for reductions with probabilities (OAA, CPT, PLT, mtree, table)."""
         self._check_fitted()
         if not self._has_top():
-            raise ValueError(f"predict_top is not available for reduction {self._model[2].name}")
+            raise ValueError(f"predict_top is not available for reduction {self._model.reduction.name}")
         k = int(k)
         if k < 1:
             raise ValueError("k must be >= 1")
@@ -839,11 +920,11 @@ class Classifier:
         return self._labels.decode(labs), probs
 
     def _top_ids(self, batch: ExampleBatch, k: int):
-        red = self._model[2]
+        model = self._model
         batch.labels = np.zeros(len(batch), np.int64)
         labs, probs = [], []
         for a in range(0, len(batch), CHUNK):
-            lab, p, _ = red.predict_top(batch.slice(a, min(a + CHUNK, len(batch))), k)
+            lab, p, _ = model.predict_top(batch.slice(a, min(a + CHUNK, len(batch))), k)
             lab = np.asarray(lab, dtype=np.int64)
             p = np.asarray(p, dtype=np.float64)
             if lab.shape[1] < k:  # pad
@@ -862,8 +943,8 @@ class Classifier:
         without a leaf); only for reductions with probabilities (an AttributeError otherwise, so
         scikit-learn sees none)."""
         if getattr(self, "_model", None) is not None and not self._has_top():
-            raise AttributeError(f"predict_proba is not available for reduction {self._model[2].name}")
-        if getattr(self, "_model", None) is None and self.reduction not in _TOP_REDUCTIONS:
+            raise AttributeError(f"predict_proba is not available for reduction {self._model.reduction.name}")
+        if getattr(self, "_model", None) is None and not _gives_probabilities(self.reduction):
             raise AttributeError(f"predict_proba is not available for reduction {self.reduction}")
         return self._predict_proba
 
@@ -909,13 +990,19 @@ class Classifier:
     # -- River's API ---------------------------------------------------------------------------
     def learn_one(self, x: dict, y):
         """Learn one example: ``x`` a feature dict (module docstring), ``y`` its label (a
-        collection of labels, e.g. a set, for ``multilabel=True``). The classes must be known
-        (the ``classes`` parameter, or an earlier fit)."""
+        collection of labels, e.g. a set, for ``multilabel=True``), as the next example of a
+        stream (``partial_fit``'s rules). The classes must be known (the ``classes`` parameter,
+        or an earlier fit)."""
         if getattr(self, "_model", None) is None:
             if self.classes is None:
                 raise ValueError("learn_one needs the classes first: Classifier(classes=K or [labels...])")
             self._new_model(Labels.from_param(self.classes, int(self.label_offset)), self.format or "vw")
-        self._train(self._batch([x], [y] if self._multi() else np.asarray([y]), fitting=True), 1)
+        if self._multi():
+            self._stream(self._batch([x], [y], fitting=True))
+            return self
+        batch = dicts_batch([x], self._model.input_config)
+        batch.labels[0] = self._labels.id_of(y)
+        self._stream(batch)
         return self
 
     def predict_one(self, x: dict, top_k: int | None = None, threshold: float | None = None):
@@ -926,6 +1013,8 @@ class Classifier:
             if self._multi():
                 return [] if top_k is not None else set()
             return None
+        if top_k is None and threshold is None and not self._multi():
+            return self._labels.name_of(self._model.predict(dicts_batch([x], self._model.input_config))[0])
         v = self.predict([x], top_k=top_k, threshold=threshold)[0]
         if top_k is not None:
             return [c.item() if hasattr(c, "item") else c for c in v]
@@ -943,24 +1032,18 @@ class Classifier:
     # -- model files ---------------------------------------------------------------------------
     def save(self, path: str) -> None:
         """Write the model file (the CLI's format; ``lomtree predict -i path`` reads it)."""
-        from . import model_io
-
         self._check_fitted()
-        icfg, learner, reduction = self._model
         arrays, header = self._labels.to_members()
         try:
-            model_io.save_model(path, icfg, learner, reduction, self.passes_done_, extra_arrays=arrays, extra_header=header)
+            self._model.save(path, arrays, header, passes_done=self.passes_done_)
         except LomtreeError as e:
             raise _value_error(e) from None
 
     def to_bytes(self) -> bytes:
         """The model file's bytes (``save``'s format)."""
-        from . import model_io
-
         self._check_fitted()
-        icfg, learner, reduction = self._model
         arrays, header = self._labels.to_members()
-        return model_io.model_bytes(icfg, learner, reduction, self.passes_done_, arrays, header)
+        return self._model.to_bytes(arrays, header, passes_done=self.passes_done_)
 
     @classmethod
     def load(cls, path, verbose: bool = False) -> "Classifier":
@@ -989,7 +1072,9 @@ class Classifier:
                   decay_learning_rate=lcfg.decay_learning_rate, l1=lcfg.l1, l2=lcfg.l2, seed=rcfg.seed, hash_seed=icfg.hash_seed,
                   noconstant=icfg.noconstant, label_offset=icfg.label_offset, format=icfg.format,
                   verbose=verbose, multilabel=icfg.multilabel, **params)
-        clf._set_model(icfg, loaded.learner, loaded.reduction, labels)
+        from .core import Learner
+
+        clf._set_model(Learner.of(loaded), labels)
         clf.passes_done_ = loaded.passes_done
         return clf
 
@@ -1005,17 +1090,14 @@ class Classifier:
         self.__dict__.update(state)
         if data is not None:
             other = type(self).from_bytes(data)
-            self._set_model(*other._model, other._labels)
+            self._set_model(other._model, other._labels)
 
 
-def _base_predict_top():
-    from .reductions.base import Reduction
+def _gives_probabilities(reduction) -> bool:
+    from .core import gives_probabilities
 
-    return Reduction.predict_top
+    return isinstance(reduction, str) and gives_probabilities(reduction)
 
-
-#: reductions whose ``predict_top`` gives probabilities
-_TOP_REDUCTIONS = ("oaa", "cpt", "plt", "mtree", "table")
 
 Model = Classifier
 

@@ -64,7 +64,7 @@ import tempfile
 import numpy as np
 import xxhash
 
-from . import __version__
+from .version import __version__
 from .batch import ExampleBatch
 from .config import InputConfig
 from .errors import ConfigError, InputError, LomtreeError
@@ -115,6 +115,7 @@ def input_key(input_cfg: InputConfig, paths: list[str]) -> dict:
         "label_offset": int(input_cfg.label_offset),
         "skip_invalid": bool(input_cfg.skip_invalid),
         "max_line_bytes": int(input_cfg.max_line_bytes),
+        "max_example_features": int(input_cfg.max_example_features),
         "features": [input_cfg.interactions, input_cfg.ngram, input_cfg.skips, input_cfg.ignore, input_cfg.keep,
                      input_cfg.ignore_linear, input_cfg.named_labels, bool(input_cfg.string_labels),
                      bool(input_cfg.multilabel)],
@@ -125,7 +126,7 @@ def input_key(input_cfg: InputConfig, paths: list[str]) -> dict:
 def _key_differences(old: dict, new: dict) -> list[str]:
     out = []
     for name in ("format", "bits", "hash_seed", "noconstant", "constant_index", "label_offset", "skip_invalid",
-                 "max_line_bytes", "features"):
+                 "max_line_bytes", "max_example_features", "features"):
         if old.get(name) != new.get(name):
             out.append(f"{name.replace('_', '-')} {old.get(name)} -> {new.get(name)}")
     oi, ni = old.get("inputs", []), new.get("inputs", [])
@@ -445,7 +446,9 @@ class CacheWriter:
 
     def __init__(self, cache: ExampleCache):
         self.cache = cache
-        self.tmp = f"{cache.path}.writing.{os.getpid()}"
+        from .paths import temporary_name
+
+        self.tmp = temporary_name("-c", cache.path)
         self.n_blocks = 0
         self.n_examples = 0
         self.pos = _PREAMBLE.size

@@ -15,7 +15,8 @@ import math
 
 import click
 
-from . import __version__, commands
+from . import commands
+from .version import __version__
 from .errors import ConfigError
 from .reductions.registry import LARGE_K, REGISTRY, default, reduction_options as registry_options
 from .runtime import guarded, process_start_time
@@ -48,7 +49,8 @@ TRAIN_HELP_GROUPS = (
                          "interactions", "quadratic", "cubic", "fmt", "label_offset", "named_labels", "string_labels",
                          "multilabel")),
     ("Example Options", ("testonly", "holdout_off", "holdout_period", "early_terminate", "passes", "loss",
-                         "quantile_tau", "l1", "l2", "skip_invalid", "max_line_bytes")),
+                         "quantile_tau", "l1", "l2", "skip_invalid", "max_line_bytes",
+                         "max_example_features")),
     ("Update Options", ("learning_rate", "power_t", "decay_learning_rate", "initial_t")),
     ("Gradient Descent Options", ("sgd",)),
     ("Weight Options", ("initial_model",)),
@@ -171,6 +173,10 @@ def common_run_options(f):
     f = click.option("--max-line-bytes", "max_line_bytes", type=click.IntRange(min=1, max=1 << 34),
                      default=32 << 20, show_default=True,
                      help="A longer line is malformed (an error, or skipped with --skip-invalid).")(f)
+    f = click.option("--max-example-features", "max_example_features", type=click.IntRange(min=1, max=1 << 32),
+                     default=1 << 22, show_default=True,
+                     help="An example that -q/--cubic/--interactions/--ngram/--skips expand to more features "
+                          "is malformed.")(f)
     return f
 
 
@@ -303,6 +309,9 @@ def train(ctx, **params):
               help="--daemon: TCP port [26542; 0 = any free port, printed on stderr].")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="--daemon: address to listen on (loopback unless you say otherwise).")
+@click.option("--idle-timeout", "idle_timeout", type=click.FloatRange(min=0.01, max=86400), default=60.0,
+              show_default=True, help="--daemon: close a connection that sends nothing (or reads no answer) "
+                                      "for this many seconds.")
 @click.option("--socket", "socket_path", type=str, default=None,
               help="--daemon: listen on this Unix socket (mode 0600) instead of TCP.")
 @click.option("--dask", "dask", type=str, default=None, metavar="ADDRESS|local:N",

@@ -45,8 +45,8 @@ def run_predict(p: dict, given: set, start: float) -> None:
         if p["dask"] is not None:
             raise ConfigError("--daemon and --dask cannot be used together")
         return _run_daemon(p, given)
-    if given & {"port", "socket_path", "host"}:
-        raise ConfigError("--port, --socket and --host need --daemon")
+    if given & {"port", "socket_path", "host", "idle_timeout"}:
+        raise ConfigError("--port, --socket, --host and --idle-timeout need --daemon")
     check_outputs([("-p", p["predictions"]), ("--report", p["report"])],
                   [("input", x) for x in p["inputs"]] + [("-i", p["model"])])
     flush = p["flush"]
@@ -57,7 +57,8 @@ def run_predict(p: dict, given: set, start: float) -> None:
                       probabilities=p["probabilities"], top_k=p["top_k"] or 0, threshold=p.get("threshold"),
                       chunk_bytes=(4096 if flush and chunk_bytes == 1 << 20 else chunk_bytes),
                       start_time=start, handle_signals=True, threads=resolve_threads(p["threads"]),
-                      max_line_bytes=p["max_line_bytes"], on_started=end_startup)
+                      max_line_bytes=p["max_line_bytes"], max_example_features=p["max_example_features"],
+                      on_started=end_startup)
     if p["dask"] is not None:
         if p["flush"]:
             raise ConfigError("--flush cannot be used with --dask (ranges are predicted at once)")
@@ -88,6 +89,7 @@ def _run_daemon(p: dict, given: set) -> None:
         raise ConfigError("--port and --socket cannot be used together")
     serve(p["model"], port=p["port"], socket_path=p["socket_path"], host=p["host"],
           probabilities=p["probabilities"], top_k=p["top_k"] or 0, max_line_bytes=p["max_line_bytes"],
+          max_example_features=p["max_example_features"], idle_timeout=p.get("idle_timeout", 60.0),
           quiet=p["quiet"], on_started=end_startup, threshold=p.get("threshold"))
 
 
@@ -107,7 +109,7 @@ def test_only(p: dict, start: float) -> None:
          "probabilities": False, "top_k": None, "flush": False, "threads": 0, "daemon": False, "port": None,
          "socket_path": None, "host": None, "dask": None}
     for name in ("skip_invalid", "quiet", "progress_bar", "progress_interval", "report", "chunk_bytes",
-                 "max_line_bytes"):
+                 "max_line_bytes", "max_example_features"):
         q[name] = p[name]
     run_predict(q, set(), start)
 
@@ -131,13 +133,14 @@ def run_train(p: dict, given: set, start: float) -> None:
     feats = vw_input_fields(p)
     icfg = InputConfig(format=p["fmt"], bits=p["bits"], hash_seed=p["hash_seed"], noconstant=p["noconstant"],
                        label_offset=p["label_offset"], skip_invalid=p["skip_invalid"],
-                       max_line_bytes=p["max_line_bytes"], **feats)
+                       max_line_bytes=p["max_line_bytes"], max_example_features=p["max_example_features"],
+                       **feats)
     explicit = _explicit(p, given)
     if p["initial_model"] is not None:
         explicit.update({n: v for n, v in feats.items() if n in given})
     rcfg = lcfg = None
     if p["initial_model"] is None:
-        rcfg, lcfg = _new_model_configs(p)
+        rcfg, lcfg = new_model_configs(p)
     else:
         LearnerConfig(l1=p["l1"], l2=p["l2"])  # bad values fail before the model is read
     opts = RunOptions(inputs=list(p["inputs"]), predictions=p["predictions"], passes=p["passes"], cache=p["cache"],
@@ -167,7 +170,7 @@ def run_train(p: dict, given: set, start: float) -> None:
         write_readable(p, icfg)
 
 
-def _new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
+def new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
     """The reduction and learner configs of a new model: the options given, else the reduction's
     registry defaults, else the configs' own."""
     from dataclasses import fields

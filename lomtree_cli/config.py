@@ -23,6 +23,11 @@ CONSTANT_HASH = 11650396
 MAX_LINE_BYTES = 32 << 20
 #: the largest ``--max-line-bytes`` (the reader's buffer can grow to about twice the limit)
 MAX_LINE_BYTES_LIMIT = 1 << 34
+#: ``--max-example-features`` default: an example whose feature options (-q, --cubic,
+#: --interactions, --ngram, --skips) make more features is malformed
+MAX_EXAMPLE_FEATURES = 1 << 22
+#: the largest ``--max-example-features``
+MAX_EXAMPLE_FEATURES_LIMIT = 1 << 32
 #: LOMtree's ``--max-internal-nodes`` is at most this many times k
 MAX_NODES_PER_CLASS = 64
 
@@ -39,6 +44,8 @@ class InputConfig:
     label_offset : added to labels (use 1 for 0-based data); |label_offset| < 2**31
     skip_invalid : skip malformed lines (counted) instead of stopping
     max_line_bytes : a line longer than this (bytes before its newline) is malformed
+    max_example_features : an example whose feature options make more features than this (or
+        hold more while making them) is malformed
     low_labels_unlabeled : a label below 1 is read as unlabeled (counted) instead of an error
         (``predict``, which does not use labels to learn)
     interactions, ngram, skips, ignore, keep, ignore_linear : VW's feature options (
@@ -57,6 +64,7 @@ class InputConfig:
     label_offset: int = 0
     skip_invalid: bool = False
     max_line_bytes: int = MAX_LINE_BYTES
+    max_example_features: int = MAX_EXAMPLE_FEATURES
     low_labels_unlabeled: bool = False
     interactions: str = ""
     ngram: str = ""
@@ -81,6 +89,8 @@ class InputConfig:
             raise ConfigError(f"--label-offset must be in -(2^31-1)..2^31-1, got {self.label_offset}")
         if not 1 <= int(self.max_line_bytes) <= MAX_LINE_BYTES_LIMIT:
             raise ConfigError(f"--max-line-bytes must be in 1..2^34, got {self.max_line_bytes}")
+        if not 1 <= int(self.max_example_features) <= MAX_EXAMPLE_FEATURES_LIMIT:
+            raise ConfigError(f"--max-example-features must be in 1..2^32, got {self.max_example_features}")
         if self.interactions or self.ngram or self.skips:
             from .features import check_options
 

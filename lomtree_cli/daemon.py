@@ -12,20 +12,30 @@ client may send one line and wait, or stream a file and read the answers as they
 pipelining client must read while it writes). Labels in the input are ignored (predictions only;
 the model never changes; a multi-label model counts no metrics).
 
-Concurrency: one thread per connection, up to ``MAX_CONNECTIONS`` at once (more wait in the
-listen queue). Parsing and prediction kernels release the GIL, so connections are answered in
-parallel; a reduction whose prediction is not read-only (``Reduction.parallel_predict`` False),
-every ``--probabilities``/``--top-k`` call and every multi-label prediction take a lock. Memory
-per connection is bounded by ``--max-line-bytes`` (plus one 256 KiB read): a longer line is
-answered with an error and dropped without being held whole.
+Concurrency: one thread per connection, up to ``MAX_CONNECTIONS`` at once; a client beyond that
+closes the connection idle the longest (one answering is never closed: then the new client is
+told so and refused), so idle clients cannot starve new ones. A connection that sends nothing,
+or reads no answer, for ``--idle-timeout`` seconds (default 60) is closed. Parsing and prediction
+kernels release the GIL, so connections are answered in parallel; a reduction whose prediction
+is not read-only (``Reduction.parallel_predict`` False), every ``--probabilities``/``--top-k``
+call and every multi-label prediction take a lock.
+
+Memory: a connection holds at most its unfinished line (``--max-line-bytes`` plus one 256 KiB
+read; a longer line is answered with an error and dropped without being held whole); at most one
+connection per CPU parses at a time, each holding about 8 bytes per byte of the lines it parses
+(13 bytes per parsed feature of at least 2 bytes) plus what feature generation makes (at most
+about 24 bytes x ``--max-example-features``). With the defaults: 256 x 32 MiB of unfinished lines
+at worst, plus about 360 MB per CPU.
 
 Security: nothing but example lines is read from a client, and nothing but answers is sent; TCP
 listens on 127.0.0.1 unless ``--host`` says otherwise; a Unix socket is created with mode 0600
 (only its owner can connect), an existing file that is not a socket is never replaced, and a
 socket another daemon still listens on is refused.
 
-SIGTERM, SIGINT or SIGHUP stop the daemon cleanly: it stops accepting, answers the lines each
-connection has sent, closes the connections, removes its Unix socket, and exits 0.
+SIGTERM, SIGINT or SIGHUP stop the daemon cleanly within about a second whatever the clients
+do: it stops accepting, answers the lines each connection has sent (for half a second), closes
+the connections, removes its Unix socket, and exits 0. Listening beyond loopback (``--host``)
+prints a warning: there is no authentication.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ import signal
 import socket
 import stat
 import threading
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -54,9 +65,10 @@ class Predictor:
     connection threads."""
 
     def __init__(self, model_path: str, probabilities: bool = False, top_k: int = 0,
-                 max_line_bytes: int | None = None, threshold: float | None = None):
+                 max_line_bytes: int | None = None, threshold: float | None = None,
+                 max_example_features: int | None = None):
         from . import model_io
-        from .driver import PredictionWriter
+        from .output import PredictionWriter
         from .multilabel import set_predictor
 
         loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
@@ -64,10 +76,11 @@ class Predictor:
         self.label_dict = loaded.label_dict  # string labels: read and written as names
         if self.label_dict is not None:
             self.label_dict.grow = False
-        extra = {} if max_line_bytes is None else {"max_line_bytes": int(max_line_bytes)}
+        extra = {name: int(v) for name, v in (("max_line_bytes", max_line_bytes),
+                                              ("max_example_features", max_example_features)) if v is not None}
         self.cfg = replace(loaded.input_config, skip_invalid=True, low_labels_unlabeled=True, **extra)
         self.probabilities = probabilities
-        self.top_k = top_k
+        self.top_k = min(int(top_k), self.reduction.top_k_bound()) if top_k else 0
         # a multi-label model answers as ``lomtree predict`` does (its metrics are never read:
         # labels are ignored, so none are counted)
         self.sets = set_predictor(self.reduction, top_k, threshold, self.label_dict)
@@ -86,7 +99,7 @@ class Predictor:
             batch.labels = np.zeros(len(batch), np.int64)
             return None, self.sets.batch(batch, True)[1]
         if self.fields:
-            from .driver import probability_fields
+            from .output import probability_fields
 
             return probability_fields(self.reduction, batch, self.top_k, self.probabilities, self.label_dict)
         return self.reduction.process(batch, np.zeros(len(batch), dtype=bool))[0], None
@@ -95,35 +108,55 @@ class Predictor:
         """The answers to ``data`` (complete lines, the first being the connection's line
         ``first_line``): one line each, ending in a newline. ``writer``: the connection's own
         ``PredictionWriter(None)`` (its label strings are a cache that grows)."""
-        from .parsing import parse_bytes
+        from .parsing import iter_bytes
 
-        batch = parse_bytes(data, self.cfg, source="<connection>", label_dict=self.label_dict, xmc_header=False)
-        lines = []
-        if len(batch):
-            batch.labels = np.maximum(batch.labels, 0)  # labels below 1: unlabeled (read as -1)
-            if self.lock is None:
-                preds, extra = self._predict(batch)
-            else:
-                with self.lock:
-                    preds, extra = self._predict(batch)
-            lines = writer.tagged(extra, batch.tags) if preds is None else writer.lines(preds, batch.tags, extra)
         n_lines = data.count(b"\n") + (not data.endswith(b"\n"))
-        if len(lines) == n_lines:  # every line an example: answers in order
-            return ("\n".join(lines) + "\n").encode()
         out = [""] * n_lines  # empty lines are answered with an empty line
-        for i, text in zip(batch.line_numbers.tolist(), lines):
-            out[i - 1] = text
-        for e in batch.skipped:
-            col = f" (column {e.column})" if e.column else ""
-            out[e.line - 1] = f"error: line {first_line + e.line - 1}: {e.detail}{col}"
+        # one piece at a time: what feature generation makes of the lines is held piece by piece
+        for batch in iter_bytes(data, self.cfg, source="<connection>", label_dict=self.label_dict,
+                                xmc_header=False):
+            if len(batch):
+                batch.labels = np.maximum(batch.labels, 0)  # labels below 1: unlabeled (read as -1)
+                if self.lock is None:
+                    preds, extra = self._predict(batch)
+                else:
+                    with self.lock:
+                        preds, extra = self._predict(batch)
+                lines = writer.tagged(extra, batch.tags) if preds is None else writer.lines(preds, batch.tags, extra)
+                if len(lines) == n_lines:  # every line an example: answers in order
+                    return ("\n".join(lines) + "\n").encode()
+                for i, text in zip(batch.line_numbers.tolist(), lines):
+                    out[i - 1] = text
+            for e in batch.skipped:
+                col = f" (column {e.column})" if e.column else ""
+                out[e.line - 1] = f"error: line {first_line + e.line - 1}: {e.detail}{col}"
         return ("\n".join(out) + "\n").encode()
 
 
-def _serve_connection(conn: socket.socket, predictor: Predictor, max_line: int) -> int:
-    """Answer one client until it closes its side; returns the number of lines answered."""
-    from .driver import PredictionWriter
+class _Conn:
+    """A connection's socket and what the accept loop needs to choose one to close: whether it
+    is answering (busy) and when it last finished something."""
+
+    __slots__ = ("sock", "busy", "last", "evicted")
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.busy = False
+        self.last = time.monotonic()
+        self.evicted = False
+
+
+def _serve_connection(conn: socket.socket, predictor: Predictor, max_line: int, state: _Conn | None = None,
+                      parsing=None) -> int:
+    """Answer one client until it closes its side (or is idle past the socket's timeout, or is
+    closed for a newer client); returns the number of lines answered. ``parsing``: a semaphore
+    bounding the connections that parse at once (their memory is the daemon's peak)."""
+    import contextlib
+
+    from .output import PredictionWriter
 
     writer = PredictionWriter(None, label_dict=predictor.label_dict)
+    guard = parsing if parsing is not None else contextlib.nullcontext()
     line_no = 1
     pending = bytearray()
     dropping = False  # inside a line longer than max_line (already answered with an error)
@@ -132,29 +165,40 @@ def _serve_connection(conn: socket.socket, predictor: Predictor, max_line: int) 
             data = conn.recv(_RECV)
             if not data:
                 break
+            if state is not None:
+                state.busy = True
             if dropping:
                 nl = data.find(b"\n")
                 if nl < 0:
-                    continue
-                data = data[nl + 1:]
-                dropping = False
+                    data = b""
+                else:
+                    data = data[nl + 1:]
+                    dropping = False
             pending += data
             end = pending.rfind(b"\n")
             if end >= 0:
                 chunk = bytes(pending[:end + 1])
                 del pending[:end + 1]
-                conn.sendall(predictor.answer(chunk, line_no, writer))
-                line_no += chunk.count(b"\n")
+                with guard:
+                    answer = predictor.answer(chunk, line_no, writer)
+                del chunk
+                conn.sendall(answer)
+                line_no += answer.count(b"\n")
             if len(pending) > max_line:
                 conn.sendall(f"error: line {line_no}: line longer than {max_line} bytes "
                              f"(--max-line-bytes)\n".encode())
                 line_no += 1
                 pending.clear()
                 dropping = True
+            if state is not None:
+                state.busy = False
+                state.last = time.monotonic()
         if pending and not dropping:  # a last line without its newline
-            conn.sendall(predictor.answer(bytes(pending), line_no, writer))
+            with guard:
+                answer = predictor.answer(bytes(pending), line_no, writer)
+            conn.sendall(answer)
             line_no += 1
-    except OSError:  # the client went away
+    except OSError:  # the client went away, or was idle too long
         pass
     except Exception as e:  # noqa: BLE001 - a bug must not end the daemon: this connection ends, said so
         say(f"lomtree daemon: connection closed after an internal error ({type(e).__name__}: {e})")
@@ -165,6 +209,41 @@ def _serve_connection(conn: socket.socket, predictor: Predictor, max_line: int) 
     finally:
         conn.close()
     return line_no - 1
+
+
+def _close(sock: socket.socket, how=socket.SHUT_RDWR) -> None:
+    try:
+        sock.shutdown(how)
+    except OSError:
+        pass
+
+
+def _make_room(conns: dict, new: socket.socket) -> bool:
+    """At ``MAX_CONNECTIONS``: close the connection idle the longest (its thread ends and frees
+    its slot), so new clients are never starved by idle ones; when every one is answering,
+    tell the new client and refuse it (False)."""
+    idle = [c for c in conns.values() if not c.busy and not c.evicted]
+    if not idle:
+        try:
+            new.settimeout(1.0)
+            new.sendall(f"error: the daemon is answering {len(conns)} connections; try again\n".encode())
+        except OSError:
+            pass
+        new.close()
+        return False
+    oldest = min(idle, key=lambda c: c.last)
+    oldest.evicted = True
+    _close(oldest.sock)
+    return True
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 def _listen_unix(path: str) -> socket.socket:
@@ -211,15 +290,42 @@ def _listen_tcp(host: str, port: int) -> socket.socket:
         raise ConfigError(f"cannot listen on {host}:{port}: {os.strerror(e.errno) if e.errno else e}") from None
 
 
+def _finish(conns: dict, lock, grace: float = 0.5) -> None:
+    """Stop every connection within about ``grace`` + 0.2 seconds whatever its client does: no
+    more input (the lines already sent are answered), then after ``grace`` the sockets are shut
+    both ways, which ends a thread blocked sending to a client that does not read."""
+    with lock:
+        socks = list(conns)
+    for sock in socks:
+        _close(sock, socket.SHUT_RD)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        with lock:
+            if not conns:
+                return
+        time.sleep(0.01)
+    with lock:
+        socks = list(conns)
+    for sock in socks:
+        _close(sock)
+    deadline = time.monotonic() + 0.2
+    while time.monotonic() < deadline:
+        with lock:
+            if not conns:
+                return
+        time.sleep(0.01)
+
+
 def serve(model_path: str, port: int | None = None, socket_path: str | None = None, host: str = "127.0.0.1",
           probabilities: bool = False, top_k: int = 0, max_line_bytes: int | None = None, quiet: bool = False,
+          max_example_features: int | None = None, idle_timeout: float = 60.0,
           on_started=None, ready=None, threshold: float | None = None) -> int:
     """Run the daemon until SIGTERM/SIGINT/SIGHUP (or ``ready``'s event, see below); returns the
     number of connections served. ``ready(address, stop_event)`` is called once it listens (tests:
     setting ``stop_event`` stops it as a signal would); the CLI prints the address instead."""
     from .config import MAX_LINE_BYTES
 
-    predictor = Predictor(model_path, probabilities, top_k, max_line_bytes, threshold)
+    predictor = Predictor(model_path, probabilities, top_k, max_line_bytes, threshold, max_example_features)
     max_line = MAX_LINE_BYTES if max_line_bytes is None else int(max_line_bytes)
     if socket_path is not None:
         listener = _listen_unix(socket_path)
@@ -238,40 +344,45 @@ def serve(model_path: str, port: int | None = None, socket_path: str | None = No
     if threading.current_thread() is threading.main_thread():
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             old[s] = signal.signal(s, on_signal)
-    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-    open_conns: dict = {}
+    conns: dict = {}  # socket -> _Conn of the connections being served
+    lock = threading.Lock()
+    parsing = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))
     served = [0, 0]  # connections, lines
-    count = threading.Lock()
 
-    def handle(conn):
+    def handle(conn, state):
         try:
-            n = _serve_connection(conn, predictor, max_line)
-            with count:
+            n = _serve_connection(conn, predictor, max_line, state, parsing)
+            with lock:
                 served[1] += n
         finally:
-            open_conns.pop(conn, None)
-            slots.release()
+            with lock:
+                conns.pop(conn, None)
 
     if on_started is not None:
         on_started()
     say(f"lomtree daemon: listening on {where}")
+    if socket_path is None and not _is_loopback(listener.getsockname()[0]):
+        say(f"lomtree daemon: warning: {where} is reachable beyond this machine; anyone who can connect can "
+            "send lines and read predictions (there is no authentication)")
     if ready is not None:
         ready(listener.getsockname(), stop)
     listener.settimeout(0.2)  # the accept loop looks at ``stop`` this often
     try:
         while not stop.is_set():
-            if not slots.acquire(timeout=0.2):
-                continue
             try:
                 conn, _ = listener.accept()
             except (socket.timeout, InterruptedError):
-                slots.release()
                 continue
-            conn.settimeout(None)
+            except OSError:  # out of descriptors, a reset before accept: keep serving
+                time.sleep(0.05)
+                continue
+            conn.settimeout(float(idle_timeout))  # recv and sendall: an idle or non-reading client ends
+            with lock:
+                if len(conns) >= MAX_CONNECTIONS and not _make_room(conns, conn):
+                    continue
+                state = conns[conn] = _Conn(conn)
             served[0] += 1
-            t = threading.Thread(target=handle, args=(conn,), name="lomtree-daemon", daemon=True)
-            open_conns[conn] = t
-            t.start()
+            threading.Thread(target=handle, args=(conn, state), name="lomtree-daemon", daemon=True).start()
     finally:
         listener.close()
         if socket_path is not None:
@@ -279,13 +390,7 @@ def serve(model_path: str, port: int | None = None, socket_path: str | None = No
                 os.unlink(socket_path)
             except OSError:
                 pass
-        for conn, t in list(open_conns.items()):  # no more input: answer what was sent, then close
-            try:
-                conn.shutdown(socket.SHUT_RD)
-            except OSError:
-                pass
-        for t in list(open_conns.values()):
-            t.join(timeout=5.0)
+        _finish(conns, lock)
         for s, h in old.items():
             signal.signal(s, h)
     if not quiet:

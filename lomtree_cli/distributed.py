@@ -113,8 +113,9 @@ def connect(address: str):
                                dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
         client = Client(cluster)
     else:
+        _probe_scheduler(address)
         try:
-            client = Client(address, timeout="30s")
+            client = Client(address, timeout="10s")
         except (OSError, TimeoutError, ValueError) as e:
             raise ConfigError(f"--dask: cannot reach the scheduler at {address}: {e}") from None
     try:
@@ -123,6 +124,34 @@ def connect(address: str):
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _probe_scheduler(address: str, wait: float = 5.0) -> None:
+    """ConfigError unless something at the TCP ``address`` speaks first, as a dask scheduler
+    does (it sends its handshake on every connection): dask's client waits without limit for
+    a handshake that a server of another protocol (HTTP) never sends."""
+    import socket
+
+    rest = address[len("tcp://"):] if address.startswith("tcp://") else address
+    if "://" in rest:
+        return  # tls://, ucx://, ...: left to dask
+    host, _, port = rest.rpartition(":")
+    try:
+        port_no = int(port.split("/")[0])
+    except ValueError:
+        raise ConfigError(f"--dask {address}: expected tcp://HOST:PORT or local:N") from None
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        with socket.create_connection((host, port_no), timeout=wait) as s:
+            s.settimeout(wait)
+            got = s.recv(8)
+    except socket.timeout:
+        raise ConfigError(f"--dask {address}: no dask scheduler answers there (a server accepted the connection "
+                          f"but sent no handshake within {wait:g} s)") from None
+    except OSError as e:
+        raise ConfigError(f"--dask: cannot reach the scheduler at {address}: {e.strerror or e}") from None
+    if not got:
+        raise ConfigError(f"--dask {address}: no dask scheduler answers there (the connection was closed)")
 
 
 def n_workers(client) -> int:
@@ -208,7 +237,7 @@ def _parse(raw: bytes, cfg, path: str, start: int):
 
     if start == 0 and raw.startswith(parsing.BOM):
         raw = raw[3:]
-    batch, errs = parsing._build(raw, parsing._parse_chunk(raw, cfg, 1), path, cfg)
+    batch, errs = parsing.parse_chunk(raw, cfg, path)
     if errs and start > 0:
         off = _lines_before(path, start)
         errs = [InputError(e.source, e.line + off, e.reason, e.detail, e.column) for e in errs]
@@ -308,21 +337,25 @@ class _PredictResult:
 
 
 def predict_range(key: str, data: bytes, path: str, start: int, end: int, skip_invalid: bool,
-                  probabilities: bool, top_k: int, max_line_bytes) -> _PredictResult:
+                  probabilities: bool, top_k: int, max_line_bytes, max_example_features=None) -> _PredictResult:
     """(Worker) predict the lines of ``path[start:end]`` (``end`` -1: the whole, compressed file)."""
-    from .driver import PredictionWriter, RunOptions, Runner, _predict_input, _StopFlag
+    from .core import Learner
+    from .driver import RunOptions, Runner, predict_input
+    from .output import PredictionWriter
+    from .runtime import StopFlag
 
     loaded = _worker_model(key, data, True)
     opts = RunOptions(quiet=False, probabilities=probabilities, top_k=top_k, max_line_bytes=max_line_bytes,
+                      max_example_features=max_example_features,
                       err=io.StringIO(), progress_interval=float("inf"))
-    cfg = _predict_input(loaded.input_config, skip_invalid, opts)
-    runner = Runner(cfg, loaded.learner, loaded.reduction, opts, learn=False)
+    cfg = predict_input(loaded.input_config, skip_invalid, opts)
+    runner = Runner(cfg, Learner.of(loaded), opts, learn=False)
     writer = PredictionWriter(None)
     writer.f = io.StringIO()
     failure = None
     try:
         raw = _read(path, max(start, 0), end)
-        runner.run_pass((b for b, _, _ in _batches(raw, cfg, path, max(start, 0))), 0, False, writer, _StopFlag())
+        runner.run_pass((b for b, _, _ in _batches(raw, cfg, path, max(start, 0))), 0, False, writer, StopFlag())
     except LomtreeError as e:  # the predictions before it are kept, as by the CLI
         failure = _failure(e)
     pr = runner.progress
@@ -358,12 +391,15 @@ def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout:
     """(Worker) train the model ``data`` on shard ``shard`` (``[(path, start, end), ...]``) from
     ``cursor`` for ``limit`` examples (0: to the shard's end) with the normal online learner."""
     from . import model_io
-    from .driver import PredictionWriter, RunOptions, Runner, _StopFlag
+    from .core import Learner
+    from .driver import RunOptions, Runner
+    from .output import PredictionWriter
+    from .runtime import StopFlag
 
     loaded = model_io.load_model(io.BytesIO(data))
     cfg = replace(loaded.input_config, skip_invalid=skip_invalid, max_line_bytes=max_line_bytes)
     opts = RunOptions(quiet=True, holdout_period=holdout_period, err=io.StringIO())
-    runner = Runner(cfg, loaded.learner, loaded.reduction, opts, learn=True)
+    runner = Runner(cfg, Learner.of(loaded), opts, learn=True)
     runner.progress = rec = _Recorder()
     loaded.reduction.set_need_predictions(True)
     r, offset, counter = cursor
@@ -383,7 +419,7 @@ def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout:
                 line = int(batch.line_numbers[keep - 1])  # 1-based in piece
                 after = at + (int(nl[line - 1]) + 1 if line - 1 < nl.shape[0] else len(piece))
                 batch = batch.slice(0, keep)
-            runner.run_pass(iter([batch]), 0, holdout, writer, _StopFlag())
+            runner.run_pass(iter([batch]), 0, holdout, writer, StopFlag())
             seen += len(batch)
             offset = after
             if limit > 0 and seen >= limit:
@@ -497,7 +533,9 @@ def predict(model_path: str, opts, address: str, skip_invalid: bool = False) -> 
     import time
 
     from . import model_io
-    from .driver import PredictionWriter, Runner, _finish, _predict_input, _summary
+    from .core import Learner
+    from .driver import Runner, predict_input
+    from .output import PredictionWriter, finish, summary
 
     start_t = opts.start_time or time.time()
     paths = list(opts.inputs)
@@ -517,8 +555,8 @@ def predict(model_path: str, opts, address: str, skip_invalid: bool = False) -> 
     outputs = _outputs(opts.predictions, paths)
     key = _model_key(data)
     err = opts.err if opts.err is not None else sys.stderr
-    input_cfg = _predict_input(loaded.input_config, skip_invalid, opts)
-    runner = Runner(input_cfg, loaded.learner, loaded.reduction, replace(opts, quiet=True), learn=False)
+    input_cfg = predict_input(loaded.input_config, skip_invalid, opts)
+    runner = Runner(input_cfg, Learner.of(loaded), replace(opts, quiet=True), learn=False)
     with connect(address) as client:
         w = n_workers(client)
         jobs = []
@@ -528,7 +566,7 @@ def predict(model_path: str, opts, address: str, skip_invalid: bool = False) -> 
             jobs += [(p, s, e) for s, e in line_ranges(p, parts)]
         shared = client.scatter(data, broadcast=True, hash=False)
         futures = [client.submit(predict_range, key, shared, p, s, e, skip_invalid, opts.probabilities,
-                                 opts.top_k, opts.max_line_bytes, pure=False) for p, s, e in jobs]
+                                 opts.top_k, opts.max_line_bytes, opts.max_example_features, pure=False) for p, s, e in jobs]
         writers = {}
         shown = 0
         try:
@@ -560,13 +598,13 @@ def predict(model_path: str, opts, address: str, skip_invalid: bool = False) -> 
         finally:
             for wr in writers.values():
                 wr.close()
-    summary = _summary(runner, loaded.reduction, input_cfg, 1, start_t, None)
+    report = summary(runner.progress, loaded.reduction, input_cfg, 1, start_t, None)
     if runner.low_labels:
-        summary["labels_below_1"] = runner.low_labels
-    summary["dask_workers"] = w
-    summary["dask_ranges"] = len(jobs)
-    _finish(err, opts, runner, summary)
-    return summary
+        report["labels_below_1"] = runner.low_labels
+    report["dask_workers"] = w
+    report["dask_ranges"] = len(jobs)
+    finish(err, opts, report)
+    return report
 
 
 def _outputs(predictions: str | None, paths: list) -> dict:
@@ -630,12 +668,13 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
     import time
 
     from . import model_io
-    from .driver import (Runner, _check_train_options, _continued_model, _finish, _Holdout, _new_model,
-                         _preamble, _summary, end_of_pass)
+    from .core import Learner
+    from .driver import Holdout, Runner, check_train_options, continued_model, end_of_pass
+    from .output import finish, preamble, summary
 
     start_t = opts.start_time or time.time()
     err = opts.err if opts.err is not None else sys.stderr
-    _check_train_options(opts)
+    check_train_options(opts)
     paths = list(opts.inputs)
     check_inputs(paths)
     if sync_every < 0:
@@ -648,19 +687,18 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
         raise ConfigError("-p (progressive predictions) cannot be used with --dask: shards run at once, "
                           "not in input order")
     if initial_model is None:
-        passes_before = 0
-        learner, reduction = _new_model(input_cfg, learner_cfg, red_cfg)
+        model = Learner.new(input_cfg, learner_cfg, red_cfg)
     else:
-        # ([:4]: the fifth value, the label dictionary, is not used here)
-        input_cfg, learner, reduction, passes_before = _continued_model(initial_model, input_cfg, explicit or {})[:4]
+        model = continued_model(initial_model, input_cfg, explicit or {})
+    input_cfg, learner, reduction, passes_before = model.input_config, model.base, model.reduction, model.passes_done
     if reduction.name not in FIXED_STRUCTURE + GROWN_IN_PASS_1:
         raise ConfigError(f"--dask trains {', '.join(FIXED_STRUCTURE + GROWN_IN_PASS_1)}; -r {reduction.name} "
                           f"grows its tree from the data and is not distributed yet")
     current = model_io.LoadedModel({"passes_done": passes_before}, input_cfg, learner, reduction)
-    runner = Runner(input_cfg, learner, reduction, opts, learn=True)
+    runner = Runner(input_cfg, model, opts, learn=True)
     if not opts.quiet:
-        _preamble(err, input_cfg, learner, reduction, paths)
-    holdout = _Holdout(opts.passes > 1 and not opts.holdout_off, opts.early_terminate)
+        preamble(err, input_cfg, learner, reduction, paths)
+    holdout = Holdout(opts.passes > 1 and not opts.holdout_off, opts.early_terminate)
     kept = {}
 
     def save(passes_done: int) -> bool:
@@ -720,7 +758,7 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
                 if len(live) == 1:  # one worker's model is the model (a growing pass, a last shard)
                     only = next(results())
                     current.learner, current.reduction = only.learner, only.reduction
-                    runner.learner, runner.reduction = current.learner, current.reduction
+                    model.base, model.reduction = current.learner, current.reduction
                 else:
                     average_models(results(), current)
                 rounds += 1
@@ -744,14 +782,14 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
     if final_model is not None:
         best = model_io.load_model(io.BytesIO(kept["bytes"]))
         model_io.save_model(final_model, input_cfg, best.learner, best.reduction, best.passes_done)
-    summary = _summary(runner, current.reduction, input_cfg, passes_used, start_t,
-                       holdout.best if holdout.active and math.isfinite(holdout.best) else None)
+    report = summary(runner.progress, current.reduction, input_cfg, passes_used, start_t,
+                     holdout.best if holdout.active and math.isfinite(holdout.best) else None)
     if holdout.active:
-        summary["best_pass"] = holdout.best_pass
-        summary["holdout_losses"] = holdout.losses
-    summary["dask_workers"] = w
-    summary["dask_syncs"] = rounds
-    summary["dask_model_bytes"] = moved
-    summary["dask_shards"] = n_shards
-    _finish(err, opts, runner, summary)
-    return summary
+        report["best_pass"] = holdout.best_pass
+        report["holdout_losses"] = holdout.losses
+    report["dask_workers"] = w
+    report["dask_syncs"] = rounds
+    report["dask_model_bytes"] = moved
+    report["dask_shards"] = n_shards
+    finish(err, opts, report)
+    return report

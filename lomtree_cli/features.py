@@ -27,6 +27,11 @@ from .errors import ConfigError
 WILDCARD = ord(":")
 #: the most skip-gram patterns one namespace may generate (each is a feature per position)
 MAX_PATTERNS = 4096
+#: the largest N of ``--ngram N`` and ``--skips N``
+MAX_GRAM = 32
+#: the most interaction terms wildcards may make for one chunk's namespaces (counted before
+#: duplicates are removed: the table costs memory and every example scans it)
+MAX_WILDCARD_TERMS = 1 << 16
 
 
 def split_specs(text: str) -> list[str]:
@@ -48,6 +53,8 @@ def parse_gram_specs(specs: list[str], option: str) -> dict:
             ns, digits = b[0], b[1:].decode("utf-8", errors="replace")
         if not digits.isdigit():
             raise ConfigError(f"{option} must be N or a namespace letter followed by N (e.g. 2 or a2), got {spec!r}")
+        if int(digits) > MAX_GRAM:
+            raise ConfigError(f"{option} {spec}: N must be at most {MAX_GRAM}")
         out[ns] = int(digits)
     return out
 
@@ -106,10 +113,17 @@ def expand_wildcards(terms: list[bytes], seen: list[int]) -> list[bytes]:
 
 class FeatureSpec:
     """The tables of ``expand_features`` for one ``InputConfig``; ``active`` is False when the
-    config asks for no feature generation (then the parser's output is used as it is)."""
+    config asks for no feature generation (then the parser's output is used as it is).
+
+    Sizes: ``plan`` counts, before anything is generated, what every example of a chunk makes
+    (``count_features``: exact, never wrapping); an example that would hold or write more than
+    ``max_example_features`` features is refused (``plan``'s ``bad``), and the rest is expanded
+    in pieces of at most that many features, so a chunk's expansion never holds more than about
+    twice the limit (scratch and output) whatever its lines."""
 
     def __init__(self, cfg):
         self.mask = int(cfg.mask)
+        self.limit = int(cfg.max_example_features)
         terms = [term_bytes(t) for t in split_specs(cfg.interactions)]
         self.terms = terms
         self.wild = any(WILDCARD in t for t in terms)
@@ -129,6 +143,7 @@ class FeatureSpec:
         skips = parse_gram_specs(split_specs(cfg.skips), "--skips")
         rows: list = []
         rng = np.zeros((256, 2), np.int64)
+        stats = np.zeros((256, 3), np.int64)  # patterns, sum of last offsets, largest last offset
         cache: dict = {}
         for ns in range(256):
             if ns == 128:
@@ -142,18 +157,18 @@ class FeatureSpec:
                 rows.extend(cache[(n, k)][1])
             lo, pats = cache[(n, k)]
             rng[ns] = (lo, lo + len(pats))
+            lasts = [p[-1] for p in pats]
+            stats[ns] = (len(lasts), sum(lasts), max(lasts))
         width = max([len(r) for r in rows] or [1])
         off = np.zeros((max(1, len(rows)), width), np.int64)
         lens = np.ones(max(1, len(rows)), np.int64)
         for i, r in enumerate(rows):
             off[i, : len(r)] = r
             lens[i] = len(r)
-        self.pat_range, self.pat_off, self.pat_len = rng, off, lens
+        self.pat_range, self.pat_stats, self.pat_off, self.pat_len = rng, stats, off, lens
         self.active = bool(terms) or bool(rows) or bool((mode != 0).any())
-        # (namespaces seen, term tables for them): replaced as a whole, so parse threads never
-        # pair a newer seen-set with older tables
-        self._state = (np.zeros(256, bool), None if self.wild else self._term_tables(normalise_terms(terms)))
-        self._ratio = 2.0  # generated / parsed features of the last chunk
+        self._fixed = None if self.wild else self._term_tables(normalise_terms(terms))
+        self._tables: dict = {}  # namespaces present -> small wildcard term tables
 
     @staticmethod
     def _term_tables(terms: list[bytes]):
@@ -165,69 +180,83 @@ class FeatureSpec:
             lens[i] = len(t)
         return arr, lens
 
-    def term_tables(self, nsid: np.ndarray):
-        """(terms, lengths) for a chunk with namespace indices ``nsid``: wildcards expand over
-        every namespace seen so far in the run (as VW does; a term needing a namespace an
-        example lacks makes nothing for it, so the result per example does not depend on when a
-        namespace was first seen)."""
-        seen, tables = self._state
-        if not self.wild:
-            return tables
-        from .kernels.interactions import namespaces_present
+    def _wild_terms(self, present: np.ndarray) -> int:
+        """How many terms the wildcards make over the namespaces ``present`` (before duplicates go)."""
+        m = int(present.sum())
+        return sum(m ** t.count(WILDCARD) for t in self.terms)
 
-        now = seen | namespaces_present(nsid)
-        if tables is None or (now != seen).any():
-            names = [int(c) for c in np.flatnonzero(now)]
+    def term_tables(self, present: np.ndarray):
+        """(terms, lengths) for examples whose namespaces are among ``present`` (bool (256,)):
+        wildcards expand over those namespaces (as VW's over every namespace seen: a term
+        needing a namespace an example lacks makes nothing for it, so an example's features do
+        not depend on the others')."""
+        if not self.wild:
+            return self._fixed
+        key = present.tobytes()
+        tables = self._tables.get(key)
+        if tables is None:
+            names = [int(c) for c in np.flatnonzero(present)]
             tables = self._term_tables(normalise_terms(expand_wildcards(self.terms, names)))
-            self._state = (now, tables)
+            if len(tables[1]) <= 4096:
+                if len(self._tables) >= 64:
+                    self._tables.clear()
+                self._tables[key] = tables
         return tables
 
-    def expand(self, indptr, indices, values, nsid):
+    def _count(self, indptr, nsid, tables):
+        from .kernels.interactions import count_features
+
+        return count_features(indptr, nsid, self.ns_mode, self.pat_range, self.pat_stats, self.pat_off,
+                              self.pat_len, tables[0], tables[1], np.int64(self.limit))
+
+    def plan(self, indptr, nsid):
+        """``(groups, sizes, bad)`` of a chunk: ``groups`` ranges ``(lo, hi, tables)`` of
+        examples that share term tables (one for the whole chunk unless wildcards over its
+        namespaces make too many terms); ``sizes`` int64 (n,) the features each example writes;
+        ``bad`` {example: why} for the examples refused."""
+        from .kernels.interactions import namespaces_present
+
+        n = indptr.shape[0] - 1
+        bad: dict = {}
+        present = namespaces_present(nsid)
+        if not self.wild or self._wild_terms(present) <= MAX_WILDCARD_TERMS:
+            groups = [(0, n, self.term_tables(present))]
+        else:  # examples by themselves, each with the terms of its own namespaces
+            groups = []
+            for i in range(n):
+                own = namespaces_present(nsid[indptr[i]:indptr[i + 1]])
+                if self._wild_terms(own) > MAX_WILDCARD_TERMS:
+                    bad[i] = (f"the interaction wildcards over its {int(own.sum())} namespaces make more than "
+                              f"{MAX_WILDCARD_TERMS} terms")
+                else:
+                    groups.append((i, i + 1, self.term_tables(own)))
+        sizes = np.zeros(n, np.int64)
+        for lo, hi, tables in groups:
+            counts = self._count(indptr[lo:hi + 1] - indptr[lo], nsid[indptr[lo]:indptr[hi]], tables)
+            sizes[lo:hi] = counts[:, 1]
+            for j in np.flatnonzero(counts.max(axis=1) > self.limit).tolist():
+                bad[lo + j] = (f"the feature options make more than {self.limit} features of this example "
+                               "(--max-example-features)")
+        return groups, sizes, bad
+
+    def expand(self, indptr, indices, values, nsid, tables, size: int):
+        """``expand_features`` of a piece of examples ``plan`` accepted, ``size`` their sizes' sum."""
         from .kernels.interactions import expand_features
 
-        terms, lens = self.term_tables(nsid)
-        n_in = int(indices.shape[0])
-        hint = int(n_in * self._ratio * 1.1) + 16
-        out = expand_features(indptr, indices, values, nsid, np.int64(self.mask), self.ns_mode,
-                              self.pat_range, self.pat_off, self.pat_len, terms, lens, np.int64(hint))
-        if n_in:
-            self._ratio = max(1.0, out[1].shape[0] / n_in)  # the next chunk's buffers are sized by it
-        return out
+        return expand_features(indptr, indices, values, nsid, np.int64(self.mask), self.ns_mode, self.pat_range,
+                               self.pat_stats, self.pat_off, self.pat_len, tables[0], tables[1], np.int64(size))
 
 
 def check_options(interactions: str, ngram: str, skips: str) -> None:
     """ConfigError (exit 2) on a malformed term or n-gram spec."""
     for t in split_specs(interactions):
         if len(term_bytes(t)) < 2:
-            raise ConfigError(f"an interaction needs at least two namespaces, got {t!r}")
+            raise ConfigError(f"--interactions: an interaction needs at least two namespaces, got {t!r}")
         if len(term_bytes(t)) > 16:
-            raise ConfigError(f"an interaction has at most 16 namespaces, got {t!r}")
+            raise ConfigError(f"--interactions: an interaction has at most 16 namespaces, got {t!r}")
     grams = parse_gram_specs(split_specs(ngram), "--ngram")
     sk = parse_gram_specs(split_specs(skips), "--skips")
     for ns, n in grams.items():
         gram_patterns(n, sk.get(ns, sk.get(None, 0)))
     if sk and not any(n > 1 for n in grams.values()):
         raise ConfigError("--skips needs --ngram N with N > 1")
-
-
-def warm() -> None:
-    """Run the kernels of feature generation and string labels once on a tiny chunk
-    (``aot.discover`` records their signatures, so they join the ahead-of-time module)."""
-    from .config import InputConfig
-    from .parsing import iter_batches, parse_bytes
-
-    data = b"a |x 1 2 |y:2 3 4\nb | 5\n"
-    for kw in ({"interactions": "xy,::", "ngram": "2", "skips": "1"}, {"ignore_linear": "x"}):
-        parse_bytes(data, InputConfig(string_labels=True, **kw))
-    for fmt, line in (("vw", b"1 |x 1 2\n"), ("libsvm", b"1 1:1 2:1\n")):
-        import os
-        import tempfile
-
-        fd, path = tempfile.mkstemp(prefix="lomtree-warm-", suffix=".txt")
-        try:
-            os.write(fd, line)
-            os.close(fd)
-            for _ in iter_batches([path], InputConfig(format=fmt, interactions="  ")):
-                pass
-        finally:
-            os.unlink(path)

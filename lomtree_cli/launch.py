@@ -71,7 +71,16 @@ def _run_click() -> None:
     cli_main(prog_name="lomtree")
 
 
+#: lomtree makes no BLAS calls worth a thread, and OpenBLAS's worker threads (started when numpy is
+#: imported) spin for a while after start: on a 2-core machine that took CPU from the parser
+#: thread. One BLAS thread for a command unless the user asked for more (set here, before numpy
+#: is imported, and not by the package: a program that imports lomtree keeps its own).
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def main() -> None:
+    for var in BLAS_THREAD_VARIABLES:
+        os.environ.setdefault(var, "1")
     fill_std_fds(closed_std_fds())
     hold_gc()
     try:

@@ -16,10 +16,14 @@ from .kernels import linear as K
 MAX_LAYOUT = 1 << 16
 
 
-def _layout_work(n_features: int) -> np.ndarray:
-    """``lin.work`` for ``slot_layout`` on examples of up to ``n_features`` features."""
+def _layout_size(n_features: int) -> int:
+    """Length of ``lin.work`` for ``slot_layout`` on examples of up to ``n_features`` features."""
     n = min(max(int(n_features), 8), MAX_LAYOUT)
-    return np.zeros(K.LAYOUT_OFF + (1 << (2 * n - 1).bit_length()), dtype=np.int64)
+    return K.LAYOUT_OFF + (1 << (2 * n - 1).bit_length())
+
+
+def _layout_work(n_features: int) -> np.ndarray:
+    return np.zeros(_layout_size(n_features), dtype=np.int64)
 
 
 def physical_memory() -> int:
@@ -76,6 +80,8 @@ class LinearLearner:
             T[:] = t0
         self.arrays = K.LinearArrays(table, S, T, K.make_hp(lcfg, self.bits, n, self.mode),
                                      np.zeros((1024, 3), dtype=np.float64), _layout_work(1024))
+        #: ``ensure_scratch`` has made room for examples of this many features (not fewer)
+        self.scratch_features = 0
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -98,12 +104,13 @@ class LinearLearner:
     def ensure_scratch(self, n_features: int) -> None:
         """Let ``learn`` cache per-feature rates, and ``slot_layout`` check the slots, of examples
         of up to ``n_features`` features (the layout check up to ``MAX_LAYOUT`` features)."""
+        self.scratch_features = max(self.scratch_features, int(n_features))
         if n_features > self.arrays.scratch.shape[0]:
             size = max(int(n_features), 2 * self.arrays.scratch.shape[0])
             self.arrays = self.arrays._replace(scratch=np.zeros((size, 3), dtype=np.float64))
-        work = _layout_work(n_features)
-        if work.shape[0] > self.arrays.work.shape[0]:
-            self.arrays = self.arrays._replace(work=work)
+        size = _layout_size(n_features)
+        if size > self.arrays.work.shape[0]:
+            self.arrays = self.arrays._replace(work=np.zeros(size, dtype=np.int64))
 
     @property
     def eta(self) -> float:

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 
 import numpy as np
 import xxhash
 
-from . import __version__
+from .version import __version__
 from .config import InputConfig, LearnerConfig, ReductionConfig, from_dict, to_dict
 from .errors import LomtreeError, ModelFormatError
 
@@ -46,6 +47,44 @@ def _digest(a: np.ndarray) -> str:
     h.update(repr(a.shape).encode())
     h.update(memoryview(np.ascontiguousarray(a).reshape(-1)).cast("B"))  # 1-D: (0, M) cannot be cast
     return h.hexdigest()
+
+
+def _non_finite(arrays: dict) -> str | None:
+    """The name of the first floating-point member holding a NaN or an infinity, else None
+    (checked a million numbers at a time: no copy of a large weight table)."""
+    for name, a in arrays.items():
+        if a is None or a.dtype.kind not in "fc":
+            continue
+        flat = a.reshape(-1)
+        for i in range(0, flat.shape[0], 1 << 20):
+            if not np.isfinite(flat[i:i + (1 << 20)]).all():
+                return name
+    return None
+
+
+def _check_types(header: dict) -> None:
+    """ValueError naming the first header field whose JSON type is wrong: the configs' fields
+    as their dataclasses declare them (``int``, ``float``, ``bool``, ``str``, optional), the
+    other sections as dicts."""
+    from dataclasses import fields
+
+    for key in ("input", "learner", "reduction_config", "learner_meta", "reduction_meta", "checksums"):
+        if key in header and not isinstance(header[key], dict):
+            raise ValueError(f"header field {key} is not an object")
+    if not isinstance(header.get("passes_done", 0), int) or isinstance(header.get("passes_done", 0), bool):
+        raise ValueError("header field passes_done is not an integer")
+    kinds = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+    for key, cls in (("input", InputConfig), ("learner", LearnerConfig), ("reduction_config", ReductionConfig)):
+        for f in fields(cls):
+            if f.name not in header.get(key, {}):
+                continue
+            v = header[key][f.name]
+            kind = str(f.type).split(" | ")
+            if v is None and "None" in kind:
+                continue
+            ok = kinds[kind[0]]
+            if not isinstance(v, ok) or (isinstance(v, bool) and kind[0] != "bool"):
+                raise ValueError(f"header field {key}.{f.name} must be {kind[0]}, got {type(v).__name__} {v!r}")
 
 
 def model_arrays(learner, reduction) -> dict:
@@ -87,8 +126,16 @@ def write_model(f, input_cfg: InputConfig, learner, reduction, passes_done: int 
         from .labels import MEMBER
 
         arrays[MEMBER] = label_dict.to_array()
+    bad = _non_finite(arrays)
+    if bad is not None:  # a diverged run: say so rather than write a model that predicts nothing
+        raise LomtreeError(f"the model holds NaN or infinite numbers ({bad}): not written (lower the learning "
+                           "rate or scale the feature values)")
     header = model_header(input_cfg, learner, reduction, arrays, passes_done, extra_header)
-    blob = np.frombuffer(json.dumps(header, sort_keys=True).encode("utf-8"), dtype=np.uint8)
+    try:
+        text = json.dumps(header, sort_keys=True, allow_nan=False)
+    except ValueError:
+        raise LomtreeError("the model's settings hold NaN or infinite numbers: not written") from None
+    blob = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
     np.savez(f, header=blob, **arrays)
 
 
@@ -108,12 +155,20 @@ def save_model(path: str, input_cfg: InputConfig, learner, reduction, passes_don
     (``labels.LabelDict``); ``extra_arrays``: more members (e.g. the API's ``labels/names``),
     verified on load like every member and ignored by readers that do not use them;
     ``extra_header``: more header keys."""
-    from .paths import remove_stale_writing, resolve_model_path
+    from .paths import remove_stale_writing, resolve_model_path, temporary_name
 
     target = resolve_model_path(path)
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):  # the rename below would replace it
+        from .paths import _kind
+
+        raise LomtreeError(f"cannot write the model to {path}: it exists and is {_kind(mode)} (left alone; "
+                           "a model is written by replacing a regular file)")
     remove_stale_writing(target)
-    directory = os.path.dirname(target)
-    tmp = os.path.join(directory, f".{os.path.basename(target)}.{os.getpid()}.writing")
+    tmp = temporary_name("-f", target)
     try:
         with open(tmp, "wb") as f:
             write_model(f, input_cfg, learner, reduction, passes_done, extra_arrays, extra_header, label_dict)
@@ -154,7 +209,9 @@ def _open_model(path):
 
         return contextlib.nullcontext(path)
     try:
-        return open(path, "rb")
+        return _open_regular(path)
+    except ModelFormatError:
+        raise
     except FileNotFoundError:
         raise ModelFormatError(f"{path}: model file not found") from None
     except IsADirectoryError:
@@ -163,6 +220,26 @@ def _open_model(path):
         raise ModelFormatError(f"{path}: permission denied") from None
     except Exception as e:  # noqa: BLE001 - any failure to open is a format problem
         raise ModelFormatError(f"{path}: not a lomtree model file ({type(e).__name__})") from None
+
+
+def _open_regular(path: str):
+    """``path`` opened for binary reading if it is a regular file; ModelFormatError if it is
+    anything else. Opened without blocking first, so a FIFO with no writer is refused at once
+    instead of waiting forever."""
+    from .paths import _kind
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError
+        if not stat.S_ISREG(mode):
+            raise ModelFormatError(f"{path}: is {_kind(mode)}, not a model file (models are read from regular files)")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
 
 
 def _open_npz(path: str, f):
@@ -195,12 +272,16 @@ def _read_members(path: str, skip: frozenset = frozenset()):
                 raise ModelFormatError(f"{path}: corrupt or truncated model file ({type(e).__name__})") from None
 
 
+def _no_constant(name: str):
+    raise ValueError(f"{name} in the header")
+
+
 def _decode_header(path: str, raw) -> dict:
     """The header member as a dict, checked for magic and format version (ModelFormatError)."""
     try:
         if raw.dtype != np.uint8 or raw.ndim != 1:
             raise ValueError
-        header = json.loads(raw.tobytes().decode("utf-8"))
+        header = json.loads(raw.tobytes().decode("utf-8"), parse_constant=_no_constant)
         if not isinstance(header, dict):
             raise ValueError
     except Exception:  # noqa: BLE001
@@ -219,7 +300,7 @@ def peek_input_config(path: str) -> InputConfig | None:
     """The input options of the model at ``path`` from its header alone (a few KB read), or None
     when that fails (``load_model`` then reports the problem properly)."""
     try:
-        with open(path, "rb") as f, _open_npz(path, f) as z:
+        with _open_regular(path) as f, _open_npz(path, f) as z:
             return from_dict(InputConfig, _decode_header(path, z["header"])["input"])
     except Exception:  # noqa: BLE001 - any problem: the full load reports it
         return None
@@ -246,6 +327,13 @@ def load_model(path: str, predict_only: bool = False, skip_unused: bool = False)
             continue
         if a.dtype.hasobject or _digest(a) != checks[name]:
             raise ModelFormatError(f"{path}: corrupt model file (checksum mismatch in {name})")
+    bad = _non_finite(data)
+    if bad is not None:
+        raise ModelFormatError(f"{path}: corrupt model file ({bad} holds NaN or infinite numbers)")
+    try:
+        _check_types(header)
+    except ValueError as e:
+        raise ModelFormatError(f"{path}: corrupt model file ({e})") from None
     try:
         loaded = _build(header, data, predict_only)
     except LomtreeError as e:

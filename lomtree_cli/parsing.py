@@ -56,7 +56,8 @@ _SPECS: dict = {}  # feature options -> features.FeatureSpec (its tables are mad
 
 
 def feature_spec(cfg: InputConfig):
-    key = (cfg.interactions, cfg.ngram, cfg.skips, cfg.ignore, cfg.keep, cfg.ignore_linear, cfg.bits)
+    key = (cfg.interactions, cfg.ngram, cfg.skips, cfg.ignore, cfg.keep, cfg.ignore_linear, cfg.bits,
+           cfg.max_example_features)
     spec = _SPECS.get(key)
     if spec is None:
         from .features import FeatureSpec
@@ -191,37 +192,40 @@ def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int, header=None):
     feature generation, string labels or label sets). ``header``: the XMC file's (N, F, L)."""
     buf = np.frombuffer(data, dtype=np.uint8)
     buf.flags.writeable = False  # as from bytes, whatever ``data`` is: the kernels' compiled signature
+    # integers go as Python ints: numba types them int64, as np.int64 (the same compiled
+    # signature), and they are quicker to convert and to check against it (one example's
+    # parse, the Python API's ``learn_one``, is a few microseconds)
+    first_line = int(first_line)
     if cfg.multilabel:
         xmc = cfg.format == "xmc"
         return parse_chunk_multilabel(
-            buf, np.int64(first_line), cfg.format != "vw", np.int64(cfg.mask), np.int64(cfg.hash_seed),
-            np.int64(cfg.offset), np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid),
-            np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled), bool(cfg.has_string_labels), xmc,
-            np.int64(header[1] if xmc and header else 0), np.int64(header[2] if xmc and header else 0))
+            buf, first_line, cfg.format != "vw", cfg.mask, int(cfg.hash_seed), cfg.offset, cfg.constant_index,
+            not cfg.noconstant, bool(cfg.skip_invalid), int(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled),
+            bool(cfg.has_string_labels), xmc, int(header[1] if xmc and header else 0),
+            int(header[2] if xmc and header else 0))
     ns = cfg.generates_features or cfg.has_string_labels  # + namespace ids and label spans
     if cfg.format == "libsvm":
-        args = (buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.label_offset),
-                np.int64(cfg.constant_index), not cfg.noconstant, bool(cfg.skip_invalid),
-                np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
+        args = (buf, first_line, cfg.mask, int(cfg.label_offset), cfg.constant_index, not cfg.noconstant,
+                bool(cfg.skip_invalid), int(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
         return parse_libsvm_chunk_ns(*args) if ns else parse_libsvm_chunk(*args)
-    args = (buf, np.int64(first_line), np.int64(cfg.mask), np.int64(cfg.hash_seed),
-            np.int64(cfg.label_offset), np.int64(cfg.constant_index), not cfg.noconstant,
-            bool(cfg.skip_invalid), np.int64(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
+    args = (buf, first_line, cfg.mask, int(cfg.hash_seed), int(cfg.label_offset), cfg.constant_index,
+            not cfg.noconstant, bool(cfg.skip_invalid), int(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
     return parse_vw_chunk_ns(*args, bool(cfg.has_string_labels)) if ns else parse_vw_chunk(*args)
 
 
-def _build(data: bytes, res, source: str, cfg: InputConfig | None = None,
-           label_dict=None, header=None) -> tuple[ExampleBatch, list[InputError]]:
+def _prepare(data: bytes, res, source: str, cfg: InputConfig | None = None, label_dict=None,
+             header=None) -> tuple[ExampleBatch, list[InputError], np.ndarray | None]:
+    """(batch, errors, nsid) of one parsed chunk, its features as parsed: everything that reads
+    ``data`` (tags, string labels) is done here. ``nsid``: each feature's namespace when the
+    features are still to be generated (``_pieces``), else None."""
     labels, weights, indptr, indices, values, line_numbers, tag_spans, errors, _ = res[:9]
-    if len(res) > 9 and cfg is not None and cfg.generates_features:
-        indptr, indices, values = feature_spec(cfg).expand(indptr, indices, values, res[9])
     tags = None
-    if tag_spans.shape[0] and (tag_spans[:, 0] >= 0).any():
+    if tag_spans.shape[0] and tag_spans[:, 0].max() >= 0:
         tags = [
             None if s < 0 else bytes(data[s:e]).decode("utf-8", errors="replace")
             for s, e in tag_spans.tolist()
         ]
-    errs = [_make_error(data, row, source, cfg, header) for row in errors]
+    errs = [_make_error(data, row, source, cfg, header) for row in errors] if errors.shape[0] else []
     batch = ExampleBatch(
         labels=labels,
         weights=weights,
@@ -245,17 +249,103 @@ def _build(data: bytes, res, source: str, cfg: InputConfig | None = None,
             batch, lerrs = L.apply(batch, data, res[10], label_dict, bool(cfg.skip_invalid))
         if lerrs:
             errs = sorted(errs + lerrs, key=lambda e: e.line)
-    return batch, errs
+    nsid = None
+    if len(res) > 9 and cfg is not None and cfg.generates_features:
+        nsid = res[9]
+        if len(batch) != len(labels):  # the labels refused some examples: their features go too
+            keep = np.isin(line_numbers, batch.line_numbers)
+            nsid = nsid[np.repeat(keep, np.diff(indptr))]
+    return batch, errs, nsid
 
 
-def parse_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>", label_dict=None,
-                xmc_header: bool = True) -> ExampleBatch:
-    """Parse a whole buffer (one file's content) into one batch.
+def parse_chunk(data: bytes, cfg: InputConfig, source: str, first_line: int = 1,
+                label_dict=None) -> tuple[ExampleBatch, list[InputError]]:
+    """(batch, errors) of ``data``, complete lines (no BOM, no XMC header) whose first is line
+    ``first_line`` of ``source``: every good line in the batch, every bad one an ``InputError``
+    in ``errors`` (in strict mode the caller raises the first)."""
+    return _build(data, _parse_chunk(data, cfg, first_line), source, cfg, label_dict)
 
-    A leading UTF-8 BOM is ignored. Raises ``InputError`` on the first bad line unless
-    ``cfg.skip_invalid`` (then the errors are in ``batch.skipped``). ``xmc_header``: XMC data
-    starts with its header line (a file); without, lines alone (the daemon's, the API's).
-    """
+
+def _pieces(batch: ExampleBatch, nsid, errs: list, cfg: InputConfig) -> Iterator[tuple[ExampleBatch, list]]:
+    """``(batch, errors)`` pieces of a prepared chunk, in order, the errors with the last. With
+    feature generation each piece holds at most ``--max-example-features`` generated features
+    (or one example), and an example that would make more is a malformed line; it is counted
+    before anything is generated (``FeatureSpec.plan``)."""
+    if nsid is None:
+        yield batch, errs
+        return
+    spec = feature_spec(cfg)
+    groups, sizes, bad = spec.plan(batch.indptr, nsid)
+    n = len(batch)
+    ok = np.ones(n, bool)
+    stop = n
+    if bad:
+        new = [InputError(batch.source, int(batch.line_numbers[i]), "too_many_features", why)
+               for i, why in sorted(bad.items())]
+        if not cfg.skip_invalid:
+            new, stop = new[:1], min(bad)
+        errs = sorted(errs + new, key=lambda e: e.line)
+        ok[list(bad)] = False
+    sizes = np.where(ok, sizes, 0)
+    counts = np.diff(batch.indptr)
+    out = []
+    for lo, hi, tables in groups:
+        hi = min(hi, stop)
+        ends = np.cumsum(sizes[lo:hi])
+        i = lo
+        while i < hi:
+            base = ends[i - lo - 1] if i > lo else 0
+            j = max(i + 1, lo + int(np.searchsorted(ends, base + spec.limit, side="right")))
+            keep = ok[i:j]
+            if keep.any():
+                a, b = int(batch.indptr[i]), int(batch.indptr[j])
+                piece, ns = batch.slice(i, j), nsid[a:b]
+                if not keep.all():
+                    piece, ns = piece.subset(keep), ns[np.repeat(keep, counts[i:j])]
+                piece.indptr, piece.indices, piece.values = spec.expand(
+                    piece.indptr, piece.indices, piece.values, ns, tables, int(ends[j - lo - 1] - base))
+                if out:
+                    yield out.pop(), []
+                out.append(piece)
+            i = j
+    yield (out.pop() if out else ExampleBatch.empty(batch.source)), errs
+
+
+def _build(data: bytes, res, source: str, cfg: InputConfig | None = None,
+           label_dict=None, header=None) -> tuple[ExampleBatch, list[InputError]]:
+    """The chunk as one batch and its errors (the pieces of ``_pieces`` joined)."""
+    batch, errs, nsid = _prepare(data, res, source, cfg, label_dict, header)
+    return _joined(list(_pieces(batch, nsid, errs, cfg)))
+
+
+def _joined(parts: list) -> tuple[ExampleBatch, list]:
+    if len(parts) == 1:
+        return parts[0]
+    bs = [b for b, _ in parts]
+    ends = np.cumsum([0] + [len(b.indices) for b in bs])
+    first = bs[0]
+    out = ExampleBatch(
+        labels=np.concatenate([b.labels for b in bs]),
+        weights=np.concatenate([b.weights for b in bs]),
+        indptr=np.concatenate([first.indptr[:1]] + [b.indptr[1:] + e for b, e in zip(bs, ends)]),
+        indices=np.concatenate([b.indices for b in bs]),
+        values=np.concatenate([b.values for b in bs]),
+        line_numbers=np.concatenate([b.line_numbers for b in bs]),
+        source=first.source,
+        tags=None if all(b.tags is None for b in bs) else
+        [t for b in bs for t in (b.tags if b.tags is not None else [None] * len(b))],
+    )
+    if first.label_ptr is not None:
+        lends = np.cumsum([0] + [len(b.label_ids) for b in bs])
+        out.label_ptr = np.concatenate([first.label_ptr[:1]] + [b.label_ptr[1:] + e for b, e in zip(bs, lends)])
+        out.label_ids = np.concatenate([b.label_ids for b in bs])
+    return out, parts[-1][1]
+
+
+def iter_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>", label_dict=None,
+               xmc_header: bool = True) -> Iterator[ExampleBatch]:
+    """``parse_bytes`` in pieces (each piece's ``skipped`` its share of the errors), so feature
+    generation holds at most one piece at a time (``_pieces``)."""
     data = bytes(data)
     if data.startswith(BOM):
         data = data[3:]
@@ -266,12 +356,26 @@ def parse_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>", label_di
         stream = io.BytesIO(data)
         header, first = read_xmc_header(stream, source), 2
         data = data[stream.tell():]
-    batch, errs = _build(data, _parse_chunk(data, cfg, first, header), source, cfg, label_dict, header)
+    batch, errs, nsid = _prepare(data, _parse_chunk(data, cfg, first, header), source, cfg, label_dict, header)
     if header is not None and (cfg.skip_invalid or not errs) and len(batch) + len(errs) != header[0]:
         raise InputError(source, 1, "xmc_header", f"the header says {header[0]} examples, the data has "
                          f"{len(batch) + len(errs)}")
-    if errs and not cfg.skip_invalid:
-        raise errs[0]
+    for piece, errs in _pieces(batch, nsid, errs, cfg):
+        if errs and not cfg.skip_invalid:
+            raise errs[0]
+        piece.skipped = errs
+        yield piece
+
+
+def parse_bytes(data: bytes, cfg: InputConfig, source: str = "<bytes>", label_dict=None,
+                xmc_header: bool = True) -> ExampleBatch:
+    """Parse a whole buffer (one file's content) into one batch.
+
+    A leading UTF-8 BOM is ignored. Raises ``InputError`` on the first bad line unless
+    ``cfg.skip_invalid`` (then the errors are in ``batch.skipped``). ``xmc_header``: XMC data
+    starts with its header line (a file); without, lines alone (the daemon's, the API's).
+    """
+    batch, errs = _joined([(b, b.skipped) for b in iter_bytes(data, cfg, source, label_dict, xmc_header)])
     batch.skipped = errs
     return batch
 
@@ -304,11 +408,12 @@ def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: b
             res[5][:] += line_no - 1  # line_numbers (this chunk's own array)
             res[7][:, 0] += line_no - 1  # the errors' lines
         nonlocal seen
-        placed = _build(chunk, res, name, cfg, label_dict, header)
+        batch, errs, nsid = _prepare(chunk, res, name, cfg, label_dict, header)
         spare.append(buf)  # the batch holds no view of it
         line_no += int(res[8])
-        seen += len(placed[0]) + len(placed[1])
-        return placed
+        seen += len(batch) + len(errs)
+        for piece, perrs in _pieces(batch, nsid, errs, cfg):
+            yield from _emit(piece, perrs, cfg)
 
     def too_long():
         """The batch (or error) of a line longer than a buffer holds, which ``_chunks`` dropped."""
@@ -327,19 +432,19 @@ def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: b
             if chunk is None:  # an over-long line: after every chunk before it
                 while pending_jobs:
                     done, dbuf, job = pending_jobs.popleft()
-                    yield from _emit(*place(done, dbuf, job.result()), cfg)
+                    yield from place(done, dbuf, job.result())
                 yield too_long()
                 continue
             if pool is None:
-                yield from _emit(*place(chunk, buf, _parse_chunk(chunk, cfg, 1, header)), cfg)
+                yield from place(chunk, buf, _parse_chunk(chunk, cfg, 1, header))
                 continue
             pending_jobs.append((chunk, buf, pool.submit(_parse_chunk, chunk, cfg, 1, header)))
             while len(pending_jobs) > workers:
                 done, dbuf, job = pending_jobs.popleft()
-                yield from _emit(*place(done, dbuf, job.result()), cfg)
+                yield from place(done, dbuf, job.result())
         while pending_jobs:
             done, dbuf, job = pending_jobs.popleft()
-            yield from _emit(*place(done, dbuf, job.result()), cfg)
+            yield from place(done, dbuf, job.result())
         if header is not None and seen != header[0]:
             raise InputError(name, 1, "xmc_header", f"the header says {header[0]} examples, the data has {seen}")
     finally:

@@ -13,7 +13,9 @@
   ``/dev/full``, a FIFO, a directory): those are written to a temporary file renamed over the
   path, which would replace the device node. A symlink is followed: its target is written;
 * an output whose directory does not exist or cannot be written (``-f nodir/sub/m.lt`` once
-  failed only after training, naming the hidden temporary file).
+  failed only after training, naming the hidden temporary file), or whose name or temporary
+  name (``temporary_name``) the file system refuses (too long, read-only): both are created
+  and removed again before any work, so a finished run never fails at its end.
 
 ``resolve_model_path`` is what ``model_io.save_model`` writes: the symlink's target.
 """
@@ -65,6 +67,31 @@ def _same(a, b) -> bool:
     return a[0] == b[0] or (a[1] is not None and a[1] == b[1])
 
 
+def temporary_name(flag: str, target: str) -> str:
+    """The file an output ``flag`` (``-f``, ``-c``, ``--report``) is written to before it is
+    renamed to ``target`` (the resolved path)."""
+    if flag == "-f":
+        return os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.{os.getpid()}.writing")
+    if flag == "-c":
+        return f"{target}.writing.{os.getpid()}"
+    return target + ".writing"
+
+
+def _probe(flag: str, path: str, name: str, what: str) -> None:
+    """Create ``name`` (which does not exist) and remove it; ConfigError naming the user's path."""
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError as e:
+        raise ConfigError(f"{flag} {path}: {what} cannot be created: {e.strerror or e}") from None
+    os.close(fd)
+    try:
+        os.unlink(name)
+    except OSError:
+        pass
+
+
 def _check_one(flag: str, path: str) -> None:
     real = os.path.realpath(path)
     try:
@@ -86,6 +113,10 @@ def _check_one(flag: str, path: str) -> None:
         raise ConfigError(f"{flag} {path}: directory {shown} is not writable")
     if st is not None and not renamed and not os.access(real, os.W_OK):
         raise ConfigError(f"{flag} {path}: not writable")
+    if st is None:
+        _probe(flag, path, real, "the file")
+    if renamed:
+        _probe(flag, path, temporary_name(flag, real), "its temporary file")
 
 
 def check_outputs(outputs: list, inputs: list) -> None:

@@ -106,6 +106,34 @@ def guarded(fn):
         quiet_stdout()
         sys.exit(0)
     except MemoryError:
-        fail("out of memory (try fewer --bits or a smaller -k)", 1)
+        # sizes are checked up front and expansions capped, so this is the machine's memory itself
+        fail("out of memory: this machine could not allocate what the run needed (--bits, -k, "
+             "--max-example-features and --threads set how much)", 1)
     except OSError as e:
         fail(f"{getattr(e, 'filename', '') or ''}: {e.strerror or e}", 1)
+
+
+class StopFlag:
+    """SIGINT/SIGTERM while installed set ``signum`` (the run stops at the next example boundary)."""
+
+    def __init__(self):
+        self.signum = 0
+        self._old = {}
+
+    def install(self):
+        import signal
+
+        for s in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[s] = signal.signal(s, self._handler)
+            except ValueError:  # not the main thread
+                pass
+
+    def _handler(self, signum, frame):
+        self.signum = signum
+
+    def restore(self):
+        import signal
+
+        for s, h in self._old.items():
+            signal.signal(s, h)

@@ -95,7 +95,7 @@ def test_sparse_dense_lines_agree():
     b = Classifier(reduction="oaa", classes=6).fit(dense, y)
     c = Classifier(reduction="oaa", classes=6, format="libsvm").fit(lines)  # labels from the lines
     for other in (b, c):
-        np.testing.assert_array_equal(a._model[1].arrays.table, other._model[1].arrays.table)
+        np.testing.assert_array_equal(a._model.base.arrays.table, other._model.base.arrays.table)
     for Xp in (X, dense, sp.csc_matrix(X), sp.coo_matrix(X), lines):
         np.testing.assert_array_equal(a.predict(Xp), a.predict(X))
 
@@ -176,8 +176,51 @@ def test_partial_fit_equals_fit_in_one_pass():
     b = Classifier(reduction="lomtree", classes=6)
     for lo in range(0, 300, 70):
         b.partial_fit(X[lo:lo + 70], y[lo:lo + 70])
-    np.testing.assert_array_equal(a._model[1].arrays.table, b._model[1].arrays.table)
+    np.testing.assert_array_equal(a._model.base.arrays.table, b._model.base.arrays.table)
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
+
+
+@pytest.mark.parametrize("reduction", ["oaa", "plt", "lomtree", "filter", "rtree", "cpt", "mtree", "table"])
+def test_stream_in_parts_equals_fit_in_one_pass(reduction):
+    """partial_fit on consecutive parts learns what fit learns in its one pass (the pass's end, a
+    PLT's tree built from its buffer, comes with the first prediction): the same model arrays
+    and predictions, and partial_fit ends no pass."""
+    from lomtree_cli.model_io import model_arrays
+
+    X, y = make_data(n=300)
+    a = Classifier(reduction=reduction, classes=6).fit(X, y)
+    b = Classifier(reduction=reduction, classes=6)
+    for lo in range(0, 300, 70):
+        b.partial_fit(X[lo:lo + 70], y[lo:lo + 70])
+    assert b.passes_done_ == 0 and a.passes_done_ == 1
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    got, want = (model_arrays(c._model.base, c._model.reduction) for c in (b, a))
+    assert set(got) == set(want)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_streaming_saves_nothing_and_starts_no_thread(monkeypatch, tmp_path):
+    """learn_one, predict_one and partial_fit work on the model in memory: no model file is
+    written or read, no thread is started; the model file appears only when asked for."""
+    import threading
+
+    from lomtree_cli import model_io
+
+    def refuse(*a, **kw):
+        raise AssertionError("the model file was used")
+
+    X, y = make_data(n=50)
+    clf = Classifier(reduction="plt", classes=6)
+    for name in ("write_model", "save_model", "model_bytes", "load_model"):
+        monkeypatch.setattr(model_io, name, refuse)
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    clf.partial_fit(X, y)
+    clf.learn_one({"1": 1.0, "7": -0.5}, 3)
+    assert clf.predict_one({"1": 1.0}) in range(1, 7)
+    monkeypatch.undo()
+    clf.save(str(tmp_path / "m.lt"))
+    assert Classifier.load(str(tmp_path / "m.lt")).predict(X).tolist() == clf.predict(X).tolist()
 
 
 def test_learn_one_equals_vw_lines():
@@ -193,7 +236,7 @@ def test_learn_one_equals_vw_lines():
         river.learn_one(x, c)
     lines = [f"{c} {dict_line(x)}" for x, c in zip(dicts, labels)]
     batch = Classifier(reduction="oaa", classes=4).fit(lines)
-    np.testing.assert_array_equal(river._model[1].arrays.table, batch._model[1].arrays.table)
+    np.testing.assert_array_equal(river._model.base.arrays.table, batch._model.base.arrays.table)
     assert river.predict_one(dicts[0]) == batch.predict([dicts[0]])[0]
     p = river.predict_proba_one(dicts[0])
     assert abs(sum(p.values()) - 1) < 1e-9

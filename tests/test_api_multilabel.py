@@ -160,7 +160,7 @@ def test_learn_one_sets_equals_lines():
         river.learn_one(x, y)
     lines = [f"{','.join(map(str, sorted(y)))} {dict_line_of(x)}" for x, y in zip(xs, ys)]
     batch = Classifier(reduction="oaa", multilabel=True, classes=4, format="vw").fit(lines)
-    np.testing.assert_array_equal(river._model[1].arrays.table, batch._model[1].arrays.table)
+    np.testing.assert_array_equal(river._model.base.arrays.table, batch._model.base.arrays.table)
     got = river.predict_one({"f1": 1.0, "f3": 1.0})
     assert isinstance(got, set) and got <= {1, 2, 3, 4}
     ranked = river.predict_one({"f1": 1.0}, top_k=2)
@@ -188,7 +188,7 @@ def test_save_load_and_pickle_round_trip(data, tmp_path):
         np.testing.assert_array_equal(other.predict_proba(Xt), clf.predict_proba(Xt))
     # continuing a loaded model keeps label sets
     again = Classifier.load(str(tmp_path / "m.lt")).partial_fit(Xt, [["l1"]] * Xt.shape[0])
-    assert again._model[2].label_counts[1] == clf._model[2].label_counts[1] + Xt.shape[0]
+    assert again._model.reduction.label_counts[1] == clf._model.reduction.label_counts[1] + Xt.shape[0]
 
 
 def test_label_sets_refused_and_bad_sets():

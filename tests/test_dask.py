@@ -206,7 +206,7 @@ def test_average_of_identical_models_is_the_model(data, red):
     base.learner.arrays.table[:] = 0
     copies = [load_model(io.BytesIO(trained.to_bytes())) for _ in range(2)]
     average_models(copies, base)
-    got, want = model_arrays(base.learner, base.reduction), model_arrays(*trained._model[1:])
+    got, want = model_arrays(base.learner, base.reduction), model_arrays(trained._model.base, trained._model.reduction)
     for name in want:
         if name == "reduction/node_counts":
             continue  # counts add up (each worker's examples since the base)

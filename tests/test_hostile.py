@@ -407,7 +407,9 @@ def test_cache_folders_for_a_user_who_cannot_write(monkeypatch, tmp_path):
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, m, **kw: False if str(p).startswith((here, str(ro)))
                         else real_access(p, m, **kw))
-    base = L._cache_base()
+    from lomtree_cli import numba_setup
+
+    base = numba_setup.cache_base()
     assert not base.startswith((here, str(ro))) and os.access(base, os.W_OK)
     # the AOT module built by `make` stays readable by everyone
     from lomtree_cli import kernels

@@ -150,7 +150,7 @@ def test_prediction_labels_written_as_str_writes_them(batches):
     (labels growing, negative ones and ones beyond the cache included)."""
     import numpy as np
 
-    from lomtree_cli.driver import PredictionWriter
+    from lomtree_cli.output import PredictionWriter
 
     w = PredictionWriter(None)
     for b in batches:

@@ -114,7 +114,7 @@ def test_reduction_options_given_with_an_initial_model_are_checked(tmp_path):
 def test_plt_defaults_from_large_k_on():
     """Single-label plt with k >= LARGE_K: power_t 0.75, no leaf negatives, path weight 1; below
     it, and for multi-label models, the other defaults; a given option still wins."""
-    from lomtree_cli.commands import _new_model_configs
+    from lomtree_cli.commands import new_model_configs
     from lomtree_cli.reductions.registry import LARGE_K, default
 
     def configs(k, **given):
@@ -122,7 +122,7 @@ def test_plt_defaults_from_large_k_on():
         p.update(reduction="plt", k=k, seed=0, learning_rate=None, sgd=False, initial_t=0.0, power_t=None,
                  loss=None, quantile_tau=0.5, decay_learning_rate=None, l1=0.0, l2=0.0, passes=1)
         p.update(given)
-        return _new_model_configs(p)
+        return new_model_configs(p)
 
     rcfg, lcfg = configs(LARGE_K)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity) == (0.75, False, 1.0, 8)

@@ -200,7 +200,7 @@ def test_api_takes_l1_l2(tmp_path):
     plain = Classifier(reduction="oaa", classes=K_CLASSES, bits=12).fit(lines)
     reg = Classifier(reduction="oaa", classes=K_CLASSES, bits=12, l1=0.1).fit(lines)
     assert reg.get_params()["l1"] == 0.1 and plain.get_params()["l2"] == 0.0
-    assert np.count_nonzero(reg._model[1].arrays.table[:, 0]) < np.count_nonzero(plain._model[1].arrays.table[:, 0])
+    assert np.count_nonzero(reg._model.base.arrays.table[:, 0]) < np.count_nonzero(plain._model.base.arrays.table[:, 0])
     reg.save(str(tmp_path / "m.lt"))
     back = Classifier.load(str(tmp_path / "m.lt"))
     assert (back.l1, back.l2) == (0.1, 0.0)

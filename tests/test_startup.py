@@ -1,5 +1,5 @@
 """Start-up path: kernels loaded from numba's cache without the full target-context refresh
-(``lomtree_cli.kernels._fast_cache_load``) compute exactly what the full refresh computes."""
+(``lomtree_cli.numba_setup.patch_cache_load``) compute exactly what the full refresh computes."""
 
 from __future__ import annotations
 

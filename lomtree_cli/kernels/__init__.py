@@ -1,14 +1,7 @@
 """Numba kernels: flat arrays in, flat arrays out, one compiled call per chunk.
 
-Start-up: loading a kernel from numba's on-disk cache (``cache=True``) first calls
-``target_context.refresh()``, which imports and installs every typing and lowering registry
-numba has (about 0.2 s, once per process) although a cached kernel is machine code that needs
-none of them: only the NRT runtime must be up. ``_fast_cache_load`` makes a cache load
-initialise just the NRT; a real compilation (a cache miss) still refreshes the context itself
-(numba's compiler pipeline does so on construction), so nothing is lost when it has to compile.
-The patch is applied only when numba has the exact methods it wraps, and
-``LOMTREE_NUMBA_FULL_REFRESH=1`` turns it off (``tests/test_startup.py`` checks that both ways
-predict the same).
+Numba itself is set up by ``numba_setup`` (cache location, fast cache loads, the tested
+versions) before the first kernel is compiled or loaded through it.
 
 Reference counting: numba brackets the use of every array it is handed (also each array read out
 of a NamedTuple such as ``LinearArrays``) with atomic ``NRT_incref``/``NRT_decref`` calls, and
@@ -39,41 +32,6 @@ import threading as _threading
 from numpy import ndarray as np_ndarray
 
 
-def _fast_cache_load() -> bool:
-    if _os.environ.get("LOMTREE_NUMBA_FULL_REFRESH", "0") not in ("", "0"):
-        return False
-    try:
-        from numba.core import caching
-        from numba.core.runtime import rtsys
-    except Exception:  # noqa: BLE001 - another numba layout: keep numba's own behaviour
-        return False
-    cls = getattr(caching, "Cache", None)
-    if cls is None or getattr(cls.load_overload, "_lomtree_fast", False):
-        return bool(cls)
-    if not all(hasattr(cls, a) for a in ("_load_overload", "_guard_against_spurious_io_errors")) or \
-            not hasattr(rtsys, "initialize"):
-        return False
-
-    def load_overload(self, sig, target_context):
-        rtsys.initialize(target_context)
-        with self._guard_against_spurious_io_errors():
-            return self._load_overload(sig, target_context)
-        # None when the guard swallowed an I/O error: numba then compiles (and refreshes)
-
-    load_overload._lomtree_fast = True
-    load_overload.__doc__ = cls.load_overload.__doc__
-    cls.load_overload = load_overload
-    return True
-
-
-def _nrt_option() -> bool:
-    try:
-        from numba.core.cpu import CPUTargetOptions
-    except Exception:  # noqa: BLE001
-        return False
-    return hasattr(CPUTargetOptions, "_nrt")
-
-
 def _want_aot() -> bool:
     return _os.environ.get("LOMTREE_AOT", "1") not in ("", "0") and \
         _os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0")
@@ -102,15 +60,15 @@ def cpu_id() -> str:
 def aot_dir() -> str:
     """Where the AOT module of these sources is: the first of the cache folders that has it
     (the package's, built by ``make``, is readable by every user who can read the install),
-    else where a build would put it (``_cache_base()``)."""
-    from .. import _cache_base, _cache_bases, _source_key
+    else where a build would put it (``numba_setup.cache_base()``)."""
+    from ..numba_setup import cache_base, cache_bases, source_key
 
-    name = f"aot-{_source_key()}"
-    for base in _cache_bases():
+    name = f"aot-{source_key()}"
+    for base in cache_bases():
         d = _os.path.join(base, name)
         if _os.path.exists(_os.path.join(d, "kernels.json")):
             return d
-    return _os.path.join(_cache_base(), name)
+    return _os.path.join(cache_base(), name)
 
 
 AOT_MODULE = "_lomtree_aot"
@@ -165,9 +123,13 @@ _JIT_STATE = {"on": _AOT is None, "fast_cache_load": None}
 
 
 def _jit_setup():
+    """numba's set-up (``numba_setup``), once, before it compiles or loads anything for lomtree."""
     if _JIT_STATE["fast_cache_load"] is None:
-        _JIT_STATE["fast_cache_load"] = _fast_cache_load()
-        _JIT_STATE["nrt_off"] = _nrt_option()
+        from .. import numba_setup
+
+        numba_setup.configure()
+        _JIT_STATE["fast_cache_load"] = numba_setup.patch_cache_load()
+        _JIT_STATE["nrt_off"] = numba_setup.nrt_option()
 
 
 def _njit(func, options, nrt_off):
@@ -179,13 +141,26 @@ def _njit(func, options, nrt_off):
     return njit(cache=True, **options)(func)
 
 
+#: (dtype, ndim, flags bitmask) of an array -> its ``argkey`` (every call of a kernel looks its
+#: arrays up: one dictionary look-up is about half the cost of reading the flags one by one)
+_ARRAY_KEYS: dict = {}
+
+
+def _array_key(a):
+    fl = a.flags
+    return ("a", a.dtype.str, a.ndim, "C" if fl.c_contiguous else ("F" if fl.f_contiguous else "A"),
+            not fl.writeable)
+
+
 def argkey(a):
     """The part of numba's ``typeof(a)`` that the compiled signature fixes (see module doc)."""
     t = type(a)
     if t is np_ndarray:
-        fl = a.flags
-        return ("a", a.dtype.str, a.ndim, "C" if fl.c_contiguous else ("F" if fl.f_contiguous else "A"),
-                not fl.writeable)
+        k = (a.dtype, a.ndim, a.flags.num)
+        key = _ARRAY_KEYS.get(k)
+        if key is None:
+            key = _ARRAY_KEYS[k] = _array_key(a)
+        return key
     if t is bool:
         return "|b1"
     if t is int:
@@ -193,7 +168,7 @@ def argkey(a):
     if t is float:
         return "<f8"
     if isinstance(a, tuple):
-        return ("t", t.__name__) + tuple(argkey(x) for x in a)
+        return ("t", t.__name__, *[argkey(x) for x in a])
     dt = getattr(a, "dtype", None)
     return dt.str if dt is not None and getattr(a, "ndim", 1) == 0 else ("?", t.__name__)
 
@@ -339,6 +314,8 @@ class _Placeholder:
         return self.real(*args)
 
 
+if _JIT_STATE["on"]:
+    _jit_setup()
 prefetch_row = _make_prefetch_row() if _JIT_STATE["on"] else _Placeholder(_make_prefetch_row)
 load_u64 = _make_load_u64() if _JIT_STATE["on"] else _Placeholder(_make_load_u64)
 
@@ -372,7 +349,5 @@ def jit(**options):
     return _decorator(options, False)
 
 
-if _JIT_STATE["on"]:
-    _jit_setup()
 #: numba's cache loads skip the context refresh (None while the AOT module serves)
 FAST_CACHE_LOAD = _JIT_STATE["fast_cache_load"]

@@ -20,6 +20,11 @@ constant). Per example:
    kept);
 6. the constant feature(s) (namespace 128) last, never crossed.
 
+Sizes: ``count_features`` counts, before anything is generated, the features each example holds
+(its groups with their grams) and writes, exactly and saturated (a product of 64-bit counts never
+wraps); ``features.FeatureSpec.plan`` refuses an example over ``--max-example-features`` and
+``expand_features`` is then given the exact size of its output.
+
 Indices are masked (``& mask``) when written; masking before the mix changes nothing (the low b
 bits of a product or xor depend only on the low b bits of its operands). Features whose product
 underflows to 0 are dropped (a batch never holds a zero value).
@@ -49,11 +54,112 @@ def _grow(a, need):
 
 
 @jit(nogil=True)
-def expand_features(indptr, indices, values, nsid, mask, ns_mode, pat_range, pat_off, pat_len, terms, term_len,
-                    cap_hint):
-    """The generated chunk: ``(indptr, indices, values)`` (int64, int64, float32); the feature
-    arrays are views of buffers of at least ``cap_hint`` items (grown by doubling when short;
-    the caller passes the last chunk's output size scaled to this one, so they rarely grow).
+def _sat_mul(a, b, limit):
+    """``a * b`` for ``0 <= a, b <= limit + 1``, or ``limit + 1`` when it is larger (never wraps)."""
+    if a == 0 or b == 0:
+        return 0
+    if a > (limit + 1) // b:
+        return limit + 1
+    return min(a * b, limit + 1)
+
+
+@jit(nogil=True)
+def _multisets(g, r, limit):
+    """C(g + r - 1, r), the pairs, triples, ... of one namespace with itself (a run of ``r`` equal
+    namespaces of ``g`` features), or ``limit + 1`` when larger. Each step's value is exact and
+    the steps do not decrease, so the first one over the limit decides."""
+    c = 1
+    for j in range(1, r + 1):
+        f = g + j - 1
+        if np.float64(c) * np.float64(f) / np.float64(j) > np.float64(limit) + 1.0:
+            return limit + 1
+        c = c * f // j
+    return c
+
+
+@jit(nogil=True)
+def _group_size(L, s, pat_range, pat_stats, pat_off, pat_len):
+    """Namespace ``s``'s ``L`` features plus its n-grams: a pattern whose last offset is ``o``
+    makes ``max(0, L - o)`` (in one step when ``L`` exceeds every ``o``)."""
+    if L > pat_stats[s, 2]:
+        return L + pat_stats[s, 0] * L - pat_stats[s, 1]
+    g = L
+    for p in range(pat_range[s, 0], pat_range[s, 1]):
+        g += max(0, L - pat_off[p, pat_len[p] - 1])
+    return g
+
+
+@jit(nogil=True)
+def _example_size(a, b, nsid, ns_mode, pat_range, pat_stats, pat_off, pat_len, terms, term_len, limit,
+                  cnt, order):
+    """Group example ``a:b``'s features by namespace (``cnt``, ``order``: the caller clears
+    ``cnt`` of ``order[:n_ns]`` afterwards) and count what expanding it makes, exactly and
+    saturated at ``limit + 1``: ``(n_ns, n_const, scratch, total)``, ``scratch`` the features of
+    every group with its grams, ``total`` the features written (linear kept, every term's
+    candidates, constants). ``pat_stats[s]``: (patterns, sum of their last offsets, largest)."""
+    n_ns = 0
+    n_const = 0
+    for j in range(a, b):
+        s = np.int64(nsid[j])
+        if s == 128:
+            n_const += 1
+            continue
+        if ns_mode[s] == IGNORE:
+            continue
+        if cnt[s] == 0:
+            order[n_ns] = s
+            n_ns += 1
+        cnt[s] += 1
+    scratch = 0
+    total = n_const
+    for q in range(n_ns):
+        s = order[q]
+        g = _group_size(cnt[s], s, pat_range, pat_stats, pat_off, pat_len)
+        scratch = min(scratch + g, limit + 1)
+        if ns_mode[s] != IGNORE_LINEAR:
+            total = min(total + g, limit + 1)
+    for t in range(terms.shape[0]):
+        prod = 1
+        r = 0
+        while r < term_len[t]:
+            s = terms[t, r]
+            run = 1
+            while r + run < term_len[t] and terms[t, r + run] == s:
+                run += 1
+            if cnt[s] == 0:
+                prod = 0
+                break
+            g = _group_size(cnt[s], s, pat_range, pat_stats, pat_off, pat_len)
+            prod = _sat_mul(prod, _multisets(min(g, limit + 1), run, limit), limit)
+            r += run
+        total = min(total + prod, limit + 1)
+    return n_ns, n_const, scratch, total
+
+
+@jit(nogil=True)
+def count_features(indptr, nsid, ns_mode, pat_range, pat_stats, pat_off, pat_len, terms, term_len, limit):
+    """int64 (n, 2): per example, the features ``expand_features`` holds while expanding it
+    (every namespace's group with its grams) and the features it writes, each exact or
+    ``limit + 1`` when larger (the products never wrap). Runs of one namespace in a term count
+    its multisets, as the expansion skips repeated pairs."""
+    n = indptr.shape[0] - 1
+    out = np.empty((n, 2), np.int64)
+    cnt = np.zeros(256, np.int64)
+    order = np.empty(256, np.int64)
+    for i in range(n):
+        n_ns, _, scratch, total = _example_size(indptr[i], indptr[i + 1], nsid, ns_mode, pat_range, pat_stats,
+                                                pat_off, pat_len, terms, term_len, limit, cnt, order)
+        for q in range(n_ns):
+            cnt[order[q]] = 0
+        out[i, 0] = scratch
+        out[i, 1] = total
+    return out
+
+
+@jit(nogil=True)
+def expand_features(indptr, indices, values, nsid, mask, ns_mode, pat_range, pat_stats, pat_off, pat_len, terms,
+                    term_len, size):
+    """The generated chunk: ``(indptr, indices, values)`` (int64, int64, float32).
 
     Parameters
     ----------
@@ -61,14 +167,17 @@ def expand_features(indptr, indices, values, nsid, mask, ns_mode, pat_range, pat
     mask : int64, ``2**bits - 1``
     ns_mode : int64 (256,), KEEP / IGNORE / IGNORE_LINEAR per namespace index
     pat_range : int64 (256, 2), the namespace's n-gram patterns are rows ``[lo, hi)`` of ``pat_off``
+    pat_stats : int64 (256, 3), per namespace: patterns, sum of their last offsets, the largest
     pat_off : int64 (P, W), pattern offsets (``pat_off[p, 0] == 0``); ``pat_len`` (P,) their lengths
     terms : int64 (T, W2), interaction terms (namespace indices); ``term_len`` (T,) their lengths
+    size : int64, the chunk's total of ``count_features`` (the caller refused larger examples):
+        the output buffers are allocated once at this size
     """
     n = indptr.shape[0] - 1
     umask = np.uint64(mask)
     out_ptr = np.empty(n + 1, np.int64)
     out_ptr[0] = 0
-    cap = max(16, indices.shape[0], cap_hint)
+    cap = max(16, size)
     out_idx = np.empty(cap, np.int64)
     out_val = np.empty(cap, np.float32)
     cnt = np.zeros(256, np.int64)
@@ -83,35 +192,23 @@ def expand_features(indptr, indices, values, nsid, mask, ns_mode, pat_range, pat
     pos = np.zeros(max_tl, np.int64)
     hh = np.zeros(max_tl, np.uint64)
     vv = np.zeros(max_tl, np.float32)
+    big = np.int64(1) << 62
     nnz = 0
     for i in range(n):
         a = indptr[i]
         b = indptr[i + 1]
         # 1-2: group by namespace (order of first appearance), room for the grams
-        n_ns = 0
-        n_const = 0
-        for j in range(a, b):
-            s = np.int64(nsid[j])
-            if s == 128:
-                n_const += 1
-                continue
-            if ns_mode[s] == IGNORE:
-                continue
-            if cnt[s] == 0:
-                order[n_ns] = s
-                n_ns += 1
-            cnt[s] += 1
-        room = 0
-        for q in range(n_ns):
-            s = order[q]
-            lo = pat_range[s, 0]
-            hi = pat_range[s, 1]
-            gstart[s] = room
-            gend[s] = room
-            room += cnt[s] * (1 + hi - lo)
+        n_ns, n_const, room, need = _example_size(a, b, nsid, ns_mode, pat_range, pat_stats, pat_off, pat_len,
+                                                  terms, term_len, big, cnt, order)
         if room > sidx.shape[0]:
             sidx = _grow(sidx, room)
             sval = _grow(sval, room)
+        room = 0
+        for q in range(n_ns):
+            s = order[q]
+            gstart[s] = room
+            gend[s] = room
+            room += _group_size(cnt[s], s, pat_range, pat_stats, pat_off, pat_len)
         for j in range(a, b):
             s = np.int64(nsid[j])
             if s == 128 or ns_mode[s] == IGNORE:
@@ -137,18 +234,7 @@ def expand_features(indptr, indices, values, nsid, mask, ns_mode, pat_range, pat
                     sval[g] = np.float32(1.0)
                     g += 1
             gend[s] = g
-        # capacity: linear + every term's product of group sizes + constants
-        need = n_const
-        for q in range(n_ns):
-            s = order[q]
-            need += gend[s] - gstart[s]
-        for t in range(terms.shape[0]):
-            prod = 1
-            for r in range(term_len[t]):
-                s = terms[t, r]
-                prod *= (gend[s] - gstart[s]) if cnt[s] > 0 else 0
-            need += prod
-        if nnz + need > out_idx.shape[0]:
+        if nnz + need > out_idx.shape[0]:  # only when the caller's size was short
             out_idx = _grow(out_idx, nnz + need)
             out_val = _grow(out_val, nnz + need)
         # 4: linear features

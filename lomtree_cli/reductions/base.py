@@ -139,6 +139,10 @@ class Reduction:
     def k(self) -> int:
         return int(self.config.k or 0)
 
+    def top_k_bound(self) -> int:
+        """The most labels a ``--top-k`` answer can hold: k (without -k, the labels known)."""
+        return self.k
+
     def invalid_labels(self, labels: np.ndarray) -> np.ndarray:
         """Boolean mask of labels this reduction cannot take (> k, also for CPT and the table
         when -k was given); 0 = unlabeled is fine."""
@@ -151,15 +155,23 @@ class Reduction:
         in 1..k (1..2^31-1 without k). Every ``process`` calls it first: a kernel indexes its
         arrays by label, so a bad label from library code must stop here (it once crashed the
         Filter tree's kernel), not only in the CLI's runner."""
-        if labels.shape[0] == 0:
+        n = labels.shape[0]
+        if n == 0:
             return
-        if int(labels.min()) < 0:
-            raise ValueError(f"{self.name}: label {int(labels.min())} is negative (labels are 1..k, 0 = unlabeled)")
-        t = labels[np.asarray(train, dtype=bool)]
-        if t.shape[0] == 0:
+        if n == 1:  # one example (the Python API's learn_one): no array reductions
+            lo = lo_t = hi_t = int(labels[0])
+            trained = bool(train[0])
+        else:
+            lo = int(labels.min())
+            t = labels[np.asarray(train, dtype=bool)]
+            trained = t.shape[0] > 0
+            if trained:
+                lo_t, hi_t = int(t.min()), int(t.max())
+        if lo < 0:
+            raise ValueError(f"{self.name}: label {lo} is negative (labels are 1..k, 0 = unlabeled)")
+        if not trained:
             return
         hi = self.k if self.config.k is not None else 2**31 - 1
-        lo_t, hi_t = int(t.min()), int(t.max())
         if lo_t < 1 or hi_t > hi:
             bad = lo_t if lo_t < 1 else hi_t
             raise ValueError(f"{self.name}: cannot train on label {bad}: labels must be in 1..{hi}")
@@ -180,6 +192,10 @@ class Reduction:
 
     def end_pass(self) -> None:
         """Hook at the end of each pass (nothing by default)."""
+
+    def settle(self) -> None:
+        """Make the model predict from everything learned so far, mid-pass (a stream learned
+        example by example is predicted between its examples); nothing by default."""
 
     def state(self) -> dict:
         return {}

@@ -156,6 +156,9 @@ class ConditionalProbabilityTree(Reduction):
                      n, self._make_room)
         return preds, losses
 
+    def top_k_bound(self) -> int:
+        return max(1, self.k or int(self.lmap.size[0]))
+
     def predict_top(self, batch, n):
         m = len(batch)
         n = max(1, int(n))

@@ -48,6 +48,7 @@ import numpy as np
 
 from ..kernels import mtree_kernels as T
 from ..kernels.linear import HP_ETA, HP_L1, HP_L2, MODE_CPT
+from ..learner import check_memory
 from .base import Reduction, run_resuming
 
 #: a child may take at most SLACK * |I| / M of its parent's labels (balance cap of the assignment)
@@ -207,6 +208,11 @@ class MaryTree(Reduction):
         super().__init__(rcfg, learner)
         self.D = int(rcfg.dim)
         rows = 1 << int(learner.bits)
+        M, L = tree_shape(self.k, int(rcfg.arity), int(rcfg.depth))[:2]
+        # checked before anything is allocated: per label its path statistics (L x M), counts
+        # and weight; the embedding table and the root's linear weights
+        check_memory(8 * (self.k + 1) * (L * M + L + 1) + 4 * rows * (self.D + M),
+                     f"k = {self.k} labels and 2^{learner.bits} embeddings of width {self.D}")
         self.label_n = np.zeros(self.k + 1, dtype=np.float64)  # trained weight per label (inspect)
         self.params = np.zeros(T.N_PAR, dtype=np.float64)
         self.params[T.PAR_POWER] = float(learner.config.power_t)

@@ -132,8 +132,10 @@ class OneAgainstAll(Reduction):
         self.check_labels(batch.labels, train)
         self.check_label_sets(batch, train)
         n = len(batch)
-        if len(batch) and train.any():
-            # let learn_block cache one rate per (feature, class) pair of the longest example
+        # let learn_block cache one rate per (feature, class) pair of the longest example (no
+        # example is longer than all of them together: then there is room already)
+        if len(batch) and train.any() and \
+                min(int(batch.indptr[-1] - batch.indptr[0]) * self.k, 1 << 20) > self.learner.scratch_features:
             self.learner.ensure_scratch(min(int(batch.n_features.max()) * self.k, 1 << 20))
         preds = np.zeros(n, dtype=np.int64)
         scratch = np.zeros(self.k, dtype=np.float64)

@@ -64,6 +64,7 @@ from ..kernels import plt_kernels as P
 from ..errors import ConfigError
 from ..kernels.linear import HP_W, MODE_BLOCK
 from ..batch import ExampleBatch
+from ..learner import check_memory
 from .base import Reduction, run_resuming
 
 #: most feature entries the tree-building buffer holds (about 12 bytes each)
@@ -170,6 +171,9 @@ class ProbabilisticLabelTree(Reduction):
 
     def __init__(self, rcfg, learner):
         super().__init__(rcfg, learner)
+        # checked before anything is allocated: label frequencies, and for every label a leaf
+        # (tree arrays) and its regressor's normaliser state
+        check_memory(48 * (self.k + 1), f"the label tree of k = {self.k} labels")
         self.M = int(rcfg.arity)
         self.W = block_width(self.M)
         if self.W > 1 << learner.bits:
@@ -361,6 +365,10 @@ class ProbabilisticLabelTree(Reduction):
         self.learner.ensure_models(self.W * nb)
 
     def end_pass(self) -> None:
+        self.flush()
+
+    def settle(self) -> None:
+        """The tree is built from the examples buffered so far (later labels join it online)."""
         self.flush()
 
     # -- prediction ----------------------------------------------------------------------------

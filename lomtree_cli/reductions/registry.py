@@ -164,7 +164,11 @@ def default(name: str, key: str, fallback, multilabel: bool = False, passes: int
     """Reduction ``name``'s default for ``key`` (a config field, ``loss``, ``power_t``,
     ``learning_rate`` or ``decay_learning_rate``); ``multilabel``, ``passes`` and ``k``: the
     model's, for the defaults of multi-label models and of many classes."""
-    spec = REGISTRY[name]
+    spec = REGISTRY.get(name) if isinstance(name, str) else None
+    if spec is None:  # the library's callers (the Python API) pass any value
+        from ..errors import ConfigError
+
+        raise ConfigError(f"reduction must be one of {', '.join(REGISTRY)}, got {name!r}")
     if multilabel and passes > 1 and key in spec.label_set_pass_defaults:
         return spec.label_set_pass_defaults[key]
     if multilabel and key in spec.label_set_defaults:

@@ -77,6 +77,9 @@ class LabelFrequencyTable(Reduction):
         p = cnt[order] / total if total > 0 else np.zeros(n)
         return lab[order], p
 
+    def top_k_bound(self) -> int:
+        return max(1, self.k or int(self.lmap.size[0]))
+
     def predict_top(self, batch, n):
         m = len(batch)
         n = max(1, int(n))
