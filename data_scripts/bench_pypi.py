@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 from . import bench_anchors as ba
+from .bench import lomtree_exe
 from .common import DEFAULT_DATA_DIR, REPO_ROOT, atomic_write, run_timed, sanitize_command
 from .pypi_tasks import PYPI_RELPATH, build_all, size_name, task_name
 
@@ -62,11 +63,6 @@ FASTTEXT_THREADS = 2
 
 def log(msg: str) -> None:
     print(f"[{_dt.datetime.now():%H:%M:%S}] {msg}", file=sys.stderr, flush=True)
-
-
-def lomtree_exe() -> list[str]:
-    exe = Path(sys.executable).with_name("lomtree")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "lomtree_cli.launch"]
 
 
 def count_lines(path: Path) -> int:

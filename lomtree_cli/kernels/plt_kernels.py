@@ -483,7 +483,7 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, 
         le = lptr[i + 1]
         full = not train[i] or negatives or auto
         nc = 0
-        if need or not train[i] or negatives or auto:
+        if need or full:
             # a trained example's prediction is a progressive-validation figure only, unless its beam
             # also gives the leaf negatives or the gamma statistics: greedy (beam 1) then
             nc = beam_search(lin, tree, logistic, indices, values, s, e, B if full else 1, bn, bl, nn, nl, cn, cl, cs,
