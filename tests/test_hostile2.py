@@ -359,7 +359,7 @@ def test_idle_timeout_closes_a_silent_connection(small):
         s.settimeout(20)
         s.sendall(b"1 |a x")  # half a line, then nothing
         assert s.recv(100) == b""
-        assert d.ask(b"1 |a x y\n") and True
+        assert d.ask(b"1 |a x y\n")[0] in ("1", "2")  # the daemon still answers others
     finally:
         d.stop()
 
