@@ -116,7 +116,10 @@ def _check_one(flag: str, path: str) -> None:
     if st is None:
         _probe(flag, path, real, "the file")
     if renamed:
-        _probe(flag, path, temporary_name(flag, real), "its temporary file")
+        # a name as long as the temporary file's, in the same directory, but not that name: a
+        # watcher of ``*.writing`` files (or a stale-file sweep) must never see the probe
+        head, _, tail = temporary_name(flag, real).rpartition("writing")
+        _probe(flag, path, head + "probing" + tail, "its temporary file")
 
 
 def check_outputs(outputs: list, inputs: list) -> None:
