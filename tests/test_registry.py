@@ -112,7 +112,8 @@ def test_reduction_options_given_with_an_initial_model_are_checked(tmp_path):
 
 
 def test_plt_defaults_from_large_k_on():
-    """Single-label plt with k >= LARGE_K: power_t 0.75, no leaf negatives, path weight 1; below
+    """Single-label plt with k >= LARGE_K: power_t 0.75, no leaf negatives, path weight 1, arity 8,
+    beam 4; below
     it, and for multi-label models, the other defaults; a given option still wins."""
     from lomtree_cli.commands import new_model_configs
     from lomtree_cli.reductions.registry import LARGE_K, default
@@ -125,9 +126,9 @@ def test_plt_defaults_from_large_k_on():
         return new_model_configs(p)
 
     rcfg, lcfg = configs(LARGE_K)
-    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity) == (0.75, False, 1.0, 8)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.75, False, 1.0, 8, 4)
     rcfg, lcfg = configs(LARGE_K - 1)
-    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity) == (0.5, True, -1.0, 32)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.5, True, -1.0, 32, 10)
     rcfg, lcfg = configs(LARGE_K, multilabel=True)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.beam) == (0.5, True, -1.0, 16)
     rcfg, lcfg = configs(2 * LARGE_K, power_t=0.5, leaf_negatives=True)
