@@ -3,14 +3,18 @@
 An entry (``ReductionSpec``) says where the class is (imported only when the reduction runs, so
 ``--help`` and ``predict`` do not import numba or every kernel), whether the reduction needs
 ``-k``, its own command-line options and its own defaults, as VW's ``*_setup`` functions declare
-theirs. Everything else is derived from here: ``config.REDUCTIONS`` and its ``-k`` rule, the
-``-r`` choice and the reduction options of ``lomtree train`` (``cli.py``), which given options
-are checked against an initial model (``commands.py``, ``driver.py``), the AOT warm-up
-(``aot.py``) and the tests' lists. ``Reduction`` subclasses take ``needs_k`` and their default
-loss from their entry (``base.Reduction.__init_subclass__``).
+theirs, and what it can do (label sets, probabilities, Dask, ...). Everything else is derived from
+here: ``config.REDUCTIONS`` and its ``-k`` rule, the ``-r`` choice, the reduction options and VW
+spellings of ``lomtree train`` (``cli.py``, ``vwopts.py``), the ``Classifier``'s options
+(``api.py``), which given options are checked against an initial model (``commands.py``,
+``driver.py``), Dask training (``distributed.py``), ``--invert_hash`` (``readable.py``), the AOT
+warm-up (``aot.py``) and the tests' lists; no other module names a reduction
+(``tests/test_registry.py``). ``Reduction`` subclasses take ``needs_k``, ``label_sets`` and
+their default loss from their entry (``base.Reduction.__init_subclass__``).
 
-A new reduction: its module, its fields in ``config.ReductionConfig`` (stored in models, checked
-there), and one line here. A new option of a reduction: its ``ReductionConfig`` field and an
+A new reduction (docs/ARCHITECTURE.md, "Adding a reduction"): its module, its kernels in
+``lomtree_cli/kernels/``, its fields in ``config.ReductionConfig`` (stored in models, checked
+there), and one entry here. A new option of a reduction: its ``ReductionConfig`` field and an
 ``Option`` in the reduction's entry.
 """
 
