@@ -165,7 +165,7 @@ class FilterTree(BracketTree):
         preds = np.zeros(n, dtype=np.int64)
         d = self.depth + 1
         TR.filter_process(self.learner.arrays, self.tree, batch.indptr, batch.indices, batch.values,
-                       batch.labels, batch.weights, np.ascontiguousarray(train, dtype=np.bool_),
-                       np.int64(self.k), preds, np.zeros(d, dtype=np.int64), np.zeros(d, dtype=np.float64),
-                       np.zeros(d, dtype=np.int64), self.shortcuts)
+                          batch.labels, batch.weights, np.ascontiguousarray(train, dtype=np.bool_),
+                          np.int64(self.k), preds, np.zeros(d, dtype=np.int64), np.zeros(d, dtype=np.float64),
+                          np.zeros(d, dtype=np.int64), self.shortcuts)
         return preds, None

@@ -61,9 +61,9 @@ class RandomTree(BracketTree):
         path = np.zeros(self.depth + 2, dtype=np.int32)
         d = self.depth + 1
         TR.rtree_process(self.learner.arrays, self.tree, batch.indptr, batch.indices, batch.values,
-                      batch.labels, batch.weights, np.ascontiguousarray(train, dtype=np.bool_),
-                      np.int64(self.k), preds, path, np.zeros(d, dtype=np.int64), np.zeros(d, dtype=np.float64),
-                      np.zeros(d, dtype=np.int64), self.shortcuts)
+                         batch.labels, batch.weights, np.ascontiguousarray(train, dtype=np.bool_),
+                         np.int64(self.k), preds, path, np.zeros(d, dtype=np.int64), np.zeros(d, dtype=np.float64),
+                         np.zeros(d, dtype=np.int64), self.shortcuts)
         return preds, None
 
     def state(self) -> dict:

@@ -58,7 +58,7 @@ class ReductionSpec:
     ``dask``: how ``train --dask`` trains it: ``"fixed"`` (its structure does not depend on the
     data: data-parallel from the first example), ``"grown"`` (its label tree is complete after one
     pass: pass 1 runs the shards in turn, later passes are data-parallel), None (refused);
-    ``regressors``: what regressor r is, for ``--readable_model`` (``"class"``: class r + 1,
+    ``regressors``: what regressor r is, in ``--invert_hash``'s headings (``"class"``: class r + 1,
     ``"tree node"``: node r, empty: no regressors); ``vw_options``: VW's options that mean this
     reduction (``--oaa K`` is ``-r oaa -k K``), each mapped to whether it implies ``--multilabel``.
     The entropy criteria of ``inspect`` need code: the class's ``label_levels``."""
