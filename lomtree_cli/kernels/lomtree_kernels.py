@@ -562,11 +562,7 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, node_top, rec_i, re
             else:
                 onpath = False
         f = pscore[depth] if known else K.score(lin, idx, val, st, en, m)
-        if shortcuts:
-            s = K.learn_rescore(lin, idx, val, st, en, m, z, iw, f, distinct)
-        else:
-            K.learn(lin, idx, val, st, en, m, z, iw, K.clip_score(lin, f))
-            s = K.score(lin, idx, val, st, en, m)
+        s = K.learn_scored(lin, idx, val, st, en, m, z, iw, f, distinct, shortcuts)
         trained[nt] = m
         nt += 1
         node_f[j] += s

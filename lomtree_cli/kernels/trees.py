@@ -205,11 +205,7 @@ def filter_process(lin, tree, indptr, indices, values, labels, weights, train, k
                 known, f0 = known_score(lin, a, k, pnode, pscore, plen, trained, nt, nd)
                 if not known:
                     f0 = K.score(lin, indices, values, s, e, m)
-                if shortcuts:
-                    f1 = K.learn_rescore(lin, indices, values, s, e, m, z, iw, f0, distinct)
-                else:
-                    K.learn(lin, indices, values, s, e, m, z, iw, K.clip_score(lin, f0))
-                    f1 = K.score(lin, indices, values, s, e, m)
+                f1 = K.learn_scored(lin, indices, values, s, e, m, z, iw, f0, distinct, shortcuts)
                 trained[nt] = a
                 nt += 1
                 tree.counts[m, 0 if z < 0.0 else 1] += 1
