@@ -42,7 +42,7 @@ from lomtree_cli.kernels import linear as K
 from lomtree_cli.learner import LinearLearner
 from lomtree_cli.parsing import iter_batches
 from lomtree_cli.reductions import get_reduction_class
-from lomtree_cli.reductions.oaa import _scores_all, clip_argmax
+from lomtree_cli.kernels.oaa_kernels import clip_argmax, scores_all
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
@@ -56,7 +56,7 @@ def _oaa_prob_process(lin, indptr, indices, values, labels, weights, train, k, p
     for i in range(n):
         s = indptr[i]
         e = indptr[i + 1]
-        _scores_all(lin, indices, values, s, e, k, scratch)
+        scores_all(lin, indices, values, s, e, k, scratch)
         preds[i] = clip_argmax(lin, scratch, k) + 1
         tot = 0.0
         for c in range(k):

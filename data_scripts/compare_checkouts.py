@@ -21,8 +21,11 @@ import sys
 import tempfile
 import zipfile
 
-REDUCTIONS = ("oaa", "plt", "lomtree", "filter", "rtree", "cpt", "mtree", "table")
-TOP = ("oaa", "plt", "cpt", "mtree", "table")
+from lomtree_cli.reductions.registry import REGISTRY
+
+#: every reduction of this checkout's registry; those with probabilities also predict ``--top-k``
+REDUCTIONS = tuple(REGISTRY)
+TOP = tuple(n for n, spec in REGISTRY.items() if spec.probabilities)
 
 
 def members(path: str) -> dict:

@@ -68,7 +68,7 @@ def _warm_commands(d: str) -> list[list[str]]:
     """The warm-up: every reduction of ``REGISTRY`` trained on both input formats (one pass, and
     two through the example cache), predicted and inspected; the reductions that predict
     probabilities also with ``--probabilities`` and ``--top-k``. Writes its inputs into ``d``."""
-    from .reductions.base import REGISTRY, Reduction, get_reduction_class
+    from .reductions.registry import REGISTRY
 
     vw, svm = os.path.join(d, "w.vw"), os.path.join(d, "w.svm")
     lines = [f"{1 + i % 5} |a f{i % 7}:0.5 g{i % 3} |b {i % 11}:1.5" for i in range(40)]
@@ -92,7 +92,7 @@ def _warm_commands(d: str) -> list[list[str]]:
     with open(mls, "w") as f:
         f.write("".join(f"{1 + i % 5},{1 + (i + 2) % 6} |a f{i % 7}:0.5 |b g{i % 3}\n" for i in range(40)))
     for r in REGISTRY:
-        if not get_reduction_class(r).label_sets:
+        if not REGISTRY[r].label_sets:
             continue
         m = os.path.join(d, f"{r}.ml.lt")
         cmds += [["train", "-r", r, "--multilabel", "-k", "6", "-b", "18", mls, "-f", m, "--quiet"],
@@ -101,7 +101,7 @@ def _warm_commands(d: str) -> list[list[str]]:
                  ["predict", "-i", m, mls, "-p", os.path.join(d, "p"), "--quiet"],
                  ["predict", "-i", m, mls, "-p", os.path.join(d, "p"), "--top-k", "3", "--quiet"]]
     for r in REGISTRY:
-        if get_reduction_class(r).predict_top is not Reduction.predict_top:
+        if REGISTRY[r].probabilities:
             out = os.path.join(d, "p")
             cmds.append(["predict", "-i", os.path.join(d, f"{r}.lt"), vw, "-p", out, "--probabilities", "--quiet"])
             cmds.append(["predict", "-i", os.path.join(d, f"{r}.lt"), vw, "-p", out, "--top-k", "3", "--quiet"])
@@ -111,6 +111,7 @@ def _warm_commands(d: str) -> list[list[str]]:
 def warm() -> None:
     """Load every kernel a command uses: the commands of ``_warm_commands``, output discarded."""
     from .cli import main as cli_main
+    from .version import PROG
 
     sys.stdout.flush()
     sys.stderr.flush()
@@ -122,7 +123,7 @@ def warm() -> None:
         with tempfile.TemporaryDirectory(prefix="lomtree-warm-") as d:
             for cmd in _warm_commands(d):
                 try:
-                    cli_main(args=cmd, prog_name="lomtree", standalone_mode=True)
+                    cli_main(args=cmd, prog_name=PROG, standalone_mode=True)
                 except SystemExit:
                     pass
                 sys.stdout.flush()

@@ -85,6 +85,7 @@ from .batch import ExampleBatch
 from .config import InputConfig
 from .errors import InputError, LomtreeError
 from .parsing import parse_bytes, parse_chunk
+from .reductions.registry import DEFAULT, reduction_options
 
 #: examples per batch handed to the driver (batches do not change results)
 CHUNK = 4096
@@ -522,9 +523,9 @@ def label_sets(Y, labels: "Labels") -> tuple[np.ndarray, np.ndarray]:
 
 # -- the estimator ------------------------------------------------------------------------------
 
-_REDUCTION_OPTIONS = ("max_internal_nodes", "swap_resistance", "leaf_labels", "candidates_up", "label_prior",
-                      "cpt_alpha", "cpt_predict", "cpt_random_insert", "arity", "beam", "tree_buffer", "path_weight",
-                      "leaf_negatives", "dim", "depth", "reassign_after", "tree", "linear")
+#: every reduction's options (``Classifier`` spells each as a parameter: scikit-learn reads them
+#: from the signature)
+_REDUCTION_OPTIONS = tuple(reduction_options())
 
 
 class Classifier:
@@ -536,7 +537,7 @@ class Classifier:
     JSON report of the last fit), ``passes_done_``.
     """
 
-    def __init__(self, reduction="lomtree", classes=None, bits=18, learning_rate=None, power_t=None,
+    def __init__(self, reduction=DEFAULT, classes=None, bits=18, learning_rate=None, power_t=None,
                  initial_t=None, loss_function=None, quantile_tau=0.5, sgd=False, decay_learning_rate=None, l1=0.0, l2=0.0,
                  passes=1, holdout_period=10, holdout_off=False, early_terminate=3, seed=0, hash_seed=0,
                  noconstant=False, label_offset=0, format=None, max_internal_nodes=None, swap_resistance=None,

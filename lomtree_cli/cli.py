@@ -16,9 +16,9 @@ import math
 import click
 
 from . import commands
-from .version import __version__
+from .version import PROG, __version__
 from .errors import ConfigError
-from .reductions.registry import LARGE_K, REGISTRY, default, reduction_options as registry_options
+from .reductions.registry import DEFAULT, LARGE_K, REGISTRY, default, reduction_options as registry_options, vw_aliases
 from .runtime import guarded, process_start_time
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -58,7 +58,7 @@ TRAIN_HELP_GROUPS = (
     ("Output Model Options", ("final_model", "readable_model", "invert_hash")),
     ("Output Options", ("predictions",)),
     ("Input Options", ("data", "cache", "cache_file")),
-    ("Reduction Options", ("reduction", "k", "oaa", "ect", "log_multi", "plt", "multilabel_oaa")),
+    ("Reduction Options", ("reduction", "k", *vw_aliases())),
 ) + tuple((f"[Reduction] {spec.title} Options", tuple(o.field for o in spec.options))
           for spec in REGISTRY.values() if spec.options)
 
@@ -111,7 +111,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings=CONTEXT)
-@click.version_option(__version__, "--version", prog_name="lomtree")
+@click.version_option(__version__, "--version", prog_name=PROG)
 def main():
     pass
 
@@ -123,6 +123,11 @@ main.help = "\n".join([
     "  lomtree train -r oaa -k 105 --format libsvm sector.train -f sector.model",
     "  lomtree predict -i sector.model --format libsvm sector.test -p -",
     "  cat data.vw | lomtree train -k 1000 -f m.lt && lomtree inspect m.lt"])
+
+
+def _names(has) -> str:
+    """The reductions whose registry entry satisfies ``has``, for help texts."""
+    return ", ".join(n for n, spec in REGISTRY.items() if has(spec))
 
 
 def _defaults_text(key: str, base, names=REGISTRY) -> str:
@@ -186,12 +191,9 @@ def vw_options(f):
         (("-d", "--data", "data"), dict(multiple=True, help="Input file (VW's -d; same as a positional INPUT).")),
         (("-t", "--testonly", "testonly"), dict(is_flag=True, help="Test only (VW's -t): with -i MODEL, as "
                                                                   "`lomtree predict -i MODEL`.")),
-        (("--oaa", "oaa"), dict(type=int, help="VW's --oaa K: -r oaa -k K.")),
-        (("--ect", "ect"), dict(type=int, help="VW's --ect K: -r filter -k K.")),
-        (("--log_multi", "--log-multi", "log_multi"), dict(type=int, help="VW's --log_multi K: -r lomtree -k K.")),
-        (("--plt", "plt"), dict(type=int, help="VW's --plt K: -r plt -k K --multilabel.")),
-        (("--multilabel_oaa", "--multilabel-oaa", "multilabel_oaa"),
-         dict(type=int, help="VW's --multilabel_oaa K: -r oaa -k K --multilabel (binary relevance).")),
+        *(((f"--{a}",) + ((f"--{a.replace('_', '-')}",) if "_" in a else ()) + (a,),
+           dict(type=int, help=f"VW's --{a} K: -r {r} -k K{' --multilabel' if ml else ''}."))
+          for a, (r, ml) in vw_aliases().items()),
         (("--cache_file", "--cache-file", "cache_file"), dict(type=str, help="VW's --cache_file PATH: -c PATH.")),
         (("-q", "--quadratic", "quadratic"), dict(multiple=True, help="Cross namespaces ab (first letters; ':' = any).")),
         (("--cubic", "cubic"), dict(multiple=True, help="Cross three namespaces abc.")),
@@ -206,9 +208,9 @@ def vw_options(f):
         (("--named-labels", "--named_labels", "named_labels"),
          dict(type=str, help="Class names a,b,c (VW's --named_labels): k = their number.")),
         (("--string-labels", "string_labels"), dict(is_flag=True, help="Labels are strings, numbered in order of "
-                                                                     "appearance (cpt, table; others with -k).")),
+                                                                     f"appearance ({_names(lambda s: not s.needs_k)}; others with -k).")),
         (("--multilabel", "multilabel"), dict(is_flag=True, help="Each example has a set of labels l1,l2,... "
-                                                               "(plt, oaa); stored in the model.")),
+                                                               f"({_names(lambda s: s.label_sets)}); stored in the model.")),
         (("--readable_model", "--readable-model", "readable_model"),
          dict(type=str, help="Write the weights as text (per regressor / tree node).")),
         (("--invert_hash", "--invert-hash", "invert_hash"),
@@ -221,10 +223,10 @@ def vw_options(f):
 
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, type=str)
-@click.option("-r", "--reduction", type=click.Choice(list(REGISTRY)), default="lomtree", show_default=True,
+@click.option("-r", "--reduction", type=click.Choice(list(REGISTRY)), default=DEFAULT, show_default=True,
               help="The reduction.")
 @click.option("-k", "--classes", "k", type=int,
-              help=f"Number of classes (labels 1..K); optional for {', '.join(r for r in REGISTRY if not REGISTRY[r].needs_k)}.")
+              help=f"Number of classes (labels 1..K); optional for {_names(lambda s: not s.needs_k)}.")
 @click.option("-f", "--final-model", "final_model", type=click.Path(dir_okay=False), help="Write the model here.")
 @click.option("-i", "--initial-model", "initial_model", type=str, help="Start from this model.")
 @click.option("-p", "--predictions", type=str, help="Progressive predictions, one per line ('-' = stdout).")
@@ -245,7 +247,8 @@ def vw_options(f):
               help="L2 regularisation: the weights an update touches shrink by 1 - l2 * rate.")
 @click.option("--sgd", is_flag=True, help="Plain SGD instead of adaptive+normalized+invariant updates.")
 @click.option("--decay-learning-rate", "--decay_learning_rate", "decay_learning_rate", type=float,
-              default=None, help="Learning-rate factor applied after each pass [1; multi-label plt, oaa with "
+              default=None, help="Learning-rate factor applied after each pass [1; multi-label "
+                                 f"{_names(lambda s: 'decay_learning_rate' in s.label_set_pass_defaults)} with "
                                  "--passes > 1: 0.6].")
 @click.option("--passes", type=int, default=1, show_default=True)
 @click.option("-c", "--cache", "cache", is_flag=False, flag_value="", default=None,
@@ -262,7 +265,8 @@ def vw_options(f):
               help="Added to every label (1 for 0-based data, VW's --indexing 0).")
 @vw_options
 @click.option("--dask", "dask", type=str, default=None, metavar="ADDRESS|local:N",
-              help="Train data-parallel on Dask (oaa, filter, rtree; cpt, plt after a first pass): a scheduler address, or local:N "
+              help=f"Train data-parallel on Dask ({_names(lambda s: s.dask == 'fixed')}; "
+                   f"{_names(lambda s: s.dask == 'grown')} after a first pass): a scheduler address, or local:N "
                    "worker processes on this machine. Needs pip install 'lomtree[dask]'.")
 @click.option("--sync-every", "sync_every", type=click.IntRange(min=0), default=0, show_default=True,
               help="--dask: average the workers' models every N examples of each shard (0 = after every pass).")

@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 from .errors import ConfigError
-from .reductions.registry import REGISTRY
+from .reductions.registry import DEFAULT, REGISTRY
 
 LOSSES = ("squared", "logistic", "hinge", "quantile")
 FORMATS = ("vw", "libsvm", "xmc")
@@ -219,7 +219,7 @@ class ReductionConfig:
     seed : the run's random seed (SplitMix64 state)
     """
 
-    name: str = "lomtree"
+    name: str = DEFAULT
     k: int | None = None
     max_internal_nodes: int | None = None
     swap_resistance: int = 4

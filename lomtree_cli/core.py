@@ -134,14 +134,10 @@ class Learner:
 
 def gives_probabilities(reduction: str) -> bool:
     """The reduction named ``reduction`` has ``predict_top`` (False for an unknown name)."""
-    from .errors import LomtreeError
-    from .reductions import get_reduction_class
-    from .reductions.base import Reduction
+    from .reductions.registry import REGISTRY
 
-    try:
-        return get_reduction_class(reduction).predict_top is not Reduction.predict_top
-    except LomtreeError:
-        return False
+    spec = REGISTRY.get(reduction)
+    return spec is not None and spec.probabilities
 
 
 def trainable(batch: ExampleBatch) -> np.ndarray:

@@ -36,8 +36,9 @@ Training (VW's AllReduce, done by the client)
     the SGD clock are averaged, node counts (Filter tree, Rtree) add up. At the end of a pass the
     client applies the reduction's pass hook and the learning-rate decay, and keeps the best
     pass on holdout, as ``lomtree train`` does. The progressive-validation table is merged:
-    every round's per-example results are added in shard order. Fixed-structure reductions (oaa,
-    filter, rtree) are data-parallel from the first example. CPT and PLT grow their label tree in
+    every round's per-example results are added in shard order. Which reductions train here, and
+    how, is their registry entry's ``dask``: ``"fixed"`` ones (OAA, Filter tree, Rtree) are
+    data-parallel from the first example. ``"grown"`` ones (CPT, PLT) grow their label tree in
     pass 1, which runs the shards one after the other, each task continuing the previous one's
     model on one worker (CPT: exactly the single-process model of the input in shard order; PLT
     builds its k-means tree from the first shard's buffer); after pass 1 every label is in the
@@ -60,6 +61,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .errors import ConfigError, InputError, LomtreeError
+from .reductions.registry import REGISTRY
 
 #: target size of a prediction range
 RANGE_BYTES = 8 << 20
@@ -72,12 +74,6 @@ MAX_SHARD_BLOCKS = 4096
 SYNC_FIRST = 100
 #: most local workers (``local:N``)
 MAX_LOCAL_WORKERS = 64
-#: reductions whose structure does not depend on the data (trainable on Dask)
-FIXED_STRUCTURE = ("oaa", "filter", "rtree")
-#: reductions whose label tree is complete after one pass over the data (every label inserted):
-#: pass 1 runs on one worker over the whole input (the structure grows as in one process), later
-#: passes are data-parallel over the frozen structure
-GROWN_IN_PASS_1 = ("cpt", "plt")
 #: reduction state arrays that count examples: the workers' increments add up when averaging
 COUNTS = ("node_counts", "gamma_stats")
 _COMPRESSED = (".gz", ".bz2", ".xz")
@@ -691,8 +687,10 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
     else:
         model = continued_model(initial_model, input_cfg, explicit or {})
     input_cfg, learner, reduction, passes_before = model.input_config, model.base, model.reduction, model.passes_done
-    if reduction.name not in FIXED_STRUCTURE + GROWN_IN_PASS_1:
-        raise ConfigError(f"--dask trains {', '.join(FIXED_STRUCTURE + GROWN_IN_PASS_1)}; -r {reduction.name} "
+    mode = REGISTRY[reduction.name].dask
+    if mode is None:
+        able = [n for n, spec in REGISTRY.items() if spec.dask is not None]
+        raise ConfigError(f"--dask trains {', '.join(able)}; -r {reduction.name} "
                           f"grows its tree from the data and is not distributed yet")
     current = model_io.LoadedModel({"passes_done": passes_before}, input_cfg, learner, reduction)
     runner = Runner(input_cfg, model, opts, learn=True)
@@ -719,7 +717,7 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
             passes_used = p + 1
             # a growing pass: the shards one after the other, each task continuing the last one's
             # model (the same examples held out as in the data-parallel passes after it)
-            grow = p == 0 and passes_before == 0 and reduction.name in GROWN_IN_PASS_1
+            grow = p == 0 and passes_before == 0 and mode == "grown"
             tasks = shards_list
             cursors = {i: (0, tasks[i][0][1] if tasks[i] else 0, 0) for i in range(len(tasks)) if tasks[i]}
             round_index = 0

@@ -13,14 +13,10 @@ fraction of leaf ``l``'s examples that have label ``i``:
 All three are computed from the label statistics the model stores (counts of trained examples),
 for the whole tree (its leaves) and per level ``d`` (the tree cut at depth d: its nodes of depth
 d and its leaves above d), so the numbers fall from the root's (the label distribution's own
-entropy) to the leaves'. Which counts:
-
-* ``lomtree``: the class records of every node (examples of each label that reached it);
-* ``filter``/``rtree``: leaves are labels; a label's count is the first match of its leaf (every
-  trained example of the label plays it), a node's counts are those of the labels below it;
-* ``mtree``: leaves are labels; the trained examples of each label (``label_n``), grouped by the
-  nodes of the current tree;
-* ``cpt``, ``plt``, ``oaa``, ``table``: no per-label counts stored (or no tree): not reported.
+entropy) to the leaves'. Which counts: each reduction's ``label_levels()`` says (LOMtree: the
+class records of every node; Filter tree, Rtree and mtree: leaves are labels, counted by the
+trained examples of each label); a reduction without per-label counts (or without a tree)
+returns None and gets no report.
 """
 
 from __future__ import annotations
@@ -48,7 +44,7 @@ def criteria(groups, C: float = 1.0) -> dict:
     return out
 
 
-def _levels_of_leaf_tree(parent: np.ndarray, leaf_count: dict, depth: np.ndarray) -> list:
+def levels_of_leaf_tree(parent: np.ndarray, leaf_count: dict, depth: np.ndarray) -> list:
     """Per level d: the count arrays of the cut at depth d of a tree whose leaves are single
     labels (``leaf_count``: leaf node -> count)."""
     maxd = int(max((depth[v] for v in leaf_count), default=0))
@@ -78,61 +74,9 @@ def depths_from_parents(parent: np.ndarray) -> np.ndarray:
         anc[act] = parent[anc[act]]
 
 
-def label_levels(reduction):
-    """(per-level list of count arrays, list of the leaves' count arrays), or None when the
-    reduction stores no per-label counts."""
-    name = reduction.name
-    if name == "lomtree":
-        st = reduction.state()
-        parent = st["parent"].astype(np.int64)
-        isint = st["internal"] == 1
-        depth = depths_from_parents(parent)
-        node, _, cnt, _, _ = reduction.records()
-        per_node: dict = {}
-        for v, c in zip(node.tolist(), cnt.tolist()):
-            per_node.setdefault(v, []).append(c)
-        arr = {v: np.array(c, dtype=np.float64) for v, c in per_node.items()}
-        empty = np.zeros(0)
-        leaves = np.flatnonzero(~isint)
-        levels = []
-        for d in range(int(depth[leaves].max()) + 1 if leaves.size else 0):
-            cut = np.flatnonzero((depth == d) | (~isint & (depth < d)))
-            levels.append([arr.get(int(v), empty) for v in cut])
-        return levels, [arr.get(int(v), empty) for v in leaves]
-    if name in ("filter", "rtree"):
-        st = reduction.state()
-        parent, left = st["parent"].astype(np.int64), st["left"].astype(np.int64)
-        counts = st["node_counts"]
-        k = reduction.k
-        if k < 2:
-            return None
-        leaf_count = {}
-        for leaf in range(k):
-            a = int(parent[leaf])
-            leaf_count[leaf] = float(counts[a - k, 0 if left[a] == leaf else 1])
-        depth = depths_from_parents(parent)
-        levels = _levels_of_leaf_tree(parent, leaf_count, depth)
-        return levels, [np.array([c]) for c in leaf_count.values()]
-    if name == "mtree":
-        levels = []
-        n = reduction.label_n[1:]
-        for d in range(reduction.L + 1):
-            if d == 0:
-                levels.append([n])
-                continue
-            # a label whose leaf is above depth d (a Huffman tree) is a cell of its own
-            node = np.where(reduction.path_child[1:, d] >= 0, reduction.path_node[1:, d],
-                            -1 - np.arange(reduction.k)) if d < reduction.L else np.arange(reduction.k)
-            order = np.argsort(node, kind="stable")
-            cuts = np.flatnonzero(np.diff(node[order])) + 1
-            levels.append(np.split(n[order], cuts))
-        return levels, [np.array([c]) for c in n]
-    return None
-
-
 def report(reduction, C: float = 1.0):
     """The ``entropy`` entry of ``lomtree inspect`` (None when not available)."""
-    got = label_levels(reduction)
+    got = reduction.label_levels()
     if got is None:
         return None
     levels, leaves = got
@@ -142,4 +86,4 @@ def report(reduction, C: float = 1.0):
             "examples": float(sum(float(np.sum(g)) for g in leaves))}
 
 
-__all__ = ["criteria", "label_levels", "report"]
+__all__ = ["criteria", "depths_from_parents", "levels_of_leaf_tree", "report"]

@@ -67,8 +67,9 @@ def fill_std_fds(closed: list[int]) -> None:
 
 def _run_click() -> None:
     from .cli import main as cli_main
+    from .version import PROG
 
-    cli_main(prog_name="lomtree")
+    cli_main(prog_name=PROG)
 
 
 #: lomtree makes no BLAS calls worth a thread, and OpenBLAS's worker threads (started when numpy is

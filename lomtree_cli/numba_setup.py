@@ -106,10 +106,12 @@ def cache_bases() -> list:
     temporary directory (for a user whose HOME is not writable)."""
     import tempfile
 
+    from .version import PROG
+
     here = os.path.dirname(os.path.abspath(__file__))
     home = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return [os.path.join(here, "__pycache__"), os.path.join(home, "lomtree"),
-            os.path.join(tempfile.gettempdir(), f"lomtree-{os.getuid() if hasattr(os, 'getuid') else 0}")]
+    return [os.path.join(here, "__pycache__"), os.path.join(home, PROG),
+            os.path.join(tempfile.gettempdir(), f"{PROG}-{os.getuid() if hasattr(os, 'getuid') else 0}")]
 
 
 def cache_base() -> str:

@@ -1,6 +1,7 @@
 """``--readable_model FILE`` / ``--invert_hash FILE`` (VW's spellings): the trained
 weights as text, one line per non-zero weight, grouped by regressor (for the tree reductions a
-regressor is a tree node's router or a leaf's scorer; OAA: class i is regressor i - 1).
+regressor is a tree node's router or a leaf's scorer; OAA: class i is regressor i - 1; the registry
+entry's ``regressors`` says which).
 
 ``--invert_hash`` adds the feature names: the training inputs are read again (text, in order,
 Python-side: a debugging aid, not a hot path) and every linear feature name ``namespace^name``
@@ -90,10 +91,10 @@ def write_readable(p: dict, icfg) -> None:
 
 
 def _node_hint(m, r: int) -> str:
-    name = m.reduction.name
-    if name == "oaa":
+    from .reductions.registry import REGISTRY
+
+    kind = REGISTRY[m.reduction.name].regressors
+    if kind == "class":
         lab = r + 1
         return f" (class {m.label_dict.name(lab) if m.label_dict is not None else lab})"
-    if name in ("lomtree", "filter", "rtree", "cpt", "plt", "mtree"):
-        return f" (tree node {r})"
-    return ""
+    return f" ({kind} {r})" if kind else ""

@@ -10,11 +10,11 @@ usage error. Parameters missing from ``p`` (a caller that predates these options
 from __future__ import annotations
 
 from .errors import ConfigError
+from .reductions.registry import vw_aliases
 
-#: VW reduction option -> lomtree reduction
-ALIASES = {"oaa": "oaa", "ect": "filter", "log_multi": "lomtree", "plt": "plt", "multilabel_oaa": "oaa"}
-#: the VW reductions that learn label sets: their spelling implies --multilabel
-MULTILABEL_ALIASES = ("plt", "multilabel_oaa")
+#: VW reduction option -> (lomtree reduction, whether the VW spelling implies --multilabel), from
+#: the registry entries' ``vw_options``
+ALIASES = vw_aliases()
 
 
 def _opt(name: str) -> str:
@@ -31,14 +31,15 @@ def apply_vw_options(p: dict, given: set) -> None:
     if chosen:
         a = chosen[0]
         k = p[a]
-        if "reduction" in given and p["reduction"] != ALIASES[a]:
-            raise ConfigError(f"{_opt(a)} means -r {ALIASES[a]}; it conflicts with -r {p['reduction']}")
+        red, multilabel = ALIASES[a]
+        if "reduction" in given and p["reduction"] != red:
+            raise ConfigError(f"{_opt(a)} means -r {red}; it conflicts with -r {p['reduction']}")
         if p.get("k") is not None and p["k"] != k:
             raise ConfigError(f"{_opt(a)} {k} conflicts with -k {p['k']}")
-        p["reduction"] = ALIASES[a]
+        p["reduction"] = red
         p["k"] = k
         given.update({"reduction", "k"})
-        if a in MULTILABEL_ALIASES:
+        if multilabel:
             p["multilabel"] = True
     if (p.get("readable_model") or p.get("invert_hash")) and not p.get("final_model"):
         raise ConfigError("--readable_model/--invert_hash need -f MODEL (the text is written from the saved model)")

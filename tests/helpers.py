@@ -1,6 +1,9 @@
-"""Small shared helpers for tests: tiny generated datasets and batch builders."""
+"""Small shared helpers for tests: tiny generated datasets, batch builders, the command line in-process."""
 
 from __future__ import annotations
+
+import contextlib
+import io
 
 import numpy as np
 
@@ -41,3 +44,26 @@ def make_batch(rows, labels, weights=None, bits=18) -> ExampleBatch:
         values=np.asarray(val, np.float32),
         line_numbers=np.arange(1, n + 1, dtype=np.int64),
     )
+
+
+def cli(*args):
+    """``lomtree ARGS`` in this process: (exit code, stdout, stderr)."""
+    from lomtree_cli.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(args=[str(a) for a in args], prog_name="lomtree", standalone_mode=True)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return code, out.getvalue(), err.getvalue()
+
+
+def one_error(code, err, want_code):
+    """The one ``error: ...`` line of a failed command, after checking its exit code."""
+    assert code == want_code, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert "Traceback" not in err and len([ln for ln in lines if ln.startswith("error: ")]) == 1, err
+    assert lines[-1].startswith("error: "), err
+    return lines[-1]

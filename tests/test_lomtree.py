@@ -17,7 +17,7 @@ from lomtree_cli.config import InputConfig, LearnerConfig, ReductionConfig
 from lomtree_cli.kernels import linear as KL
 from lomtree_cli.learner import LinearLearner
 from lomtree_cli.model_io import load_model, save_model
-from lomtree_cli.reductions import lomtree as LT
+from lomtree_cli.kernels import lomtree_kernels as LT
 from lomtree_cli.reductions.lomtree import LomTree
 from tests.reference.linear_ref import RefLinear
 from tests.reference.lomtree_ref import RefLomTree

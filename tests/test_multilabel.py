@@ -5,8 +5,6 @@ formats (VW, LIBSVM, XMC) and their errors, the example cache, and the command l
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 
@@ -19,6 +17,7 @@ from lomtree_cli.learner import LinearLearner
 from lomtree_cli.reductions.oaa import OneAgainstAll
 from lomtree_cli.reductions.plt import ProbabilisticLabelTree, _grow, kmeans_tree
 
+from .helpers import cli, one_error
 from .reference.linear_ref import RefLinear
 from .reference.plt_ref import RefPLT, set_centroids
 
@@ -455,29 +454,6 @@ def test_sets_do_not_depend_on_chunks(tmp_path, chunk):
     assert lines_got == whole.line_numbers.tolist() == list(range(2, 122))
 
 
-# -- the command line, in-process ------------------------------------------------------------------
-def cli(*args):
-    """``lomtree ARGS`` in this process: (exit code, stdout, stderr)."""
-    from lomtree_cli.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(args=[str(a) for a in args], prog_name="lomtree", standalone_mode=True)
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    return code, out.getvalue(), err.getvalue()
-
-
-def one_error(code, err, want_code):
-    assert code == want_code, err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert "Traceback" not in err and len([ln for ln in lines if ln.startswith("error: ")]) == 1, err
-    assert lines[-1].startswith("error: "), err
-    return lines[-1]
-
-
 BAD = [  # (file name, text, options, line, words the message must have)
     ("a.vw", "1 | a\n1,,2 | b\n", [], 2, ["'1,,2'", "1,5,7"]),
     ("b.vw", "1 | a\n2 | b\n1,x | c\n", [], 3, ["'1,x'"]),
@@ -513,15 +489,6 @@ def test_set_given_to_a_single_label_model_names_multilabel(tmp_path):
     f.write_text("1 1:1\n1,3 2:1\n")
     msg = one_error(*cli("train", "-r", "oaa", "-k", "5", "-b", "10", "--quiet", "--format", "libsvm", f)[::2], 1)
     assert msg.startswith(f"error: {f}:2: ") and "--multilabel" in msg, msg
-
-
-@pytest.mark.parametrize("name", ["lomtree", "filter", "rtree", "cpt", "mtree", "table"])
-def test_other_reductions_refuse_label_sets(tmp_path, name):
-    f = tmp_path / "d.vw"
-    f.write_text("1,2 | a\n")
-    code, _, err = cli("train", "-r", name, "-k", "4", "--multilabel", "-b", "10", "--quiet", f)
-    msg = one_error(code, err, 2)
-    assert "-r plt" in msg and "-r oaa" in msg and name in msg, msg
 
 
 # -- 5. command-line round trips -----------------------------------------------------------------

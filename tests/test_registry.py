@@ -4,20 +4,24 @@ defaults and the check against an initial model all follow from it."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
 import textwrap
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+import lomtree_cli
 from lomtree_cli import config
 from lomtree_cli.cli import main
 from lomtree_cli.config import ReductionConfig
 from lomtree_cli.errors import ConfigError
 from lomtree_cli.reductions.registry import REGISTRY, reduction_options
+from lomtree_cli.version import PROG
 from tests.helpers import separable_lines
 from tests.robustness_helpers import available
 
@@ -134,3 +138,47 @@ def test_plt_defaults_from_large_k_on():
     rcfg, lcfg = configs(2 * LARGE_K, power_t=0.5, leaf_negatives=True)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight) == (0.5, True, 1.0)
     assert default("cpt", "power_t", 0.5, k=LARGE_K) == 0.75 and default("oaa", "power_t", 0.5, k=10 ** 6) == 0.5
+
+
+PACKAGE = Path(lomtree_cli.__file__).parent
+
+
+def _names_spelled(path: Path) -> list:
+    """(line, name) of every string constant of a Python file that is a reduction's name."""
+    return [(n.lineno, n.value) for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in REGISTRY]
+
+
+def test_reduction_names_only_in_the_registry_and_their_modules(tmp_path):
+    """What a reduction can do is a field of its entry (or a method of its class), not a list of
+    names elsewhere: outside the registry and each reduction's own module no module of the package
+    spells a reduction's name (``version.PROG``, the program's name, is the one other "lomtree")."""
+    own = {PACKAGE / "reductions" / "registry.py"} | \
+        {PACKAGE.parent / (spec.target.split(":")[0].replace(".", "/") + ".py") for spec in REGISTRY.values()}
+    found = [f"{path.relative_to(PACKAGE.parent)}:{line}: {name!r}" for path in sorted(PACKAGE.rglob("*.py"))
+             if path not in own for line, name in _names_spelled(path)
+             if not (path == PACKAGE / "version.py" and name == PROG)]
+    assert found == []
+    probe = tmp_path / "probe.py"
+    probe.write_text('if name in ("filter", "rtree"):\n    x = f"-r {name}"  # "oaa" in a comment\n')
+    assert _names_spelled(probe) == [(1, "filter"), (1, "rtree")]
+
+
+def _kernels_defined(path: Path) -> list:
+    """Names of the functions of a Python file decorated as numba kernels (``kernel``, ``jit``, ``njit``)."""
+    out = []
+    for f in ast.walk(ast.parse(path.read_text())):
+        for d in getattr(f, "decorator_list", ()) if isinstance(f, ast.FunctionDef) else ():
+            d = d.func if isinstance(d, ast.Call) else d
+            if (d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")) in ("kernel", "jit", "njit"):
+                out.append(f.name)
+    return out
+
+
+def test_numba_kernels_live_in_kernels(tmp_path):
+    """A reduction's module holds its class; its numba kernels are in ``lomtree_cli/kernels/``."""
+    assert [f"{p.name}: {k}" for p in sorted((PACKAGE / "reductions").glob("*.py")) for k in _kernels_defined(p)] == []
+    assert "lomtree_process" in _kernels_defined(PACKAGE / "kernels" / "lomtree_kernels.py")
+    probe = tmp_path / "probe.py"
+    probe.write_text("@kernel(nogil=True)\ndef a():\n    pass\n\n\n@numba.njit\ndef b():\n    pass\n")
+    assert _kernels_defined(probe) == ["a", "b"]

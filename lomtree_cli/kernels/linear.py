@@ -476,6 +476,17 @@ def learn_rescore(lin, idx, val, start, end, m, y, iw, f, distinct):
     return _update(lin, idx, val, start, end, m, y, iw, clip_score(lin, f), f, distinct, True)
 
 
+@kernel(inline="always")
+def learn_scored(lin, idx, val, start, end, m, y, iw, f, distinct, shortcuts):
+    """The post-update score of regressor ``m`` after learning toward ``y`` from its pre-update
+    score ``f``: summed in the update (``learn_rescore``) when ``shortcuts``, else ``learn`` and
+    ``score`` afresh (bit-identical; tests switch the shortcuts off to compare)."""
+    if shortcuts:
+        return learn_rescore(lin, idx, val, start, end, m, y, iw, f, distinct)
+    learn(lin, idx, val, start, end, m, y, iw, clip_score(lin, f))
+    return score(lin, idx, val, start, end, m)
+
+
 @kernel(error_model="numpy")
 def _update(lin, idx, val, start, end, m, y, iw, yhat, f, distinct, rescore):
     """The one update of a single regressor, for ``learn`` and (``rescore``) ``learn_rescore``;

@@ -6,6 +6,8 @@
 - ``fisher_yates_permutation(k, seed)``: the permutation ``π`` of ``1..k`` of §3.3.
 - ``build_bracket(k)``: VW's ``--ect`` single-elimination bracket (§3.2): leaves ``0..k-1``,
   internal nodes ``k..2k-2``, an odd node out gets a bye into the next round.
+- ``filter_process``, ``rtree_process``: the chunk kernels of the Filter tree and the Rtree
+  (``reductions/filter_tree.py``, ``reductions/random_tree.py``) over a ``TreeArrays`` bracket.
 
 All arithmetic of the RNG is done in ``uint64`` (numba: never mix with int64, that silently
 promotes to float64).
@@ -167,3 +169,95 @@ def known_score(lin, a, k, pnode, pscore, plen, trained, ntrained, nd):
                     return False, 0.0
             return True, pscore[d]
     return False, 0.0
+
+
+@kernel(nogil=True)
+def filter_process(lin, tree, indptr, indices, values, labels, weights, train, k, preds, pnode, pscore,
+                   trained, shortcuts):
+    """Progressive predict-then-learn over a chunk (Filter tree).
+
+    preds : int64, shape (n,) out: label predicted before each example's update
+    pnode, pscore, trained : int64, float64, int64, shape >= (depth,): scratch. A node the
+    prediction scored keeps that score as its pre-update score when no regressor trained
+    below it may share a slot with it (``known_score``), and the post-update score is summed
+    in the update (``K.learn_rescore``); bit-identical to scoring afresh, which ``shortcuts =
+    False`` does.
+    """
+    root = tree.parent.shape[0] - 1
+    for i in range(labels.shape[0]):
+        s = indptr[i]
+        e = indptr[i + 1]
+        if train[i]:
+            prefetch_path(lin, indices, s, e, tree.parent, labels[i] - 1, k)
+        leaf, plen = descend_path(lin, indices, values, s, e, tree.left, tree.right, root, k, pnode, pscore)
+        preds[i] = leaf + 1
+        if train[i]:
+            iw = weights[i]
+            c = labels[i] - 1
+            a = tree.parent[c]
+            distinct, nd = K.slot_layout(lin, indices, s, e)
+            if not shortcuts:
+                plen = 0
+            nt = 0
+            while a >= 0:
+                z = -1.0 if tree.left[a] == c else 1.0
+                m = a - k
+                known, f0 = known_score(lin, a, k, pnode, pscore, plen, trained, nt, nd)
+                if not known:
+                    f0 = K.score(lin, indices, values, s, e, m)
+                f1 = K.learn_scored(lin, indices, values, s, e, m, z, iw, f0, distinct, shortcuts)
+                trained[nt] = a
+                nt += 1
+                tree.counts[m, 0 if z < 0.0 else 1] += 1
+                if not f1 * z > 0.0:
+                    break
+                c = a
+                a = tree.parent[c]
+            K.end_example(lin, iw)
+
+
+@kernel(nogil=True)
+def rtree_process(lin, tree, indptr, indices, values, labels, weights, train, k, preds, path, pnode, pscore,
+                  trained, shortcuts):
+    """Progressive predict-then-learn over a chunk (Rtree).
+
+    preds : int64, shape (n,) out: label predicted before each example's update
+    path : int32, shape (depth + 1,) scratch for the leaf → root path
+    pnode, pscore, trained : int64, float64, int64, shape >= (depth,): scratch. A node the
+    prediction scored keeps that score as its pre-update score when no regressor trained
+    above it may share a slot with it (``known_score``); bit-identical to scoring afresh,
+    which ``shortcuts = False`` does.
+    """
+    root = tree.parent.shape[0] - 1
+    for i in range(labels.shape[0]):
+        s = indptr[i]
+        e = indptr[i + 1]
+        if train[i]:
+            prefetch_path(lin, indices, s, e, tree.parent, tree.pos[labels[i] - 1], k)
+        leaf, plen = descend_path(lin, indices, values, s, e, tree.left, tree.right, root, k, pnode, pscore)
+        preds[i] = tree.perm[leaf]
+        if train[i]:
+            iw = weights[i]
+            c = tree.pos[labels[i] - 1]
+            n = 0
+            while c >= 0:
+                path[n] = c
+                n += 1
+                c = tree.parent[c]
+            nd = K.slot_layout(lin, indices, s, e)[1]
+            if not shortcuts:
+                plen = 0
+            # path[n-1] is the root, path[0] the leaf; train top-down
+            nt = 0
+            for j in range(n - 1, 0, -1):
+                a = path[j]
+                z = -1.0 if tree.left[a] == path[j - 1] else 1.0
+                m = a - k
+                known, f = known_score(lin, a, k, pnode, pscore, plen, trained, nt, nd)
+                if not known:
+                    f = K.score(lin, indices, values, s, e, m)
+                K.learn(lin, indices, values, s, e, m, z, iw, K.clip_score(lin, f))
+                trained[nt] = a
+                nt += 1
+                tree.counts[m, 0 if z < 0.0 else 1] += 1
+            K.end_example(lin, iw)

@@ -71,7 +71,7 @@ class Reduction:
     #: the GIL and keeps no state between examples), so parts of a batch may be predicted in
     #: parallel threads (``lomtree predict --threads``)
     parallel_predict: ClassVar[bool] = False
-    #: True when ``process`` learns label sets (multi-label input)
+    #: from the registry entry: ``process`` learns label sets (multi-label input)
     label_sets: ClassVar[bool] = False
     #: a multi-label model: labels counted over the trained examples, index = label (0: examples)
     label_counts: np.ndarray | None = None
@@ -82,6 +82,7 @@ class Reduction:
         if spec is not None:
             cls.needs_k = spec.needs_k
             cls.default_loss = spec.defaults.get("loss", "squared")
+            cls.label_sets = spec.label_sets
 
     def __init__(self, rcfg: ReductionConfig, learner):
         self.config = rcfg
@@ -98,9 +99,7 @@ class Reduction:
     def set_multilabel(self) -> None:
         """Make this a model of label sets; ConfigError if the reduction cannot learn them."""
         if not self.label_sets:
-            from .registry import REGISTRY
-
-            able = [n for n in REGISTRY if get_reduction_class(n).label_sets]
+            able = [n for n, spec in REGISTRY.items() if spec.label_sets]
             raise ConfigError(f"-r {self.name} does not learn label sets (--multilabel); use "
                               + " or ".join(f"-r {n}" for n in able))
         if self.label_counts is None:
@@ -209,6 +208,12 @@ class Reduction:
     def summary_extra(self) -> dict:
         """Extra lines for the run summary (e.g. LOMtree's number of swaps)."""
         return {}
+
+    def label_levels(self):
+        """The label counts behind the entropy criteria of ``lomtree inspect`` (``entropy.py``):
+        (per depth d, the count arrays of the cells of the tree cut at d; the leaves' count
+        arrays), or None when the model stores no per-label counts or has no tree."""
+        return None
 
     def inspect(self) -> dict:
         return {"reduction": self.name, "k": self.config.k, "regressors": self.n_models_for(self.config)}

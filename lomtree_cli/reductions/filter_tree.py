@@ -43,9 +43,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from ..kernels import kernel
 
-from ..kernels import linear as K
 from ..kernels import trees as TR
 from .base import Reduction
 
@@ -65,55 +63,6 @@ class TreeArrays(NamedTuple):
     counts: np.ndarray
     perm: np.ndarray
     pos: np.ndarray
-
-
-@kernel(nogil=True)
-def filter_process(lin, tree, indptr, indices, values, labels, weights, train, k, preds, pnode, pscore,
-                   trained, shortcuts):
-    """Progressive predict-then-learn over a chunk (Filter tree).
-
-    preds : int64, shape (n,) out: label predicted before each example's update
-    pnode, pscore, trained : int64, float64, int64, shape >= (depth,): scratch. A node the
-    prediction scored keeps that score as its pre-update score when no regressor trained
-    below it may share a slot with it (``TR.known_score``), and the post-update score is summed
-    in the update (``K.learn_rescore``); bit-identical to scoring afresh, which ``shortcuts =
-    False`` does.
-    """
-    root = tree.parent.shape[0] - 1
-    for i in range(labels.shape[0]):
-        s = indptr[i]
-        e = indptr[i + 1]
-        if train[i]:
-            TR.prefetch_path(lin, indices, s, e, tree.parent, labels[i] - 1, k)
-        leaf, plen = TR.descend_path(lin, indices, values, s, e, tree.left, tree.right, root, k, pnode, pscore)
-        preds[i] = leaf + 1
-        if train[i]:
-            iw = weights[i]
-            c = labels[i] - 1
-            a = tree.parent[c]
-            distinct, nd = K.slot_layout(lin, indices, s, e)
-            if not shortcuts:
-                plen = 0
-            nt = 0
-            while a >= 0:
-                z = -1.0 if tree.left[a] == c else 1.0
-                m = a - k
-                known, f0 = TR.known_score(lin, a, k, pnode, pscore, plen, trained, nt, nd)
-                if not known:
-                    f0 = K.score(lin, indices, values, s, e, m)
-                if shortcuts:
-                    f1 = K.learn_rescore(lin, indices, values, s, e, m, z, iw, f0, distinct)
-                else:
-                    K.learn(lin, indices, values, s, e, m, z, iw, K.clip_score(lin, f0))
-                    f1 = K.score(lin, indices, values, s, e, m)
-                trained[nt] = a
-                nt += 1
-                tree.counts[m, 0 if z < 0.0 else 1] += 1
-                if not f1 * z > 0.0:
-                    break
-                c = a
-                a = tree.parent[c]
-            K.end_example(lin, iw)
 
 
 def level_stats(tree: TreeArrays, k: int) -> list:
@@ -179,6 +128,24 @@ class BracketTree(Reduction):
             raise ValueError(f"{self.name}: bad node_counts array")
         t.counts[:] = c
 
+    def label_levels(self):
+        """Leaves are labels; a label's count is the first match of its leaf (every trained
+        example of the label plays it), a node's counts are those of the labels below it."""
+        from ..entropy import depths_from_parents, levels_of_leaf_tree
+
+        st = self.state()
+        parent, left = st["parent"].astype(np.int64), st["left"].astype(np.int64)
+        counts = st["node_counts"]
+        k = self.k
+        if k < 2:
+            return None
+        leaf_count = {}
+        for leaf in range(k):
+            a = int(parent[leaf])
+            leaf_count[leaf] = float(counts[a - k, 0 if left[a] == leaf else 1])
+        levels = levels_of_leaf_tree(parent, leaf_count, depths_from_parents(parent))
+        return levels, [np.array([c]) for c in leaf_count.values()]
+
     def inspect(self) -> dict:
         k = self.k
         info = super().inspect()
@@ -197,8 +164,8 @@ class FilterTree(BracketTree):
         n = len(batch)
         preds = np.zeros(n, dtype=np.int64)
         d = self.depth + 1
-        filter_process(self.learner.arrays, self.tree, batch.indptr, batch.indices, batch.values,
-                       batch.labels, batch.weights, np.ascontiguousarray(train, dtype=np.bool_),
-                       np.int64(self.k), preds, np.zeros(d, dtype=np.int64), np.zeros(d, dtype=np.float64),
-                       np.zeros(d, dtype=np.int64), self.shortcuts)
+        TR.filter_process(self.learner.arrays, self.tree, batch.indptr, batch.indices, batch.values,
+                          batch.labels, batch.weights, np.ascontiguousarray(train, dtype=np.bool_),
+                          np.int64(self.k), preds, np.zeros(d, dtype=np.int64), np.zeros(d, dtype=np.float64),
+                          np.zeros(d, dtype=np.int64), self.shortcuts)
         return preds, None

@@ -450,6 +450,23 @@ class MaryTree(Reduction):
     def summary_extra(self) -> dict:
         return {"reassignments": self.reassignments}
 
+    def label_levels(self):
+        """Leaves are labels: the trained examples of each label (``label_n``), grouped by the
+        nodes of the current tree."""
+        levels = []
+        n = self.label_n[1:]
+        for d in range(self.L + 1):
+            if d == 0:
+                levels.append([n])
+                continue
+            # a label whose leaf is above depth d (a Huffman tree) is a cell of its own
+            node = np.where(self.path_child[1:, d] >= 0, self.path_node[1:, d],
+                            -1 - np.arange(self.k)) if d < self.L else np.arange(self.k)
+            order = np.argsort(node, kind="stable")
+            cuts = np.flatnonzero(np.diff(node[order])) + 1
+            levels.append(np.split(n[order], cuts))
+        return levels, [np.array([c]) for c in n]
+
     def inspect(self) -> dict:
         used = self.child >= 0
         return {"reduction": self.name, "k": self.k, "arity": self.M, "depth": self.L, "dim": self.D,

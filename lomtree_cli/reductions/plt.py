@@ -167,7 +167,6 @@ class ProbabilisticLabelTree(Reduction):
     name = "plt"
     slot_mode = MODE_BLOCK
     fixed_models = False
-    label_sets = True
 
     def __init__(self, rcfg, learner):
         super().__init__(rcfg, learner)

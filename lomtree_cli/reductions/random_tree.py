@@ -39,61 +39,12 @@ skipped for nodes the prediction already scored (exact: ``K.slot_layout``).
 from __future__ import annotations
 
 import numpy as np
-from ..kernels import kernel
 
-from ..kernels import linear as K
 from ..kernels import trees as TR
 from .filter_tree import BracketTree
 
 #: how many permutation entries ``inspect`` shows
 N_PERM_SHOWN = 20
-
-
-@kernel(nogil=True)
-def rtree_process(lin, tree, indptr, indices, values, labels, weights, train, k, preds, path, pnode, pscore,
-                  trained, shortcuts):
-    """Progressive predict-then-learn over a chunk (Rtree).
-
-    preds : int64, shape (n,) out: label predicted before each example's update
-    path : int32, shape (depth + 1,) scratch for the leaf → root path
-    pnode, pscore, trained : int64, float64, int64, shape >= (depth,): scratch. A node the
-    prediction scored keeps that score as its pre-update score when no regressor trained
-    above it may share a slot with it (``TR.known_score``); bit-identical to scoring afresh,
-    which ``shortcuts = False`` does.
-    """
-    root = tree.parent.shape[0] - 1
-    for i in range(labels.shape[0]):
-        s = indptr[i]
-        e = indptr[i + 1]
-        if train[i]:
-            TR.prefetch_path(lin, indices, s, e, tree.parent, tree.pos[labels[i] - 1], k)
-        leaf, plen = TR.descend_path(lin, indices, values, s, e, tree.left, tree.right, root, k, pnode, pscore)
-        preds[i] = tree.perm[leaf]
-        if train[i]:
-            iw = weights[i]
-            c = tree.pos[labels[i] - 1]
-            n = 0
-            while c >= 0:
-                path[n] = c
-                n += 1
-                c = tree.parent[c]
-            nd = K.slot_layout(lin, indices, s, e)[1]
-            if not shortcuts:
-                plen = 0
-            # path[n-1] is the root, path[0] the leaf; train top-down
-            nt = 0
-            for j in range(n - 1, 0, -1):
-                a = path[j]
-                z = -1.0 if tree.left[a] == path[j - 1] else 1.0
-                m = a - k
-                known, f = TR.known_score(lin, a, k, pnode, pscore, plen, trained, nt, nd)
-                if not known:
-                    f = K.score(lin, indices, values, s, e, m)
-                K.learn(lin, indices, values, s, e, m, z, iw, K.clip_score(lin, f))
-                trained[nt] = a
-                nt += 1
-                tree.counts[m, 0 if z < 0.0 else 1] += 1
-            K.end_example(lin, iw)
 
 
 class RandomTree(BracketTree):
@@ -109,10 +60,10 @@ class RandomTree(BracketTree):
         preds = np.zeros(n, dtype=np.int64)
         path = np.zeros(self.depth + 2, dtype=np.int32)
         d = self.depth + 1
-        rtree_process(self.learner.arrays, self.tree, batch.indptr, batch.indices, batch.values,
-                      batch.labels, batch.weights, np.ascontiguousarray(train, dtype=np.bool_),
-                      np.int64(self.k), preds, path, np.zeros(d, dtype=np.int64), np.zeros(d, dtype=np.float64),
-                      np.zeros(d, dtype=np.int64), self.shortcuts)
+        TR.rtree_process(self.learner.arrays, self.tree, batch.indptr, batch.indices, batch.values,
+                         batch.labels, batch.weights, np.ascontiguousarray(train, dtype=np.bool_),
+                         np.int64(self.k), preds, path, np.zeros(d, dtype=np.int64), np.zeros(d, dtype=np.float64),
+                         np.zeros(d, dtype=np.int64), self.shortcuts)
         return preds, None
 
     def state(self) -> dict:

@@ -3,14 +3,18 @@
 An entry (``ReductionSpec``) says where the class is (imported only when the reduction runs, so
 ``--help`` and ``predict`` do not import numba or every kernel), whether the reduction needs
 ``-k``, its own command-line options and its own defaults, as VW's ``*_setup`` functions declare
-theirs. Everything else is derived from here: ``config.REDUCTIONS`` and its ``-k`` rule, the
-``-r`` choice and the reduction options of ``lomtree train`` (``cli.py``), which given options
-are checked against an initial model (``commands.py``, ``driver.py``), the AOT warm-up
-(``aot.py``) and the tests' lists. ``Reduction`` subclasses take ``needs_k`` and their default
-loss from their entry (``base.Reduction.__init_subclass__``).
+theirs, and what it can do (label sets, probabilities, Dask, ...). Everything else is derived from
+here: ``config.REDUCTIONS`` and its ``-k`` rule, the ``-r`` choice, the reduction options and VW
+spellings of ``lomtree train`` (``cli.py``, ``vwopts.py``), the ``Classifier``'s options
+(``api.py``), which given options are checked against an initial model (``commands.py``,
+``driver.py``), Dask training (``distributed.py``), ``--invert_hash`` (``readable.py``), the AOT
+warm-up (``aot.py``) and the tests' lists; no other module names a reduction
+(``tests/test_registry.py``). ``Reduction`` subclasses take ``needs_k``, ``label_sets`` and
+their default loss from their entry (``base.Reduction.__init_subclass__``).
 
-A new reduction: its module, its fields in ``config.ReductionConfig`` (stored in models, checked
-there), and one line here. A new option of a reduction: its ``ReductionConfig`` field and an
+A new reduction (docs/ARCHITECTURE.md, "Adding a reduction"): its module, its kernels in
+``lomtree_cli/kernels/``, its fields in ``config.ReductionConfig`` (stored in models, checked
+there), and one entry here. A new option of a reduction: its ``ReductionConfig`` field and an
 ``Option`` in the reduction's entry.
 """
 
@@ -46,7 +50,18 @@ class ReductionSpec:
     (keys as ``defaults``, plus ``decay_learning_rate``). ``large_k_defaults``: those of a
     single-label model with ``k >= LARGE_K`` classes. ``title``: the reduction's name in
     help texts (its options' section of ``lomtree train -h``); ``summary``: what it is, in a few
-    words (``lomtree --help`` lists every entry with it)."""
+    words (``lomtree --help`` lists every entry with it).
+
+    Capabilities, read by the code that depends on them instead of lists of names:
+    ``label_sets``: it learns label sets (``--multilabel``; the class's ``label_sets``);
+    ``probabilities``: it implements ``predict_top`` (``--probabilities``, ``--top-k``);
+    ``dask``: how ``train --dask`` trains it: ``"fixed"`` (its structure does not depend on the
+    data: data-parallel from the first example), ``"grown"`` (its label tree is complete after one
+    pass: pass 1 runs the shards in turn, later passes are data-parallel), None (refused);
+    ``regressors``: what regressor r is, in ``--invert_hash``'s headings (``"class"``: class r + 1,
+    ``"tree node"``: node r, empty: no regressors); ``vw_options``: VW's options that mean this
+    reduction (``--oaa K`` is ``-r oaa -k K``), each mapped to whether it implies ``--multilabel``.
+    The entropy criteria of ``inspect`` need code: the class's ``label_levels``."""
 
     target: str
     title: str = ""
@@ -58,6 +73,11 @@ class ReductionSpec:
     label_set_defaults: dict = field(default_factory=dict)
     label_set_pass_defaults: dict = field(default_factory=dict)
     large_k_defaults: dict = field(default_factory=dict)
+    label_sets: bool = False
+    probabilities: bool = False
+    dask: str | None = None
+    regressors: str = ""
+    vw_options: dict = field(default_factory=dict)
 
 
 _ARITY = Option("arity", ("--arity",), help="most children of a node")
@@ -81,6 +101,9 @@ _SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rat
 LARGE_K = 4096
 _LARGE_K_PLT = {"power_t": 0.75, "leaf_negatives": False, "path_weight": 1.0, "arity": 8, "beam": 4}
 
+#: the reduction of ``lomtree train`` and ``Classifier`` when none is given
+DEFAULT = "lomtree"
+
 #: reduction name -> its entry. Defaults measured best (bench/notes/lomtree.md): LOMtree's
 #: (VW forces quantile loss on log_multi; squared loss, power_t 0.75, learning rate 0.25 and
 #: candidates 3 levels up measured better here, the last two for k >= 1000, at a cost for k <= 105);
@@ -89,7 +112,9 @@ _LARGE_K_PLT = {"power_t": 0.75, "leaf_negatives": False, "path_weight": 1.0, "a
 REGISTRY = {
     "oaa": ReductionSpec("lomtree_cli.reductions.oaa:OneAgainstAll", "OAA",
                          "one-against-all, O(k); label sets: binary relevance",
-                         label_set_defaults=_SET_DEFAULTS, label_set_pass_defaults=_SET_PASS_DEFAULTS),
+                         label_set_defaults=_SET_DEFAULTS, label_set_pass_defaults=_SET_PASS_DEFAULTS,
+                         label_sets=True, probabilities=True, dask="fixed", regressors="class",
+                         vw_options={"oaa": False, "multilabel_oaa": True}),
     "lomtree": ReductionSpec("lomtree_cli.reductions.lomtree:LomTree", "LOMtree",
                              "LOMtree (Choromanska & Langford 2015) with candidate labels at the leaves", options=(
         Option("max_internal_nodes", ("--max-internal-nodes", "--lom_max_internal"),
@@ -102,10 +127,12 @@ REGISTRY = {
         Option("label_prior", ("--label-prior",), float,
                help="weight of a candidate's log share of the candidates' counts in its score (0 = the label "
                     "regressors alone; -1 = chosen by progressive validation among 0, 0.02, 0.05, 0.1, 0.2)")),
-        defaults={"power_t": 0.75, "learning_rate": 0.25, "leaf_labels": 32, "candidates_up": 3}),
-    "filter": ReductionSpec("lomtree_cli.reductions.filter_tree:FilterTree", "Filter tree", "filter tree (VW's --ect)"),
+        defaults={"power_t": 0.75, "learning_rate": 0.25, "leaf_labels": 32, "candidates_up": 3},
+        regressors="tree node", vw_options={"log_multi": False}),
+    "filter": ReductionSpec("lomtree_cli.reductions.filter_tree:FilterTree", "Filter tree", "filter tree (VW's --ect)",
+                            dask="fixed", regressors="tree node", vw_options={"ect": False}),
     "rtree": ReductionSpec("lomtree_cli.reductions.random_tree:RandomTree", "Rtree",
-                           "random balanced tree (a baseline)"),
+                           "random balanced tree (a baseline)", dask="fixed", regressors="tree node"),
     "cpt": ReductionSpec("lomtree_cli.reductions.cpt:ConditionalProbabilityTree", "CPT",
                          "conditional probability tree: P(y|x), labels need not be known in advance",
                          needs_k=False, options=(
@@ -114,10 +141,10 @@ REGISTRY = {
                help="best-first search or greedy descent"),
         Option("cpt_random_insert", ("--cpt-random-insert", "--cpt_random_insert"), bool,
                help="baseline: insert new labels on a random side")),
-        defaults={"power_t": 0.75}),
+        defaults={"power_t": 0.75}, probabilities=True, dask="grown", regressors="tree node"),
     "table": ReductionSpec("lomtree_cli.reductions.table:LabelFrequencyTable", "label table",
                            "label frequencies (a baseline for cpt)", needs_k=False,
-                           no_regularization="it counts labels and has no weights"),
+                           no_regularization="it counts labels and has no weights", probabilities=True),
     "plt": ReductionSpec("lomtree_cli.reductions.plt:ProbabilisticLabelTree", "PLT",
                          "probabilistic label tree over a k-means label tree, P(y|x); label sets", options=(
         _ARITY, _BEAM,
@@ -130,7 +157,8 @@ REGISTRY = {
                help=f"train leaves against their siblings only, not against every beam candidate (the "
                     f"default with -k >= {LARGE_K})")),
         label_set_defaults={**_SET_DEFAULTS, "beam": 16}, label_set_pass_defaults=_SET_PASS_DEFAULTS,
-        large_k_defaults=_LARGE_K_PLT),
+        large_k_defaults=_LARGE_K_PLT, label_sets=True, probabilities=True, dask="grown", regressors="tree node",
+        vw_options={"plt": True}),
     "mtree": ReductionSpec("lomtree_cli.reductions.mtree:MaryTree", "mtree",
                            "M-ary softmax tree over learned embeddings (Jernite et al. 2017), P(y|x)", options=(
         _ARITY, _BEAM,
@@ -147,7 +175,7 @@ REGISTRY = {
         Option("linear", ("--linear",), float,
                help="rate factor of the hashed linear weights of the root's children (memory 2^bits x its children "
                     "floats; 0 = none; -1 = 2 on a tree, 0.1 on a flat softmax)")),
-        defaults={"arity": 8}),
+        defaults={"arity": 8}, probabilities=True, regressors="tree node"),
 }
 
 
@@ -160,6 +188,11 @@ def reduction_options() -> dict:
                 raise ValueError(f"option {o.field} declared differently by two reductions")
             out.setdefault(o.field, (o, []))[1].append(name)
     return out
+
+
+def vw_aliases() -> dict:
+    """VW's reduction option -> (the reduction it means, whether it implies ``--multilabel``)."""
+    return {opt: (name, ml) for name, spec in REGISTRY.items() for opt, ml in spec.vw_options.items()}
 
 
 def default(name: str, key: str, fallback, multilabel: bool = False, passes: int = 1, k: int | None = None):

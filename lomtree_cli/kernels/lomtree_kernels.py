@@ -1,0 +1,699 @@
+"""Numba kernels of LOMtree (``reductions/lomtree.py``, whose docstring describes the node and
+class-record arrays they work on): training and prediction of a chunk, the per-leaf candidate
+labels and their prior, swaps, and the record hash table."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from . import jit, kernel, prefetch_row
+
+from . import linear as K
+
+# node columns
+N_PARENT = 0
+N_LEFT = 1
+N_RIGHT = 2
+N_INTERNAL = 3
+N_MODEL = 4
+N_C = 5
+N_EN = 6
+N_MAXCNT = 7
+N_MAXLAB = 8
+N_NCLS = 9
+N_GEN = 10
+NF = 11
+
+# record columns
+R_NODE = 0
+R_GEN = 1
+R_LABEL = 2
+R_CNT = 3
+R_N = 4
+RF = 5
+
+# glob: counters, int64
+G_NNODES = 0
+G_TUSED = 1
+G_NSWAPS = 2
+G_OCC = 3  # occupied hash slots (live + stale)
+G_LIVE = 4  # live records
+G_T = 5  # max internal nodes
+G_RS = 6  # swap resistance
+G_DEPTH = 7  # depth bound (deepest node ever created)
+G_NODECAP_MAX = 8  # 2T + 1
+G_SHORTCUTS = 9  # 1: reuse prediction scores and fuse re-scores (exact); 0: score afresh (tests)
+G_LEAFL = 10  # L: candidate labels kept per leaf (0: the leaf predicts its most frequent label)
+G_W0 = 11  # router regressors max(1, T); label y's regressor is W0 + y - 1 (when L > 0)
+G_UP = 12  # the candidates are those of the node this many levels above the leaf (or the root)
+NG = 13
+
+#: label-prior weights beta, chosen among by progressive validation (``--label-prior -1``); the
+#: first is the choice before any statistics (0: the label regressors alone)
+BETAS = np.array([0.0, 0.02, 0.05, 0.1, 0.2])
+NB = BETAS.shape[0]
+# prior: float64, (NB + 2,): correct progressive rankings per beta, then the beta in use, then 1 if
+# it is chosen automatically
+P_BETA = NB
+P_AUTO = NB + 1
+
+MIN_HASH_CAP = 64
+NODE_CAP0 = 1024
+#: ``_prefetch_next`` prefetches the label regressors' rows of the next example for at most this
+#: many labels (KJV book: 66; not KJV next word's 5,001)
+PREFETCH_LABELS = 128
+
+
+class LeafWork(NamedTuple):
+    """Scratch of the leaf's candidates (``L = max(1, --leaf-labels)``), reused by every example.
+
+    fs : float64 (2, L): the prediction's candidate scores (row 0) and log count shares (row 1)
+    cand : int64 (L + 1,): the regressors the prediction scored, in ``fs``'s order, ``-1`` after
+        the last (training takes their scores when nothing trained since shares a slot with them)
+    tm, tf : int64, float64 (L,): the regressors of the training leaf's candidates and their
+        pre-update scores
+    ms, ys, yh : int64, float64, float64 (L,): a batch of candidates trained together
+        (``K.learn_block``): regressors, targets, pre-update predictions
+    work : float64 (L, 4), act : int64 (L,): ``K.learn_block``'s scratch
+    """
+
+    fs: np.ndarray
+    cand: np.ndarray
+    tm: np.ndarray
+    tf: np.ndarray
+    ms: np.ndarray
+    ys: np.ndarray
+    yh: np.ndarray
+    work: np.ndarray
+    act: np.ndarray
+
+
+def leaf_work(L: int) -> LeafWork:
+    L = max(1, int(L))
+    return LeafWork(np.zeros((2, L)), np.full(L + 1, -1, dtype=np.int64), np.zeros(L, dtype=np.int64), np.zeros(L),
+                    np.zeros(L, dtype=np.int64), np.zeros(L), np.zeros(L), np.zeros((L, 4)),
+                    np.zeros(L, dtype=np.int64))
+
+
+@kernel(inline="always")
+def _hash(node, label, hmask):
+    z = np.uint64(node) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(label)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return np.int64(z & np.uint64(hmask))
+
+
+@kernel(inline="always")
+def _empty_leaf(node_i, node_f, v):
+    """The fields of an empty leaf shared by a new node and a recycled one: no children, no
+    regressor, no statistics (parent, C and the record bookkeeping are the callers')."""
+    node_i[v, N_LEFT] = -1
+    node_i[v, N_RIGHT] = -1
+    node_i[v, N_INTERNAL] = 0
+    node_i[v, N_MODEL] = -1
+    node_i[v, N_EN] = 0
+    node_i[v, N_MAXCNT] = 0
+    node_i[v, N_MAXLAB] = 1
+    node_f[v] = 0.0
+
+
+@kernel()
+def init_leaf(node_i, node_f, v):
+    _empty_leaf(node_i, node_f, v)
+    node_i[v, N_PARENT] = -1
+    node_i[v, N_C] = 0
+    node_i[v, N_NCLS] = 0
+    node_i[v, N_GEN] = 0
+
+
+@kernel()
+def _reset_node(node_i, node_f, glob, v):
+    """SetNode of the paper: empty leaf, class records dropped by a generation bump (O(1))."""
+    glob[G_LIVE] -= node_i[v, N_NCLS]
+    node_i[v, N_NCLS] = 0
+    node_i[v, N_GEN] += 1
+    _empty_leaf(node_i, node_f, v)
+
+
+@kernel()
+def _record(node_i, rec_i, rec_f, glob, j, y):
+    """Slot of the live record (j, y), created (zeroed) if absent."""
+    hmask = rec_i.shape[0] - 1
+    g = node_i[j, N_GEN]
+    h = _hash(j, y, hmask)
+    while True:
+        nd = rec_i[h, R_NODE]
+        if nd == -1:
+            rec_i[h, R_NODE] = j
+            rec_i[h, R_GEN] = g
+            rec_i[h, R_LABEL] = y
+            rec_i[h, R_CNT] = 0
+            rec_i[h, R_N] = 0
+            rec_f[h] = 0.0
+            glob[G_OCC] += 1
+            glob[G_LIVE] += 1
+            node_i[j, N_NCLS] += 1
+            return h
+        if nd == j and rec_i[h, R_LABEL] == y:
+            if rec_i[h, R_GEN] != g:
+                rec_i[h, R_GEN] = g
+                rec_i[h, R_CNT] = 0
+                rec_i[h, R_N] = 0
+                rec_f[h] = 0.0
+                glob[G_LIVE] += 1
+                node_i[j, N_NCLS] += 1
+            return h
+        h = (h + 1) & hmask
+
+
+@jit()
+def _rehash(node_i, rec_i, rec_f, glob, need):
+    """New table holding the live records with load <= 1/4 after adding ``need`` more."""
+    cap = rec_i.shape[0]
+    live = glob[G_LIVE]
+    while 4 * (live + need) > cap:
+        cap *= 2
+    ni = np.empty((cap, RF), dtype=np.int64)
+    ni[:, R_NODE] = -1
+    nf = np.zeros(cap, dtype=np.float64)
+    hmask = cap - 1
+    occ = 0
+    for r in range(rec_i.shape[0]):
+        nd = rec_i[r, R_NODE]
+        if nd == -1 or rec_i[r, R_GEN] != node_i[nd, N_GEN]:
+            continue
+        h = _hash(nd, rec_i[r, R_LABEL], hmask)
+        while ni[h, R_NODE] != -1:
+            h = (h + 1) & hmask
+        for c in range(RF):
+            ni[h, c] = rec_i[r, c]
+        nf[h] = rec_f[r]
+        occ += 1
+    glob[G_OCC] = occ
+    glob[G_LIVE] = occ
+    return ni, nf
+
+
+@jit()
+def _grow_nodes(node_i, node_f, node_top, glob):
+    cap = node_i.shape[0]
+    new = min(2 * cap, glob[G_NODECAP_MAX])
+    ni = np.empty((new, NF), dtype=np.int64)
+    nf = np.zeros(new, dtype=np.float64)
+    nt = np.zeros((new, node_top.shape[1]), dtype=np.int64)
+    ni[:cap] = node_i
+    nf[:cap] = node_f
+    nt[:cap] = node_top
+    return ni, nf, nt
+
+
+@kernel()
+def top_update(node_top, j, y, c, L):
+    """Keep row ``j`` of ``node_top`` = the ``L`` labels of node ``j`` ranked first by (count
+    descending, label ascending) after label ``y``'s count became ``c`` (labels in columns
+    ``0..L-1``, 0 = empty, their counts in ``L..2L-1``). Exact: only ``y``'s key grew, so it
+    either moves up within the list or replaces the last entry; ``O(L)``, and ``O(1)`` when the
+    list is full and ``y`` ranks below its last entry (then ``y`` is not in the list, where its
+    count would be at least the last one's: the common case at the busy nodes near the root)."""
+    if node_top[j, L - 1] != 0:
+        wc = node_top[j, 2 * L - 1]
+        if c < wc or (c == wc and y > node_top[j, L - 1]):
+            return
+    pos = -1
+    n = 0
+    for q in range(L):
+        lab = node_top[j, q]
+        if lab == 0:
+            break
+        if lab == y:
+            pos = q
+        n += 1
+    if pos < 0:
+        pos = n if n < L else L - 1  # full: y outranks the last entry (checked above)
+        node_top[j, pos] = y
+    node_top[j, L + pos] = c
+    while pos > 0:
+        pc = node_top[j, L + pos - 1]
+        pl = node_top[j, pos - 1]
+        if c < pc or (c == pc and y > pl):
+            break
+        node_top[j, pos] = pl
+        node_top[j, L + pos] = pc
+        node_top[j, pos - 1] = y
+        node_top[j, L + pos - 1] = c
+        pos -= 1
+
+
+@kernel(inline="always")
+def _candidate_node(node_i, glob, j):
+    """The node whose candidate list serves leaf ``j``: ``G_UP`` levels up (at most the root)."""
+    for _ in range(glob[G_UP]):
+        if j == 0:
+            break
+        j = node_i[j, N_PARENT]
+    return j
+
+
+@kernel()
+def _candidate_shares(node_top, v, L, fs):
+    """``fs[1, q] = log(cnt_q / sum of the candidates' counts)`` for the candidates of node ``v``
+    (computed once per example, whatever the number of betas ranked)."""
+    tot = 0
+    for q in range(L):
+        if node_top[v, q] == 0:
+            break
+        tot += node_top[v, L + q]
+    for q in range(L):
+        if node_top[v, q] == 0:
+            break
+        fs[1, q] = np.log(node_top[v, L + q] / tot)
+
+
+@kernel()
+def _best_candidate(node_top, v, L, fs, beta):
+    """The candidate of node ``v`` ranked first by ``fs[0, q] + beta * fs[1, q]`` (score plus
+    beta times log share, ``_candidate_shares``; first on ties); 0 when ``v`` has none."""
+    best = 0
+    bs = 0.0
+    for q in range(L):
+        c = node_top[v, q]
+        if c == 0:
+            break
+        sc = fs[0, q] + beta * fs[1, q]
+        if q == 0 or sc > bs:
+            bs = sc
+            best = c
+    return best
+
+
+@kernel()
+def leaf_label(lin, idx, val, st, en, node_i, node_top, glob, prior, lw, j):
+    """The prediction of leaf ``j``: with ``L = 0``, or while its candidate node has no candidate
+    yet, its most frequent label (``maxlab``); else the candidate ranked first by its label
+    regressor's score plus ``beta * log`` of its share of the candidates' counts
+    (``_best_candidate``; one-against-some, Recall tree's leaf rule, with a label-frequency
+    prior). ``lw.fs`` receives the candidates' scores and log shares, ``lw.cand`` their
+    regressors; all candidates are scored in one pass over the features (``K.score_set``)."""
+    L = glob[G_LEAFL]
+    lw.cand[0] = -1
+    if L == 0:
+        return node_i[j, N_MAXLAB]
+    W0 = glob[G_W0]
+    v = _candidate_node(node_i, glob, j)
+    n = 0
+    while n < L and node_top[v, n] != 0:
+        lw.cand[n] = W0 + node_top[v, n] - 1
+        n += 1
+    lw.cand[n] = -1
+    K.score_set(lin, idx, val, st, en, lw.cand, n, lw.fs[0])
+    _candidate_shares(node_top, v, L, lw.fs)
+    best = _best_candidate(node_top, v, L, lw.fs, prior[P_BETA])
+    return best if best > 0 else node_i[j, N_MAXLAB]
+
+
+@kernel()
+def _prior_stats(node_i, node_top, glob, prior, fs, j, y):
+    """Progressive validation of the label prior: count, for every beta of ``BETAS``, whether the
+    candidates of leaf ``j`` (scores and shares ``fs``, before this example is learned) rank ``y`` first;
+    in automatic mode the best so far (first on ties) becomes the beta in use."""
+    L = glob[G_LEAFL]
+    if L == 0:
+        return
+    v = _candidate_node(node_i, glob, j)
+    if node_top[v, 0] == 0:
+        return
+    for b in range(NB):
+        if _best_candidate(node_top, v, L, fs, BETAS[b]) == y:
+            prior[b] += 1.0
+    if prior[P_AUTO] != 0.0:
+        bi = 0
+        for b in range(1, NB):
+            if prior[b] > prior[bi]:
+                bi = b
+        prior[P_BETA] = BETAS[bi]
+
+
+@kernel(inline="always")
+def _independent_of(lin, m, ms, a, b, nd):
+    """Training none of the regressors ``ms[a:b]`` on this example can change ``m``'s score."""
+    for t in range(a, b):
+        if not K.scores_independent(lin, ms[t], m, nd):
+            return False
+    return True
+
+
+@kernel()
+def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, trained, nt, distinct, nd):
+    """One-against-some at leaf ``j``: every candidate's label regressor (the candidates of
+    ``_candidate_node``) learns toward +1 if it is ``y``, else -1, in list order: each scored
+    (``K.score``) and updated (``K.learn``) in turn.
+
+    With ``G_SHORTCUTS`` the same bits, cheaper. A candidate's pre-update score is the
+    prediction's (``lw.cand``/``lw.fs``) unless a regressor trained on this example since may
+    share one of its slots (``K.scores_independent``, ``nd`` from ``K.slot_layout``: the routers
+    ``trained[:nt]``); if any candidate's is not, all are scored in one pass (``K.score_set``).
+    Consecutive candidates that share no slot are then updated together in one pass over the
+    features (``K.learn_block``); a candidate that shares a slot with one of the batch starts the
+    next batch, and is scored again if it shares one with a candidate of an earlier batch. A batch
+    visits no slot twice when, besides, no two features share a base (``distinct`` of
+    ``K.slot_layout``), and ``K.learn_block`` is told so.
+    ``trained`` : int64, capacity >= nt + L."""
+    L = glob[G_LEAFL]
+    W0 = glob[G_W0]
+    v = _candidate_node(node_i, glob, j)
+    if glob[G_SHORTCUTS] == 0:
+        for q in range(L):
+            c = node_top[v, q]
+            if c == 0:
+                break
+            m = W0 + c - 1
+            f = K.score(lin, idx, val, st, en, m)
+            K.learn(lin, idx, val, st, en, m, 1.0 if c == y else -1.0, iw, K.clip_score(lin, f))
+        return
+    P = 0  # the prediction's list: lw.cand[:P] (entries after its -1 are older examples')
+    while lw.cand[P] >= 0:
+        P += 1
+    n = 0
+    known = True
+    while n < L and node_top[v, n] != 0:
+        m = W0 + node_top[v, n] - 1
+        lw.tm[n] = m
+        p = n  # the prediction's list at the same position (the same leaf), else found by a scan
+        if p >= P or lw.cand[p] != m:
+            p = 0
+            while p < P and lw.cand[p] != m:
+                p += 1
+        if p == P or not _independent_of(lin, m, trained, 0, nt, nd):
+            known = False
+        else:
+            lw.tf[n] = lw.fs[0, p]
+        n += 1
+    if not known:
+        K.score_set(lin, idx, val, st, en, lw.tm, n, lw.tf)
+    nr = nt
+    nb = 0
+    for q in range(n):
+        m = lw.tm[q]
+        if not _independent_of(lin, m, lw.ms, 0, nb, nd):
+            K.learn_block(lin, idx, val, st, en, lw.ms, nb, lw.ys, iw, lw.yh, lw.work, lw.act, distinct,
+                  np.int64(lin.hp[K.HP_W]), np.int64(0))
+            for b in range(nb):
+                trained[nt] = lw.ms[b]
+                nt += 1
+            nb = 0
+        f = lw.tf[q]
+        if not _independent_of(lin, m, trained, nr, nt, nd):
+            f = K.score(lin, idx, val, st, en, m)
+        lw.ms[nb] = m
+        lw.ys[nb] = 1.0 if node_top[v, q] == y else -1.0
+        lw.yh[nb] = K.clip_score(lin, f)
+        nb += 1
+    K.learn_block(lin, idx, val, st, en, lw.ms, nb, lw.ys, iw, lw.yh, lw.work, lw.act, distinct,
+                  np.int64(lin.hp[K.HP_W]), np.int64(0))
+
+
+@kernel()
+def update_c(node_i, v):
+    """UPDATE_C(v): restore ``C_u = min(C_left, C_right)`` on the path above ``v``."""
+    while v != 0:
+        p = node_i[v, N_PARENT]
+        if node_i[p, N_C] == node_i[v, N_C]:
+            return
+        v = p
+        a = node_i[node_i[v, N_LEFT], N_C]
+        b = node_i[node_i[v, N_RIGHT], N_C]
+        node_i[v, N_C] = a if a < b else b
+
+
+@kernel()
+def _swap(node_i, node_f, glob, j):
+    """SWAP(j): recycle the smallest leaf and its parent; returns (L, R) or (-1, -1) if refused."""
+    s = 0
+    while node_i[s, N_INTERNAL] != 0:
+        lf = node_i[s, N_LEFT]
+        rt = node_i[s, N_RIGHT]
+        s = lf if node_i[lf, N_C] < node_i[rt, N_C] else rt
+    pa = node_i[s, N_PARENT]
+    if s == j or pa <= 0:  # guard: s is the root or its parent is the root, or s = j
+        return -1, -1
+    gpa = node_i[pa, N_PARENT]
+    sib = node_i[pa, N_LEFT] if node_i[pa, N_RIGHT] == s else node_i[pa, N_RIGHT]
+    if node_i[gpa, N_LEFT] == pa:
+        node_i[gpa, N_LEFT] = sib
+    else:
+        node_i[gpa, N_RIGHT] = sib
+    node_i[sib, N_PARENT] = gpa
+    update_c(node_i, sib)
+    model = node_i[pa, N_MODEL]
+    _reset_node(node_i, node_f, glob, s)
+    _reset_node(node_i, node_f, glob, pa)
+    node_i[j, N_MODEL] = model
+    glob[G_NSWAPS] += 1
+    return s, pa
+
+
+@kernel(inline="always")
+def _prefetch_children(lin, idx, st, en, node_i, j):
+    """Prefetch the weight rows of the internal children of internal node ``j`` (the descent's next
+    score finds them in cache, whichever side it takes)."""
+    a = node_i[j, N_LEFT]
+    b = node_i[j, N_RIGHT]
+    if node_i[a, N_INTERNAL] != 0:
+        K.prefetch_slots(lin, idx, st, en, node_i[a, N_MODEL])
+    if node_i[b, N_INTERNAL] != 0:
+        K.prefetch_slots(lin, idx, st, en, node_i[b, N_MODEL])
+
+
+@kernel(inline="always")
+def _prefetch_records(rec_i, rec_f, pnode, plen, y):
+    """Prefetch the first probe of the records ``(node, y)`` of the prediction path's nodes: the
+    training path mostly follows it, and each record look-up is otherwise a cache miss that
+    waits for the one before (KJV next-word: the look-ups were a fifth of LOMtree's training
+    time). A hint only; nothing is read or changed."""
+    hmask = rec_i.shape[0] - 1
+    for d in range(plen):
+        h = _hash(pnode[d], y, hmask)
+        prefetch_row(rec_i, h)
+        prefetch_row(rec_f, h)
+
+
+@kernel()
+def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, node_top, rec_i, rec_f, glob, pnode, pscore,
+               plen, lw, trained):
+    """Algorithm 1 for one example (capacity for 2 nodes and depth+1 records guaranteed).
+
+    ``pnode[:plen]``, ``pscore[:plen]``: the internal nodes of this example's prediction path and
+    their raw scores (``predict_path``, just before, same weights). While the training path
+    follows it, a node's pre-update score is taken from there instead of being recomputed,
+    unless ``K.slot_layout`` says a regressor trained above it may share one of its slots; the
+    post-update score comes from ``K.learn_rescore``. Both bit-identical to scoring afresh.
+    ``lw``, ``trained``: the leaf's scratch (``_train_leaf``; ``trained`` >= depth + 1 + L).
+    """
+    T = glob[G_T]
+    RS = glob[G_RS]
+    j = 0
+    depth = 0
+    shortcuts = glob[G_SHORTCUTS] != 0
+    distinct, nd = K.slot_layout(lin, idx, st, en)
+    onpath = plen > 0 and shortcuts
+    nt = 0
+    _prefetch_records(rec_i, rec_f, pnode, plen, y)
+    while True:
+        r = _record(node_i, rec_i, rec_f, glob, j, y)
+        cnt = rec_i[r, R_CNT] + 1
+        rec_i[r, R_CNT] = cnt
+        if cnt > node_i[j, N_MAXCNT]:
+            node_i[j, N_MAXCNT] = cnt
+            node_i[j, N_MAXLAB] = y
+        if glob[G_LEAFL] > 0:
+            top_update(node_top, j, y, cnt, glob[G_LEAFL])
+        if node_i[j, N_INTERNAL] == 0:
+            if node_i[j, N_NCLS] < 2:
+                break
+            Cj = node_i[j, N_C]
+            if glob[G_TUSED] < T:
+                L = glob[G_NNODES]
+                R = L + 1
+                init_leaf(node_i, node_f, L)
+                init_leaf(node_i, node_f, R)
+                glob[G_NNODES] += 2
+                node_i[j, N_MODEL] = glob[G_TUSED]
+                glob[G_TUSED] += 1
+            elif Cj - node_i[j, N_MAXCNT] > RS * (node_i[0, N_C] + 1):
+                L, R = _swap(node_i, node_f, glob, j)
+                if L < 0:
+                    break
+            else:
+                break
+            node_i[j, N_LEFT] = L
+            node_i[j, N_RIGHT] = R
+            node_i[L, N_PARENT] = j
+            node_i[R, N_PARENT] = j
+            node_top[L, :] = 0
+            node_top[R, :] = 0
+            node_i[L, N_C] = Cj // 2
+            node_i[R, N_C] = Cj - Cj // 2
+            update_c(node_i, L)
+            node_i[L, N_MAXLAB] = node_i[j, N_MAXLAB]
+            node_i[R, N_MAXLAB] = node_i[j, N_MAXLAB]
+            node_i[j, N_INTERNAL] = 1
+            if depth + 1 > glob[G_DEPTH]:
+                glob[G_DEPTH] = depth + 1
+        # j is internal: train its regressor toward the routing target
+        en_j = node_i[j, N_EN]
+        E = node_f[j] / en_j if en_j > 0 else 0.0
+        ny = rec_i[r, R_N]
+        e = rec_f[r] / ny if ny > 0 else 0.0
+        z = -1.0 if E > e else 1.0
+        m = node_i[j, N_MODEL]
+        _prefetch_children(lin, idx, st, en, node_i, j)
+        known = False
+        if onpath:
+            if depth < plen and pnode[depth] == j:
+                known = True
+                if nd != 0:
+                    for a in range(depth):
+                        if not K.scores_independent(lin, node_i[pnode[a], N_MODEL], m, nd):
+                            known = False
+                            break
+            else:
+                onpath = False
+        f = pscore[depth] if known else K.score(lin, idx, val, st, en, m)
+        s = K.learn_scored(lin, idx, val, st, en, m, z, iw, f, distinct, shortcuts)
+        trained[nt] = m
+        nt += 1
+        node_f[j] += s
+        node_i[j, N_EN] = en_j + 1
+        rec_f[r] += s
+        rec_i[r, R_N] = ny + 1
+        j = node_i[j, N_LEFT] if s < 0 else node_i[j, N_RIGHT]
+        depth += 1
+    node_i[j, N_C] += 1
+    update_c(node_i, j)
+    if glob[G_LEAFL] > 0:
+        _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, trained, nt, distinct, nd)
+
+
+@kernel()
+def predict_path(lin, idx, val, st, en, node_i, node_top, glob, prior, lw, pnode, pscore):
+    """Descend by the sign of each node's score to a leaf; returns (the leaf's prediction
+    (``leaf_label``, 1-based), the number of internal nodes scored, the leaf). Those nodes and their raw scores are
+    recorded in ``pnode``/``pscore`` (capacity > ``glob[G_DEPTH]``, the depth bound), which
+    training reuses. While node ``j`` is scored, both children's rows are prefetched."""
+    j = 0
+    d = 0
+    while node_i[j, N_INTERNAL] != 0:
+        _prefetch_children(lin, idx, st, en, node_i, j)
+        f = K.score(lin, idx, val, st, en, node_i[j, N_MODEL])
+        pnode[d] = j
+        pscore[d] = f
+        d += 1
+        j = node_i[j, N_LEFT] if f < 0 else node_i[j, N_RIGHT]
+    return leaf_label(lin, idx, val, st, en, node_i, node_top, glob, prior, lw, j), d, j
+
+
+@kernel(inline="always")
+def _prefetch_next(lin, idx, st, en, node_i, glob):
+    """Prefetch the rows the next example ``idx[st:en]`` reads first: its root's and the root's
+    internal children's regressors, and with at most ``PREFETCH_LABELS`` labels the whole run of
+    its features' label regressors (the candidates of any leaf are among them). Issued before this
+    example trains, so the next one's misses overlap with this one's arithmetic; a hint only.
+    KJV book with ``-q ww`` (423 features, 66 labels): training 5-10% less CPU."""
+    if node_i[0, N_INTERNAL] != 0:
+        K.prefetch_block(lin, idx, st, en, node_i[0, N_MODEL])
+        for c in (node_i[0, N_LEFT], node_i[0, N_RIGHT]):
+            if node_i[c, N_INTERNAL] != 0:
+                K.prefetch_block(lin, idx, st, en, node_i[c, N_MODEL])
+    W = np.int64(lin.hp[K.HP_W])
+    W0 = glob[G_W0]
+    if glob[G_LEAFL] > 0 and W - W0 <= PREFETCH_LABELS:
+        for r in range(0, W - W0, 5):  # 5 rows of 12 bytes: every cache line of the run
+            K.prefetch_block(lin, idx, st, en, W0 + r)
+
+
+@jit(nogil=True)
+def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i, node_f, node_top, rec_i,
+                    rec_f, glob, prior, lw, preds):
+    """Progressive predict-then-learn over one chunk (``prior``: see ``_prior_stats``; ``lw``:
+    ``LeafWork``).
+
+    preds : int64, shape (n,) out. Returns the (possibly regrown) node, leaf-list and record arrays.
+    """
+    n = labels.shape[0]
+    L = max(1, glob[G_LEAFL])
+    # the prediction path: at most glob[G_DEPTH] internal nodes, a bound training may raise; the
+    # regressors trained on one example: the routers (at most depth + 1), then the candidates
+    pnode = np.empty(glob[G_DEPTH] + 1, dtype=np.int64)
+    pscore = np.empty(glob[G_DEPTH] + 1, dtype=np.float64)
+    trained = np.empty(glob[G_DEPTH] + 2 + L, dtype=np.int64)
+    for i in range(n):
+        st = indptr[i]
+        en = indptr[i + 1]
+        if glob[G_DEPTH] >= pnode.shape[0]:
+            pnode = np.empty(2 * glob[G_DEPTH] + 1, dtype=np.int64)
+            pscore = np.empty(2 * glob[G_DEPTH] + 1, dtype=np.float64)
+            trained = np.empty(2 * glob[G_DEPTH] + 2 + L, dtype=np.int64)
+        preds[i], plen, leaf = predict_path(lin, indices, values, st, en, node_i, node_top, glob, prior, lw, pnode,
+                                            pscore)
+        if i + 1 < n:
+            _prefetch_next(lin, indices, en, indptr[i + 2], node_i, glob)
+        if train[i]:
+            _prior_stats(node_i, node_top, glob, prior, lw.fs, leaf, labels[i])
+            if glob[G_NNODES] + 2 > node_i.shape[0] and node_i.shape[0] < glob[G_NODECAP_MAX]:
+                node_i, node_f, node_top = _grow_nodes(node_i, node_f, node_top, glob)
+            need = glob[G_DEPTH] + 2
+            if 2 * (glob[G_OCC] + need) > rec_i.shape[0]:
+                rec_i, rec_f = _rehash(node_i, rec_i, rec_f, glob, need)
+            _train_one(lin, indices, values, st, en, labels[i], weights[i], node_i, node_f, node_top, rec_i, rec_f,
+                       glob, pnode, pscore, plen, lw, trained)
+            K.end_example(lin, weights[i])
+    return node_i, node_f, node_top, rec_i, rec_f
+
+
+@kernel(nogil=True)
+def lomtree_predict(lin, indptr, indices, values, node_i, node_top, glob, prior, preds, lw, pnode, pscore):
+    """Predictions only; lw (``LeafWork``), pnode, pscore: scratch of ``predict_path``."""
+    for i in range(indptr.shape[0] - 1):
+        preds[i] = predict_path(lin, indices, values, indptr[i], indptr[i + 1], node_i, node_top, glob, prior, lw,
+                                pnode, pscore)[0]
+
+
+@kernel()
+def insert_records(node_i, rec_i, rec_f, glob, rnode, rlabel, rcnt, rn, rmsum):
+    """Rebuild the hash table from record lists (after load); False on a duplicate key."""
+    for q in range(rnode.shape[0]):
+        j = rnode[q]
+        before = glob[G_LIVE]
+        h = _record(node_i, rec_i, rec_f, glob, j, rlabel[q])
+        if glob[G_LIVE] == before:
+            return False
+        rec_i[h, R_CNT] = rcnt[q]
+        rec_i[h, R_N] = rn[q]
+        rec_f[h] = rmsum[q]
+    return True
+
+
+@jit()
+def live_slots(node_i, rec_i):
+    """Slots of the live records and their keys ``node << 32 | label`` (one pass over the table:
+    what ``records`` sorts; numpy masks over the strided columns took 3x longer). Labels are in
+    ``1..k`` with ``k < 2^31`` (config, parser and ``load_state`` all enforce it), so the key is
+    exact and orders by (node, label)."""
+    n = 0
+    for r in range(rec_i.shape[0]):
+        nd = rec_i[r, R_NODE]
+        if nd >= 0 and rec_i[r, R_GEN] == node_i[nd, N_GEN]:
+            n += 1
+    sel = np.empty(n, dtype=np.int64)
+    key = np.empty(n, dtype=np.int64)
+    q = 0
+    for r in range(rec_i.shape[0]):
+        nd = rec_i[r, R_NODE]
+        if nd >= 0 and rec_i[r, R_GEN] == node_i[nd, N_GEN]:
+            sel[q] = r
+            key[q] = (nd << 32) | rec_i[r, R_LABEL]
+            q += 1
+    return sel, key
