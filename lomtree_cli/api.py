@@ -197,7 +197,7 @@ def dicts_batch(xs, cfg: InputConfig) -> ExampleBatch:
             return _parsed_dicts(xs, cfg)
         indptr.append(len(indices))
     n = len(indptr) - 1
-    return ExampleBatch(labels=np.zeros(n, np.int64), weights=np.ones(n, np.float64),
+    return ExampleBatch(labels=np.zeros(n, np.int64), weights=np.array([1.0] * n),
                         indptr=np.array(indptr, np.int64), indices=np.array(indices, np.int64),
                         values=np.array(values, np.float32), line_numbers=np.arange(1, n + 1, dtype=np.int64),
                         source="<dict>")
@@ -236,6 +236,7 @@ class _DictHashes:
 
     MAX_NAMES = 1 << 18
     _ALL: dict = {}
+    _last = None  # the one ``of`` gave last (and the config it was asked for)
 
     def __init__(self, cfg: InputConfig):
         self.cfg = cfg
@@ -244,10 +245,14 @@ class _DictHashes:
 
     @classmethod
     def of(cls, cfg: InputConfig) -> "_DictHashes":
+        last = cls._last
+        if last is not None and last[0] is cfg:
+            return last[1]
         key = (cfg.mask, int(cfg.hash_seed), bool(cfg.noconstant))
         h = cls._ALL.get(key)
         if h is None:
             h = cls._ALL[key] = cls(cfg)
+        cls._last = (cfg, h)
         return h
 
     def add(self, x: dict, indices: list, values: list) -> bool:
