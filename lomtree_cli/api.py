@@ -272,7 +272,9 @@ class _DictHashes:
             if h is None:
                 if type(key) is not str or not self._learn_names(x):
                     break
-                h = index[key]
+                h = index.get(key)  # (None if another thread emptied the memo meanwhile)
+                if h is None:
+                    break
             if -F32_UNDER <= v <= F32_UNDER:  # 0 in float32: dropped (its name is a good one)
                 continue
             indices.append(h)
