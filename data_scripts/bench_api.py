@@ -1,19 +1,21 @@
 """Python API against the command line: per-example cost of ``learn_one``, ``predict_one`` and
 ``partial_fit`` next to ``lomtree train`` on the same examples.
 
-Usage: ``python -m data_scripts.bench_api [--bits 24] [--classes 10] [--n 20000] [--reduction oaa]``
+Usage: ``python -m data_scripts.bench_api [--bits 24] [--classes 10] [--n 100000] [--reduction oaa,filter,cpt,plt]``
 
-The examples: 10 features each (``f0`` .. ``f9`` with values), labels 1..K, drawn at random
-with a fixed seed. ``learn_one``/``predict_one``: the best of ``--repeats`` timings of ``--one``
-calls each, wall clock and this process's CPU time (the first calls load the kernels and are
-not timed; on a machine shared with other work the CPU time is the steadier figure). A line gives
-the CPU time of ``sum(range(1000))``, a yardstick of the machine's Python speed for comparing
-figures taken on different machines.
-``partial_fit``: batches of 1,000 examples as a feature matrix (scipy CSR, ``--features``
-columns). The command line: ``lomtree train --format libsvm`` on the same matrix written as
-LIBSVM, the run's time measured inside the process (the summary's ``seconds`` less that of
-``lomtree train`` on an empty file), so the comparison is per example learned; best of
-``--repeats`` for both.
+The examples: 10 features each (``f<j>`` for 10 of ``--features`` columns j, random values),
+labels 1..K, drawn at random with a fixed seed. ``learn_one``/``predict_one``: feature dicts,
+the best of ``--repeats`` timings of ``--one`` calls each, wall clock and this process's CPU time
+(100 calls first load the kernels and meet the names; on a machine shared with other work the
+CPU time is the steadier figure). A line gives the CPU time of ``sum(range(1000))``, a yardstick
+of the machine's Python speed for comparing figures taken on different machines.
+``partial_fit``: batches of 1,000 examples as a feature matrix (scipy CSR), timed from a model
+already made (by one example: mtree fills its table then) to one ``predict`` after the last
+batch (it makes a PLT learn what it buffers for its tree, as the CLI's run does). The command
+line: ``lomtree train --format libsvm`` on the same matrix written as LIBSVM, its time measured
+inside the process (the summary's ``seconds`` less that of ``lomtree train`` on an empty file,
+which makes the model too), so the comparison is per example learned; best of ``--repeats``
+for both.
 """
 
 from __future__ import annotations
@@ -58,36 +60,27 @@ def per_call(fn, args, calls: int, repeats: int) -> tuple:
     return min(wall), min(cpu)
 
 
-def cli_seconds(path: str, a, extra: list) -> float:
+def cli_seconds(path: str, a, reduction: str) -> float:
     """Seconds ``lomtree train`` spends on ``path`` in its own process (the JSON summary's)."""
     with tempfile.TemporaryDirectory() as d:
         rep = os.path.join(d, "r.json")
         exe = os.path.join(os.path.dirname(sys.executable), "lomtree")
-        cmd = [exe if os.path.exists(exe) else "lomtree", "train", "-r", a.reduction, "-k", str(a.classes), "-b", str(a.bits),
-               "--format", "libsvm", "--quiet", "--report", rep, path] + extra
+        cmd = [exe if os.path.exists(exe) else "lomtree", "train", "-r", reduction, "-k", str(a.classes), "-b", str(a.bits),
+               "--format", "libsvm", "--quiet", "--report", rep, path]
         subprocess.run(cmd, check=True)
         with open(rep) as f:
             return float(json.load(f)["seconds"])
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bits", type=int, default=24)
-    ap.add_argument("--classes", type=int, default=10)
-    ap.add_argument("--reduction", default="oaa")
-    ap.add_argument("--n", type=int, default=20000, help="examples for partial_fit and the CLI")
-    ap.add_argument("--features", type=int, default=1000)
-    ap.add_argument("--one", type=int, default=2000, help="calls per learn_one/predict_one timing")
-    ap.add_argument("--repeats", type=int, default=5)
-    a = ap.parse_args(argv)
-
+def one_reduction(a, reduction: str, X, y, dicts) -> dict:
+    """The figures of one reduction (seconds per call or per example)."""
     from lomtree_cli import Classifier
 
-    X, y, dicts = examples(a.n, a.classes, a.features)
-    params = dict(reduction=a.reduction, classes=a.classes, bits=a.bits)
+    params = dict(reduction=reduction, classes=a.classes, bits=a.bits)
     clf = Classifier(**params)
-    clf.learn_one(dicts[0], int(y[0]))
-    clf.predict_one(dicts[0])
+    for i in range(100):  # kernels loaded, features seen
+        clf.learn_one(dicts[i], int(y[i]))
+        clf.predict_one(dicts[i])
     calls = min(a.one, len(dicts))
     pairs = [(dicts[i], int(y[i])) for i in range(calls)]
     learn = per_call(clf.learn_one, pairs, calls, a.repeats)
@@ -98,11 +91,13 @@ def main(argv=None) -> None:
     for _ in range(a.repeats):
         c = Classifier(**params)
         c.partial_fit(*batches[0])  # kernels loaded
+        c = Classifier(**params)
+        c.partial_fit(X[:1], y[:1])  # the model made (mtree fills its table) before the clock, as the CLI's
         t = time.perf_counter()
         for b in batches:
             c.partial_fit(*b)
+        c.predict(X[:1])
         pf.append((time.perf_counter() - t) / a.n)
-    partial = min(pf)
 
     from sklearn.datasets import dump_svmlight_file
 
@@ -110,18 +105,31 @@ def main(argv=None) -> None:
         data, empty = os.path.join(d, "x.libsvm"), os.path.join(d, "e.libsvm")
         dump_svmlight_file(X, y, data, zero_based=False)
         open(empty, "w").close()
-        runs = [cli_seconds(data, a, []) - cli_seconds(empty, a, []) for _ in range(a.repeats)]
-    cli = min(runs) / a.n
+        runs = [cli_seconds(data, a, reduction) - cli_seconds(empty, a, reduction) for _ in range(a.repeats)]
+    return {"learn_one": learn, "predict_one": pred, "partial_fit": min(pf), "cli": min(runs) / a.n}
 
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bits", type=int, default=24)
+    ap.add_argument("--classes", type=int, default=10)
+    ap.add_argument("--reduction", default="oaa,filter,cpt,plt", help="reductions, comma-separated")
+    ap.add_argument("--n", type=int, default=100000, help="examples for partial_fit and the CLI")
+    ap.add_argument("--features", type=int, default=1000)
+    ap.add_argument("--one", type=int, default=2000, help="calls per learn_one/predict_one timing")
+    ap.add_argument("--repeats", type=int, default=5)
+    a = ap.parse_args(argv)
+
+    X, y, dicts = examples(a.n, a.classes, a.features)
     ref = per_call(lambda: sum(range(1000)), [()], 2000, a.repeats)[1]
-    print(f"reduction {a.reduction}, k {a.classes}, bits {a.bits}, 10 features per example; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
-          f"this machine's speed: sum(range(1000)) takes {ref * 1e6:.1f} us of CPU")
-    print(f"learn_one    {learn[0] * 1e6:9.1f} us per call (CPU {learn[1] * 1e6:.1f} us)")
-    print(f"predict_one  {pred[0] * 1e6:9.1f} us per call (CPU {pred[1] * 1e6:.1f} us)")
-    print(f"partial_fit  {partial * 1e6:9.2f} us per example (batches of 1,000)")
-    print(f"lomtree train {cli * 1e6:8.2f} us per example (in-process time less start-up)")
-    print(f"partial_fit / CLI = {partial / cli:.2f}")
+    print(f"k {a.classes}, bits {a.bits}, 10 features per example; load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs; this machine's speed: sum(range(1000)) takes {ref * 1e6:.1f} us of CPU")
+    print("reduction  learn_one us (CPU)  predict_one us (CPU)  partial_fit us/ex  CLI us/ex  partial_fit/CLI")
+    for reduction in a.reduction.split(","):
+        r = one_reduction(a, reduction, X, y, dicts)
+        (lw, lc), (pw, pc) = r["learn_one"], r["predict_one"]
+        print(f"{reduction:9s} {lw * 1e6:8.1f} ({lc * 1e6:5.1f}) {pw * 1e6:12.1f} ({pc * 1e6:5.1f}) "
+              f"{r['partial_fit'] * 1e6:14.2f} {r['cli'] * 1e6:10.2f} {r['partial_fit'] / r['cli']:12.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -182,10 +182,32 @@ def dict_line(x: dict) -> str:
 
 
 def dicts_batch(xs, cfg: InputConfig) -> ExampleBatch:
-    """One batch of feature dicts (each the VW line ``dict_line`` makes), parsed as the CLI parses
-    that line (``parsing.parse_chunk``, one call of the parse kernel). ``dict_line`` leaves no
-    newline in a line, and a line ``|`` (an empty dict) is an example of the constant feature
-    alone: ``lines_batch``'s checks are not needed."""
+    """One batch of feature dicts: the batch the CLI's parser makes of their VW lines
+    (``dict_line``). The common dicts (string keys, float or int values) are converted here with
+    the parser's own hashes of their keys (``_DictHashes``) and the parser's value rule; any
+    other dict, and any value the parser would refuse, goes through the parser as its line (one
+    call of the parse kernel for the whole list, its checks and messages)."""
+    if cfg.format != "vw" or cfg.generates_features or cfg.has_string_labels:
+        return _parsed_dicts(xs, cfg)
+    hashes = _DictHashes.of(cfg)
+    indptr = [0]
+    indices: list = []
+    values: list = []
+    for x in xs:
+        if type(x) is not dict or not hashes.add(x, indices, values):
+            return _parsed_dicts(xs, cfg)
+        indptr.append(len(indices))
+    n = len(indptr) - 1
+    return ExampleBatch(labels=np.zeros(n, np.int64), weights=np.array([1.0] * n),
+                        indptr=np.array(indptr, np.int64), indices=np.array(indices, np.int64),
+                        values=np.array(values, np.float32), line_numbers=np.arange(1, n + 1, dtype=np.int64),
+                        source="<dict>")
+
+
+def _parsed_dicts(xs, cfg: InputConfig) -> ExampleBatch:
+    """``dicts_batch`` by the parser: the VW lines of the dicts in one parse call. ``dict_line``
+    leaves no newline in a line, and a line ``|`` (an empty dict) is an example of the constant
+    feature alone: ``lines_batch``'s checks are not needed."""
     if cfg.format != "vw":  # feature dicts are VW lines whatever the model's format
         from dataclasses import replace
 
@@ -195,6 +217,91 @@ def dicts_batch(xs, cfg: InputConfig) -> ExampleBatch:
     if errors:
         raise _line_error(errors[0])
     return batch
+
+
+#: a float64 ``v`` is finite in float32 (the parser's ``float32(v)``, rounded to nearest) iff
+#: ``|v| < F32_OVER``, and that float32 is 0 (a dropped feature) iff ``|v| <= F32_UNDER``
+F32_OVER = 2.0 ** 128 - 2.0 ** 103
+F32_UNDER = 2.0 ** -150
+
+
+class _DictHashes:
+    """The parser's hashed index of each feature name met in a dict (per hash seed and bits).
+
+    The parser hashes a name whatever its value, and a number value ``v`` (``dict_line`` writes
+    ``repr(v)``, which parses back to ``v`` exactly) becomes ``float32(v)``, dropped when 0: so a
+    dict of numbers is its names' indices and its values' float32s. Names are hashed by the
+    parser itself, once (a line ``| name:1 ...`` of the new names of a dict); features repeat in
+    a stream, so a one-example ``learn_one`` is dictionary look-ups. Past ``MAX_NAMES`` names the
+    memo starts again (a stream of ever new names must not grow it without bound)."""
+
+    MAX_NAMES = 1 << 18
+    _ALL: dict = {}
+    _last = None  # the one ``of`` gave last (and the config it was asked for)
+
+    def __init__(self, cfg: InputConfig):
+        self.cfg = cfg
+        self.index: dict = {}
+        self.constant = None if cfg.noconstant else int(cfg.constant_index)
+
+    @classmethod
+    def of(cls, cfg: InputConfig) -> "_DictHashes":
+        last = cls._last
+        if last is not None and last[0] is cfg:
+            return last[1]
+        key = (cfg.mask, int(cfg.hash_seed), bool(cfg.noconstant))
+        h = cls._ALL.get(key)
+        if h is None:
+            h = cls._ALL[key] = cls(cfg)
+        cls._last = (cfg, h)
+        return h
+
+    def add(self, x: dict, indices: list, values: list) -> bool:
+        """Append the features of ``x`` (the constant last) to ``indices``/``values``; False,
+        with the lists unchanged, when ``x`` holds anything but string keys and finite float or
+        int values in float32's range (the parser decides those)."""
+        index = self.index
+        start = len(indices)
+        for key, v in x.items():
+            if type(v) is not float:
+                if not (isinstance(v, float) or (type(v) is int and -F32_OVER < v < F32_OVER)):
+                    break
+                v = float(v)
+            if not -F32_OVER < v < F32_OVER:  # NaN, infinite, or inf in float32: refused
+                break
+            h = index.get(key) if type(key) is str else None
+            if h is None:
+                if type(key) is not str or not self._learn_names(x):
+                    break
+                h = index.get(key)  # (None if another thread emptied the memo meanwhile)
+                if h is None:
+                    break
+            if -F32_UNDER <= v <= F32_UNDER:  # 0 in float32: dropped (its name is a good one)
+                continue
+            indices.append(h)
+            values.append(v)
+        else:
+            if self.constant is not None:
+                indices.append(self.constant)
+                values.append(1.0)
+            return True
+        del indices[start:], values[start:]
+        return False
+
+    def _learn_names(self, x: dict) -> bool:
+        """Hash the new string keys of ``x`` by the parser; False if a key is no feature name."""
+        new = [k for k in x if type(k) is str and k not in self.index]
+        if any(not k or _NOT_IN_NAME.search(k) is not None for k in new):
+            return False
+        if len(self.index) + len(new) > self.MAX_NAMES:
+            self.index.clear()
+        data = ("| " + " ".join([f"{k}:1" for k in new]) + "\n").encode("utf-8")
+        batch, errors = parse_chunk(data, self.cfg, "<dict>")
+        got = batch.indices.tolist()
+        if errors or len(got) != len(new) + (self.constant is not None):
+            return False
+        self.index.update(zip(new, got))
+        return True
 
 
 def _check_matrix(X):

@@ -131,6 +131,24 @@ def test_stale_or_foreign_module_is_ignored(tmp_path, monkeypatch):
 
 Pair = namedtuple("Pair", "a b")
 
+ARGUMENTS = [
+    np.zeros(5, np.float32), np.zeros((3, 4), np.int64), np.zeros((3, 4), np.int64, order="F"),
+    np.zeros((3, 4))[:, 1:3], np.zeros(10, np.uint32)[::2], np.frombuffer(b"abcd", dtype=np.uint8),
+    np.zeros(0, np.bool_), np.zeros((2, 0), np.int32), 3, 2.5, True, np.int32(4), np.float32(1.5), np.bool_(False),
+    np.uint64(7), Pair(np.zeros(2), np.zeros((2, 2), np.float32)), (np.zeros(3, np.int64), 5),
+    np.zeros(5, np.float64), np.zeros((), np.int64), np.int64(3), np.zeros(4, ">f8"), (np.zeros(3, np.int64), 5.0),
+    Pair(np.zeros(2), np.zeros((2, 2), np.float64)), (np.zeros(2), np.zeros((2, 2), np.float32)),
+]
+
+
+def test_equal_fingerprints_mean_equal_argkeys():
+    """A kernel call skips the argkeys when the arguments' fingerprints were seen matching the
+    compiled signature: two arguments of one fingerprint must have one argkey."""
+    for a in ARGUMENTS:
+        for b in ARGUMENTS:
+            if KN.fingerprint(a) == KN.fingerprint(b):
+                assert KN.argkey(a) == KN.argkey(b), (a, b)
+
 
 @pytest.mark.parametrize("value", [
     np.zeros(5, np.float32), np.zeros((3, 4), np.int64), np.zeros((3, 4), np.int64, order="F"),

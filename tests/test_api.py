@@ -243,6 +243,70 @@ def test_learn_one_equals_vw_lines():
     assert Classifier(classes=3).predict_one({"a": 1}) is None
 
 
+@pytest.mark.parametrize("reduction", ["oaa", "filter", "cpt", "plt", "lomtree", "rtree", "mtree", "table"])
+def test_learn_one_partial_fit_and_cli_learn_the_same(tmp_path, reduction):
+    """learn_one on feature dicts, partial_fit on the same dicts and lomtree train on their VW
+    lines learn one model: the API's two model files are byte-identical, their arrays are the
+    CLI's, and predict_one predicts what predict and the CLI's model predict."""
+    from lomtree_cli.model_io import model_arrays
+
+    rng = np.random.default_rng(5)
+    dicts, labels = [], []
+    for _ in range(150):
+        c = int(rng.integers(1, 7))
+        dicts.append({f"c{c}": 1.0, f"n{int(rng.integers(40))}": float(rng.normal()), "len": int(rng.integers(0, 9)),
+                      "7": float(rng.random())})
+        labels.append(c)
+    one = Classifier(reduction=reduction, classes=6)
+    for x, c in zip(dicts, labels):
+        one.learn_one(x, c)
+    part = Classifier(reduction=reduction, classes=6)
+    for lo in range(0, 150, 40):
+        part.partial_fit(dicts[lo:lo + 40], labels[lo:lo + 40])
+    (tmp_path / "t.vw").write_text("".join(f"{c} {dict_line(x)}\n" for x, c in zip(dicts, labels)))
+    cli(["train", "-r", reduction, "-k", "6", str(tmp_path / "t.vw"), "-f", str(tmp_path / "cli.lt"), "--quiet"])
+    assert one.to_bytes() == part.to_bytes()
+    _, want = members(str(tmp_path / "cli.lt"))
+    got = model_arrays(one._model.base, one._model.reduction)
+    assert set(got) == set(want)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    ones = [one.predict_one(x) for x in dicts]
+    assert ones == one.predict(dicts).tolist() == Classifier.load(str(tmp_path / "cli.lt")).predict(dicts).tolist()
+
+
+def test_dicts_become_the_arrays_of_their_vw_lines():
+    """Feature dicts of numbers are converted without the parser (the names' hashes memoised):
+    the same batch as the parser makes of their lines, for values at float32's edges (0 after
+    rounding: dropped; past its range: refused with the parser's message) and random doubles."""
+    import struct
+
+    from lomtree_cli.api import _parsed_dicts, dicts_batch
+
+    rng = np.random.default_rng(2)
+    doubles = [struct.unpack("<d", struct.pack("<Q", int(b)))[0] for b in rng.integers(0, 2**63, 3000, dtype=np.int64)]
+    edges = [2.0**-150, -(2.0**-150), np.nextafter(2.0**-150, 1.0), 2.0**-149, 1e-45, 5e-324, -0.0, 0.0, 0.1,
+             2.0**128 - 2.0**103 - 2.0**75, -(2.0**128 - 2.0**103 - 2.0**75), 3.4028234663852886e38, 7, -3, 2**70]
+    values = [v for v in doubles if abs(v) < 3e38] + edges
+    names = ["a", "12", "007", "x_y", "é", "1844674407370955161", "n" * 40]
+    for seed in (0, 5):
+        cfg = InputConfig(bits=18, hash_seed=seed)
+        xs = [{names[(i + j) % len(names)] + str(j % 3): values[(7 * i + j) % len(values)] for j in range(i % 9)}
+              for i in range(len(values))]
+        a, b = dicts_batch(xs, cfg), _parsed_dicts(xs, cfg)
+        for f in ("labels", "weights", "indptr", "indices", "values", "line_numbers"):
+            assert getattr(a, f).dtype == getattr(b, f).dtype
+            np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+        assert a.values.view(np.uint32).tolist() == b.values.view(np.uint32).tolist()
+    cfg = InputConfig(bits=18)
+    for bad in ({"a": 2.0**128 - 2.0**103}, {"a": float("nan")}, {"a": 2**200}, {"a b": 0.0}, {"": 1.0}):
+        with pytest.raises(ValueError) as fast:
+            dicts_batch([{"ok": 1.0}, bad], cfg)
+        with pytest.raises(ValueError) as parsed:
+            _parsed_dicts([{"ok": 1.0}, bad], cfg)
+        assert str(fast.value) == str(parsed.value)
+
+
 def test_pickle_and_bytes_are_the_model_file(tmp_path):
     X, y = make_data(n=100)
     clf = Classifier(reduction="cpt", classes=6).fit(X, y)

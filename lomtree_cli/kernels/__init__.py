@@ -28,6 +28,7 @@ import json as _json
 import os as _os
 import sys as _sys
 import threading as _threading
+from operator import attrgetter as _attrgetter
 
 from numpy import ndarray as np_ndarray
 
@@ -173,10 +174,32 @@ def argkey(a):
     return dt.str if dt is not None and getattr(a, "ndim", 1) == 0 else ("?", t.__name__)
 
 
+#: an array's (dtype, ndim, flags number): all that its ``argkey`` depends on, read in C
+_ARRAY_FP = _attrgetter("dtype", "ndim", "flags.num")
+
+
+def fingerprint(a):
+    """What ``argkey(a)`` depends on, quicker to get: an array's ``_ARRAY_FP``, a Python
+    scalar's type, a tuple's type and fingerprints, else the ``argkey``."""
+    t = type(a)
+    if t is np_ndarray:
+        return _ARRAY_FP(a)
+    if t is int or t is float or t is bool:
+        return t
+    if isinstance(a, tuple):
+        return (t, *[_ARRAY_FP(x) if type(x) is np_ndarray else fingerprint(x) for x in a])
+    return argkey(a)
+
+
+#: argument fingerprints a kernel remembers as its compiled signature's (a few: one per way of
+#: calling it, e.g. with views or with owned arrays)
+_KNOWN_MAX = 8
+
+
 class _Kernel:
     """A kernel while the AOT module serves: the compiled function for its signature, else the JIT."""
 
-    __slots__ = ("py_func", "options", "nrt_off", "name", "aot", "dispatcher", "__wrapped__")
+    __slots__ = ("py_func", "options", "nrt_off", "name", "aot", "dispatcher", "known", "__wrapped__")
 
     def __init__(self, func, options, nrt_off):
         self.py_func = self.__wrapped__ = func
@@ -185,11 +208,21 @@ class _Kernel:
         self.name = f"{func.__module__}:{func.__name__}"
         self.aot = _AOT.get(self.name)
         self.dispatcher = None
+        #: fingerprint lists (``fingerprint``) of calls whose ``argkey``s were the signature: a
+        #: call with one of them needs no ``argkey`` (a one-example call of a reduction's kernel
+        #: spent more time in the ``argkey``s of its 15-25 arrays than in the kernel)
+        self.known = []
 
     def __call__(self, *args):
         if self.aot is not None:
+            fp = [_ARRAY_FP(a) if type(a) is np_ndarray else fingerprint(a) for a in args]
+            if fp in self.known:
+                return self.aot[0](*args)
             fn, key = self.aot
             if tuple([argkey(a) for a in args]) == key:
+                if len(self.known) >= _KNOWN_MAX:
+                    del self.known[0]
+                self.known.append(fp)
                 return fn(*args)
         if self.dispatcher is None:
             _switch_to_jit()

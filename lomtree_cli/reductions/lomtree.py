@@ -190,8 +190,10 @@ class LomTree(Reduction):
                                np.empty(d, dtype=np.int64), np.empty(d, dtype=np.float64))
             return preds, None
         self._ensure_records()
-        if self.L > 0 and n:
-            # let learn_block cache one rate per (feature, candidate) pair of the longest example
+        # let learn_block cache one rate per (feature, candidate) pair of the longest example
+        # (there is room when the batch's features are no more: one example is no longer)
+        if self.L > 0 and n and \
+                min((int(batch.indptr[-1]) - int(batch.indptr[0])) * self.L, 1 << 20) > self.learner.scratch_features:
             self.learner.ensure_scratch(min(int(batch.n_features.max()) * self.L, 1 << 20))
         self.node_i, self.node_f, self.node_top, self.rec_i, self.rec_f = LK.lomtree_process(
             self.learner.arrays, batch.indptr, batch.indices, batch.values, batch.labels, batch.weights, train,

@@ -33,8 +33,8 @@ class OneAgainstAll(Reduction):
         n = len(batch)
         # let learn_block cache one rate per (feature, class) pair of the longest example (no
         # example is longer than all of them together: then there is room already)
-        if len(batch) and train.any() and \
-                min(int(batch.indptr[-1] - batch.indptr[0]) * self.k, 1 << 20) > self.learner.scratch_features:
+        if min((int(batch.indptr[-1]) - int(batch.indptr[0])) * self.k, 1 << 20) > self.learner.scratch_features \
+                and len(batch) and train.any():
             self.learner.ensure_scratch(min(int(batch.n_features.max()) * self.k, 1 << 20))
         preds = np.zeros(n, dtype=np.int64)
         scratch = np.zeros(self.k, dtype=np.float64)

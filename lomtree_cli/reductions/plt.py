@@ -215,11 +215,14 @@ class ProbabilisticLabelTree(Reduction):
         n = len(batch)
         preds = np.zeros(n, dtype=np.int64)
         train = np.ascontiguousarray(train, dtype=np.bool_)
-        if n and train.any():  # learn_block keeps one rate per (feature, child) of a node
+        # learn_block keeps one rate per (feature, child) of a node (there is room for that many
+        # when the batch's features are no more: one example is no longer than all of them)
+        if min((int(batch.indptr[-1]) - int(batch.indptr[0])) * self.W, 1 << 20) > self.learner.scratch_features \
+                and n and train.any():
             self.learner.ensure_scratch(min(int(batch.n_features.max()) * self.W, 1 << 20))
         lptr, lids = batch.label_sets()  # (one label: a set of one)
         # an example may bring as many new labels as it has: room for all of them at once
-        self._room_labels = max(1, int(np.diff(lptr).max())) if n else 1
+        self._room_labels = max(1, int(np.diff(lptr).max())) if n and batch.label_ptr is not None else 1
         run_resuming(lambda i: P.plt_process(self.learner.arrays, self.tree, self.params, self.gstats, batch.indptr,
                                              batch.indices, batch.values, lptr, lids, batch.weights, train, i, preds),
                      n, self._make_room)
