@@ -87,8 +87,8 @@ def one_round(address, shares: list[bytes]) -> float:
     return dt
 
 
-def lockstep(address, lines: list[bytes], seconds: float = 3.0) -> tuple[float, float, float]:
-    """(lines per second, p50 ms, p99 ms) of one client that sends a line and waits for its
+def lockstep(address, lines: list[bytes], seconds: float = 3.0) -> tuple[float, float, float, int]:
+    """(lines per second, p50 ms, p99 ms, lines) of one client that sends a line and waits for its
     answer before the next (an interactive client: a round trip per prediction)."""
     s = socket.create_connection(address)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -103,7 +103,22 @@ def lockstep(address, lines: list[bytes], seconds: float = 3.0) -> tuple[float, 
     dt = time.perf_counter() - t0
     s.close()
     took.sort()
-    return len(took) / dt, took[len(took) // 2] * 1e3, took[int(len(took) * 0.99)] * 1e3
+    return len(took) / dt, took[len(took) // 2] * 1e3, took[int(len(took) * 0.99)] * 1e3, len(took)
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far (Linux's /proc; None elsewhere): less
+    sensitive than wall time to what else the machine runs."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _per_line_us(before, after, n: int):
+    return None if before is None or after is None else (after - before) / n * 1e6
 
 
 def split_lines(data: bytes, n: int) -> list[bytes]:
@@ -113,7 +128,9 @@ def split_lines(data: bytes, n: int) -> list[bytes]:
 
 
 def daemon_rates(model: str, path: str, clients=(1, 8), repeats: int = 5) -> dict:
-    """``{"daemon_<N>_ex_s": lines per second with N clients}`` (median of ``repeats`` rounds)."""
+    """``{"daemon_<N>_ex_s": lines per second with N clients}`` (median of ``repeats`` rounds),
+    ``daemon_<N>_cpu_us``: the daemon's CPU microseconds per line over the rounds; the same for
+    the lockstep client."""
     with open(path, "rb") as f:
         data = f.read()
     if not data.endswith(b"\n"):
@@ -124,10 +141,14 @@ def daemon_rates(model: str, path: str, clients=(1, 8), repeats: int = 5) -> dic
         out = {}
         for c in clients:
             shares = split_lines(data, c)
+            cpu = cpu_seconds(proc.pid)
             times = [one_round(address, shares) for _ in range(repeats)]
             out[f"daemon_{c}_ex_s"] = n / statistics.median(times)
-        rate, p50, p99 = lockstep(address, data.splitlines(keepends=True)[:1000])
-        out.update(daemon_lockstep_ex_s=rate, daemon_lockstep_p50_ms=p50, daemon_lockstep_p99_ms=p99)
+            out[f"daemon_{c}_cpu_us"] = _per_line_us(cpu, cpu_seconds(proc.pid), n * repeats)
+        cpu = cpu_seconds(proc.pid)
+        rate, p50, p99, done = lockstep(address, data.splitlines(keepends=True)[:1000])
+        out.update(daemon_lockstep_ex_s=rate, daemon_lockstep_p50_ms=p50, daemon_lockstep_p99_ms=p99,
+                   daemon_lockstep_cpu_us=_per_line_us(cpu, cpu_seconds(proc.pid), done))
         return out
     finally:
         stop_daemon(proc)
