@@ -4,13 +4,14 @@ The daemon is started once on the model (its start-up is not counted); then for 
 N the file's lines are split into N consecutive shares and N clients send their share at once,
 each reading its answers while it writes (a pipelining client), ``repeats`` times; the rate is
 lines / wall time of the slowest client, median over the repeats. ``daemon_lockstep_ex_s``: one
-client that waits for each answer before it sends the next line (a round trip per prediction).
+client that waits for each answer before it sends the next line (a round trip per prediction);
+``daemon_lockstep_p50_ms``/``_p99_ms``: the percentiles of those round trips.
 ``lomtree predict`` on the same file (``-p /dev/null``, start-up included, median of ``repeats``
 runs) is the yardstick.
 
 Usage::
 
-    python -m data_scripts.bench_daemon MODEL FILE [--clients 1 8] [--repeats 5] [--out daemon.json]
+    python -m data_scripts.bench_daemon MODEL FILE [--clients 1 8] [--repeats 5] [--no-predict] [--out daemon.json]
 
 ``data_scripts.bench_throughput`` uses ``daemon_rates`` for the ``daemon`` columns of its predict rows.
 """
@@ -86,20 +87,38 @@ def one_round(address, shares: list[bytes]) -> float:
     return dt
 
 
-def lockstep_rate(address, lines: list[bytes], seconds: float = 3.0) -> float:
-    """Lines per second of one client that sends a line and waits for its answer before the next
-    (an interactive client: a round trip per prediction)."""
+def lockstep(address, lines: list[bytes], seconds: float = 3.0) -> tuple[float, float, float, int]:
+    """(lines per second, p50 ms, p99 ms, lines) of one client that sends a line and waits for its
+    answer before the next (an interactive client: a round trip per prediction)."""
     s = socket.create_connection(address)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     f = s.makefile("rb")
-    n, t0 = 0, time.perf_counter()
+    took = []
+    t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        s.sendall(lines[n % len(lines)])
+        t = time.perf_counter()
+        s.sendall(lines[len(took) % len(lines)])
         f.readline()
-        n += 1
+        took.append(time.perf_counter() - t)
     dt = time.perf_counter() - t0
     s.close()
-    return n / dt
+    took.sort()
+    return len(took) / dt, took[len(took) // 2] * 1e3, took[int(len(took) * 0.99)] * 1e3, len(took)
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far (Linux's /proc; None elsewhere): less
+    sensitive than wall time to what else the machine runs."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _per_line_us(before, after, n: int):
+    return None if before is None or after is None else (after - before) / n * 1e6
 
 
 def split_lines(data: bytes, n: int) -> list[bytes]:
@@ -109,7 +128,9 @@ def split_lines(data: bytes, n: int) -> list[bytes]:
 
 
 def daemon_rates(model: str, path: str, clients=(1, 8), repeats: int = 5) -> dict:
-    """``{"daemon_<N>_ex_s": lines per second with N clients}`` (median of ``repeats`` rounds)."""
+    """``{"daemon_<N>_ex_s": lines per second with N clients}`` (median of ``repeats`` rounds),
+    ``daemon_<N>_cpu_us``: the daemon's CPU microseconds per line over the rounds; the same for
+    the lockstep client."""
     with open(path, "rb") as f:
         data = f.read()
     if not data.endswith(b"\n"):
@@ -120,9 +141,14 @@ def daemon_rates(model: str, path: str, clients=(1, 8), repeats: int = 5) -> dic
         out = {}
         for c in clients:
             shares = split_lines(data, c)
+            cpu = cpu_seconds(proc.pid)
             times = [one_round(address, shares) for _ in range(repeats)]
             out[f"daemon_{c}_ex_s"] = n / statistics.median(times)
-        out["daemon_lockstep_ex_s"] = lockstep_rate(address, data.splitlines(keepends=True)[:1000])
+            out[f"daemon_{c}_cpu_us"] = _per_line_us(cpu, cpu_seconds(proc.pid), n * repeats)
+        cpu = cpu_seconds(proc.pid)
+        rate, p50, p99, done = lockstep(address, data.splitlines(keepends=True)[:1000])
+        out.update(daemon_lockstep_ex_s=rate, daemon_lockstep_p50_ms=p50, daemon_lockstep_p99_ms=p99,
+                   daemon_lockstep_cpu_us=_per_line_us(cpu, cpu_seconds(proc.pid), done))
         return out
     finally:
         stop_daemon(proc)
@@ -145,10 +171,12 @@ def main(argv=None) -> int:
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out")
+    ap.add_argument("--no-predict", action="store_true", help="leave out the lomtree predict yardstick")
     a = ap.parse_args(argv)
     res = {"model": os.path.basename(a.model), "file": os.path.basename(a.file),
-           "lines": sum(1 for _ in open(a.file, "rb")),
-           "predict_ex_s": predict_rate(a.model, a.file, a.repeats)}
+           "lines": sum(1 for _ in open(a.file, "rb"))}
+    if not a.no_predict:
+        res["predict_ex_s"] = predict_rate(a.model, a.file, a.repeats)
     res.update(daemon_rates(a.model, a.file, a.clients, a.repeats))
     text = json.dumps(res, indent=1)
     if a.out:

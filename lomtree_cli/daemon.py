@@ -12,13 +12,15 @@ client may send one line and wait, or stream a file and read the answers as they
 pipelining client must read while it writes). Labels in the input are ignored (predictions only;
 the model never changes; a multi-label model counts no metrics).
 
-Concurrency: one thread per connection, up to ``MAX_CONNECTIONS`` at once; a client beyond that
-closes the connection idle the longest (one answering is never closed: then the new client is
-told so and refused), so idle clients cannot starve new ones. A connection that sends nothing,
-or reads no answer, for ``--idle-timeout`` seconds (default 60) is closed. Parsing and prediction
-kernels release the GIL, so connections are answered in parallel; a reduction whose prediction
-is not read-only (``Reduction.parallel_predict`` False), every ``--probabilities``/``--top-k``
-call and every multi-label prediction take a lock.
+Concurrency: the standard library's threading ``socketserver`` (one thread per connection; it
+was measured against a hand-rolled accept loop in ``bench/notes/daemon.md``), up to
+``MAX_CONNECTIONS`` connections at once; a client beyond that closes the connection idle the
+longest (one answering is never closed: then the new client is told so and refused), so idle
+clients cannot starve new ones. A connection that sends nothing, or reads no answer, for
+``--idle-timeout`` seconds (default 60) is closed. Parsing and prediction kernels release the
+GIL, so connections are answered in parallel; a reduction whose prediction is not read-only
+(``Reduction.parallel_predict`` False), every ``--probabilities``/``--top-k`` call and every
+multi-label prediction take a lock.
 
 Memory: a connection holds at most its unfinished line (``--max-line-bytes`` plus one 256 KiB
 read; a longer line is answered with an error and dropped without being held whole); at most one
@@ -43,6 +45,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import socketserver
 import stat
 import threading
 import time
@@ -134,8 +137,8 @@ class Predictor:
 
 
 class _Conn:
-    """A connection's socket and what the accept loop needs to choose one to close: whether it
-    is answering (busy) and when it last finished something."""
+    """A connection's socket and what the server needs to choose one to close: whether it is
+    answering (busy) and when it last finished something."""
 
     __slots__ = ("sock", "busy", "last", "evicted")
 
@@ -146,11 +149,26 @@ class _Conn:
         self.evicted = False
 
 
-def _serve_connection(conn: socket.socket, predictor: Predictor, max_line: int, state: _Conn | None = None,
-                      parsing=None) -> int:
-    """Answer one client until it closes its side (or is idle past the socket's timeout, or is
-    closed for a newer client); returns the number of lines answered. ``parsing``: a semaphore
-    bounding the connections that parse at once (their memory is the daemon's peak)."""
+class _Handler(socketserver.StreamRequestHandler):
+    """One connection, in its own thread: answers its complete lines as they come, until the
+    client closes its side (or is idle past ``--idle-timeout``, or is closed for a newer client)."""
+
+    def setup(self):
+        self.timeout = self.server.idle_timeout  # recv and sendall: an idle or non-reading client ends
+        super().setup()
+
+    def handle(self):
+        srv = self.server
+        n = _answer_lines(self.rfile, self.wfile, srv.predictor, srv.max_line, srv.conns.get(self.request),
+                          srv.parsing)
+        with srv.lock:
+            srv.served[1] += n
+
+
+def _answer_lines(rfile, wfile, predictor: Predictor, max_line: int, state: _Conn | None = None,
+                  parsing=None) -> int:
+    """Answer one client's lines; returns the number answered. ``parsing``: a semaphore bounding
+    the connections that parse at once (their memory is the daemon's peak)."""
     import contextlib
 
     from .output import PredictionWriter
@@ -162,7 +180,7 @@ def _serve_connection(conn: socket.socket, predictor: Predictor, max_line: int, 
     dropping = False  # inside a line longer than max_line (already answered with an error)
     try:
         while True:
-            data = conn.recv(_RECV)
+            data = rfile.read1(_RECV)  # what one recv returns: a line is answered without waiting for more
             if not data:
                 break
             if state is not None:
@@ -182,11 +200,11 @@ def _serve_connection(conn: socket.socket, predictor: Predictor, max_line: int, 
                 with guard:
                     answer = predictor.answer(chunk, line_no, writer)
                 del chunk
-                conn.sendall(answer)
+                wfile.write(answer)
                 line_no += answer.count(b"\n")
             if len(pending) > max_line:
-                conn.sendall(f"error: line {line_no}: line longer than {max_line} bytes "
-                             f"(--max-line-bytes)\n".encode())
+                wfile.write(f"error: line {line_no}: line longer than {max_line} bytes "
+                            f"(--max-line-bytes)\n".encode())
                 line_no += 1
                 pending.clear()
                 dropping = True
@@ -196,19 +214,64 @@ def _serve_connection(conn: socket.socket, predictor: Predictor, max_line: int, 
         if pending and not dropping:  # a last line without its newline
             with guard:
                 answer = predictor.answer(bytes(pending), line_no, writer)
-            conn.sendall(answer)
+            wfile.write(answer)
             line_no += 1
     except OSError:  # the client went away, or was idle too long
         pass
     except Exception as e:  # noqa: BLE001 - a bug must not end the daemon: this connection ends, said so
         say(f"lomtree daemon: connection closed after an internal error ({type(e).__name__}: {e})")
         try:
-            conn.sendall(f"error: line {line_no}: internal error ({type(e).__name__}); connection closed\n".encode())
+            wfile.write(f"error: line {line_no}: internal error ({type(e).__name__}); connection closed\n".encode())
         except OSError:
             pass
-    finally:
-        conn.close()
     return line_no - 1
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    """The standard library's threading server on a socket made by ``_listen_tcp`` or
+    ``_listen_unix`` (TCPServer's own set-up would only create and bind one, without their checks
+    and error messages; its accept, shutdown and close serve a Unix socket as well). What it adds:
+    the connections it serves, for ``MAX_CONNECTIONS``, eviction and the bounded stop."""
+
+    daemon_threads = True  # stopping is bounded by ``_finish``, not by joining every thread
+    block_on_close = False
+    timeout = 0.2  # ``handle_request`` returns this often, so the loop looks at ``stop``
+
+    def __init__(self, listener: socket.socket, predictor: Predictor, max_line: int, idle_timeout: float):
+        socketserver.BaseServer.__init__(self, listener.getsockname(), _Handler)
+        self.socket = listener
+        self.predictor = predictor
+        self.max_line = max_line
+        self.idle_timeout = float(idle_timeout)
+        self.conns: dict = {}  # socket -> _Conn of the connections being served
+        self.lock = threading.Lock()
+        self.parsing = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))
+        self.served = [0, 0]  # connections, lines
+
+    def get_request(self):
+        try:
+            return super().get_request()
+        except OSError:  # out of descriptors, a reset before accept: keep serving, without spinning
+            time.sleep(0.05)
+            raise
+
+    def verify_request(self, request, client_address) -> bool:
+        with self.lock:
+            if len(self.conns) >= MAX_CONNECTIONS and not _make_room(self.conns, request):
+                return False  # the server closes it
+            self.conns[request] = _Conn(request)
+            self.served[0] += 1
+        return True
+
+    def shutdown_request(self, request):
+        super().shutdown_request(request)
+        with self.lock:
+            self.conns.pop(request, None)
+
+    def handle_error(self, request, client_address):  # e.g. no thread could be started: it is closed
+        import sys
+
+        say(f"lomtree daemon: connection refused after an internal error ({sys.exc_info()[1]!r})")
 
 
 def _close(sock: socket.socket, how=socket.SHUT_RDWR) -> None:
@@ -221,7 +284,7 @@ def _close(sock: socket.socket, how=socket.SHUT_RDWR) -> None:
 def _make_room(conns: dict, new: socket.socket) -> bool:
     """At ``MAX_CONNECTIONS``: close the connection idle the longest (its thread ends and frees
     its slot), so new clients are never starved by idle ones; when every one is answering,
-    tell the new client and refuse it (False)."""
+    tell the new client (False: it is refused)."""
     idle = [c for c in conns.values() if not c.busy and not c.evicted]
     if not idle:
         try:
@@ -229,7 +292,6 @@ def _make_room(conns: dict, new: socket.socket) -> bool:
             new.sendall(f"error: the daemon is answering {len(conns)} connections; try again\n".encode())
         except OSError:
             pass
-        new.close()
         return False
     oldest = min(idle, key=lambda c: c.last)
     oldest.evicted = True
@@ -333,6 +395,7 @@ def serve(model_path: str, port: int | None = None, socket_path: str | None = No
     else:
         listener = _listen_tcp(host, DEFAULT_PORT if port is None else port)
         where = "%s:%d" % listener.getsockname()[:2]
+    server = _Server(listener, predictor, max_line, idle_timeout)
     stop = threading.Event()
     got = []
 
@@ -344,20 +407,6 @@ def serve(model_path: str, port: int | None = None, socket_path: str | None = No
     if threading.current_thread() is threading.main_thread():
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             old[s] = signal.signal(s, on_signal)
-    conns: dict = {}  # socket -> _Conn of the connections being served
-    lock = threading.Lock()
-    parsing = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))
-    served = [0, 0]  # connections, lines
-
-    def handle(conn, state):
-        try:
-            n = _serve_connection(conn, predictor, max_line, state, parsing)
-            with lock:
-                served[1] += n
-        finally:
-            with lock:
-                conns.pop(conn, None)
-
     if on_started is not None:
         on_started()
     say(f"lomtree daemon: listening on {where}")
@@ -366,34 +415,22 @@ def serve(model_path: str, port: int | None = None, socket_path: str | None = No
             "send lines and read predictions (there is no authentication)")
     if ready is not None:
         ready(listener.getsockname(), stop)
-    listener.settimeout(0.2)  # the accept loop looks at ``stop`` this often
     try:
+        # not serve_forever: its shutdown() must come from another thread, and a signal handler
+        # runs in this one
         while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except (socket.timeout, InterruptedError):
-                continue
-            except OSError:  # out of descriptors, a reset before accept: keep serving
-                time.sleep(0.05)
-                continue
-            conn.settimeout(float(idle_timeout))  # recv and sendall: an idle or non-reading client ends
-            with lock:
-                if len(conns) >= MAX_CONNECTIONS and not _make_room(conns, conn):
-                    continue
-                state = conns[conn] = _Conn(conn)
-            served[0] += 1
-            threading.Thread(target=handle, args=(conn, state), name="lomtree-daemon", daemon=True).start()
+            server.handle_request()
     finally:
-        listener.close()
+        server.server_close()
         if socket_path is not None:
             try:
                 os.unlink(socket_path)
             except OSError:
                 pass
-        _finish(conns, lock)
+        _finish(server.conns, server.lock)
         for s, h in old.items():
             signal.signal(s, h)
     if not quiet:
         why = f" on signal {got[0]}" if got else ""
-        say(f"lomtree daemon: stopped{why}; {served[0]} connections, {served[1]} lines answered")
-    return served[0]
+        say(f"lomtree daemon: stopped{why}; {server.served[0]} connections, {server.served[1]} lines answered")
+    return server.served[0]
