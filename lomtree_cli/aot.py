@@ -85,9 +85,11 @@ def _warm_commands(d: str) -> list[list[str]]:
                   "-c", os.path.join(d, f"{r}.cache"), "-f", m + "2", "--quiet"],
                  ["predict", "-i", m, vw, "-p", preds, "--quiet"],
                  ["inspect", m]]
-    # mtree's label re-assignment (its first comes after --reassign-after examples: none in 40
-    # lines by default, but early in any longer run and in the Python API's streams)
-    cmds.append(["train", "-r", "mtree", "-k", "5", "-b", "18", vw, "--reassign-after", "10", "--quiet"])
+    # label re-assignment (mtree's first comes after --reassign-after examples: none in 40 lines by
+    # default, but early in any longer run and in the Python API's streams)
+    for r, spec in REGISTRY.items():
+        if any(o.field == "reassign_after" for o in spec.options):
+            cmds.append(["train", "-r", r, "-k", "5", "-b", "18", vw, "--reassign-after", "10", "--quiet"])
     # label sets: every reduction that learns them, on the three formats that carry them
     xmc, mls = os.path.join(d, "w.xmc"), os.path.join(d, "w.mls")
     with open(xmc, "w") as f:
