@@ -198,8 +198,18 @@ class LomTree(Reduction):
         self.node_i, self.node_f, self.node_top, self.rec_i, self.rec_f = LK.lomtree_process(
             self.learner.arrays, batch.indptr, batch.indices, batch.values, batch.labels, batch.weights, train,
             self.node_i, self.node_f, self.node_top, self.rec_i, self.rec_f, self.glob, self.prior,
-            LK.leaf_work(self.L), preds)
+            self._train_work(), preds)
         return preds, None
+
+    def _train_work(self):
+        """Training's leaf scratch, made once: allocating its nine arrays cost a one-example call
+        (the Python API's ``learn_one``) about 20 µs. Only training keeps it, which runs on one
+        thread; each example predicts before it trains and so writes the candidate list it reads,
+        as within one chunk. Predictions, which may run on several threads, take their own."""
+        lw = self.__dict__.get("_lw")
+        if lw is None:
+            lw = self._lw = LK.leaf_work(self.L)
+        return lw
 
     # -- state -----------------------------------------------------------------------------
     def records(self):
