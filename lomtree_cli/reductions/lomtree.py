@@ -147,6 +147,11 @@ class LomTree(Reduction):
         self.up = int(rcfg.candidates_up)
         self.glob[LK.G_UP] = self.up
         self.node_top = np.zeros((node_cap, 2 * max(1, self.L)), dtype=np.int64)
+        # training's leaf scratch, made once (per call it cost a one-example ``learn_one`` about
+        # 20 µs): training runs on one thread, and each example predicts before it trains, so it
+        # writes the candidate list it reads, as within one chunk; predictions, which may run on
+        # several threads, take their own
+        self.train_work = LK.leaf_work(self.L)
         self.prior = np.zeros(LK.NB + 2, dtype=np.float64)
         auto = float(rcfg.label_prior) < 0.0
         self.prior[LK.P_AUTO] = 1.0 if auto else 0.0
@@ -198,18 +203,8 @@ class LomTree(Reduction):
         self.node_i, self.node_f, self.node_top, self.rec_i, self.rec_f = LK.lomtree_process(
             self.learner.arrays, batch.indptr, batch.indices, batch.values, batch.labels, batch.weights, train,
             self.node_i, self.node_f, self.node_top, self.rec_i, self.rec_f, self.glob, self.prior,
-            self._train_work(), preds)
+            self.train_work, preds)
         return preds, None
-
-    def _train_work(self):
-        """Training's leaf scratch, made once: allocating its nine arrays cost a one-example call
-        (the Python API's ``learn_one``) about 20 µs. Only training keeps it, which runs on one
-        thread; each example predicts before it trains and so writes the candidate list it reads,
-        as within one chunk. Predictions, which may run on several threads, take their own."""
-        lw = self.__dict__.get("_lw")
-        if lw is None:
-            lw = self._lw = LK.leaf_work(self.L)
-        return lw
 
     # -- state -----------------------------------------------------------------------------
     def records(self):
