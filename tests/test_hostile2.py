@@ -328,19 +328,31 @@ def _closed(sock) -> bool:
 
 
 def test_idle_connections_yield_to_new_clients(small, monkeypatch):
-    import time
+    import threading
 
     from lomtree_cli import daemon
     from tests.test_daemon import InProcessDaemon
 
     monkeypatch.setattr(daemon, "MAX_CONNECTIONS", 4)
+    accepted = threading.Semaphore(0)  # one release per connection the server has taken in
+    take_in = daemon._Server.verify_request
+
+    def counted(self, request, address):
+        try:
+            return take_in(self, request, address)
+        finally:
+            accepted.release()
+
+    monkeypatch.setattr(daemon._Server, "verify_request", counted)
     d = InProcessDaemon(small / "oaa.lt", idle_timeout=30.0)
     try:
         idle = []
         for _ in range(3):  # every slot taken by clients that send nothing, then a new client
             idle += [d.connect() for _ in range(4)]
-            time.sleep(0.05)
+            for _ in range(4):  # taken in before the new client, so they are the older ones
+                assert accepted.acquire(timeout=30)
             assert d.ask(b"1 |a x y\n2 |a z\n")[0] in ("1", "2")  # answered: an idle one was closed
+            assert accepted.acquire(timeout=30)  # (the asking client's)
         for s in idle:
             s.settimeout(0.5)
         closed = [i for i, s in enumerate(idle) if _closed(s)]
@@ -382,9 +394,16 @@ def test_sigterm_ends_within_a_second_whatever_clients_do(small):
             host, port = d.where.rsplit(":", 1)
             s.connect((host, int(port)))
             clients.append(s)
-            threading.Thread(target=lambda s=s: _send_quietly(s, (b"1 '" + b"t" * 1000 + b" |a x\n") * 8000), daemon=True).start()
+        blocked = [None] * len(clients)
+        senders = [threading.Thread(target=_send_until_unread, args=(s, (b"1 '" + b"t" * 1000 + b" |a x\n") * 8000,
+                                                                     blocked, i), daemon=True)
+                   for i, s in enumerate(clients)]
+        for th in senders:
+            th.start()
         clients.append(d.connect())  # and one that sends nothing
-        time.sleep(1.0)
+        for th in senders:
+            th.join(120)
+        assert blocked == [True] * 4, blocked  # the daemon is stuck sending to each of them
         t = time.monotonic()
         code, err = d.stop()
         assert time.monotonic() - t < 2.0, err
@@ -394,11 +413,26 @@ def test_sigterm_ends_within_a_second_whatever_clients_do(small):
             s.close()
 
 
-def _send_quietly(sock, data):
+def _send_until_unread(sock, data, out, i, quiet=2.0):
+    """Send ``data`` until the daemon stops reading this socket (not writable for ``quiet``
+    seconds: it is blocked sending answers the client never reads): ``out[i]`` True; False if
+    it read everything."""
+    import select
+
+    sock.setblocking(False)
+    view, sent = memoryview(data), 0
     try:
-        sock.sendall(data)
+        while sent < len(data):
+            if not select.select([], [sock], [], quiet)[1]:
+                out[i] = True
+                return
+            try:
+                sent += sock.send(view[sent:])
+            except BlockingIOError:
+                pass
     except OSError:
         pass
+    out[i] = False
 
 
 def test_loopback_test_of_the_warning():
