@@ -156,7 +156,9 @@ def reduction_options(f):
     for name, (o, users) in reversed(list(registry_options().items())):
         text = f"{', '.join(users)}: {o.help}".rstrip(": ")
         if o.type is bool:
-            f = click.option(*o.flags, name, is_flag=True, flag_value=o.flag_value, default=None, help=text)(f)
+            spell = (f"{o.flags[0]}/{o.off}",) if o.off else o.flags
+            flag = {} if o.off else {"is_flag": True, "flag_value": o.flag_value}
+            f = click.option(*spell, name, default=None, help=text, **flag)(f)
             continue
         if base[name] is not None:
             text += " " + _defaults_text(name, base[name], users)

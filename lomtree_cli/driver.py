@@ -621,7 +621,9 @@ def _check_model_conflicts(loaded, explicit: dict, input_cfg: InputConfig):
         part, attr = _FIXED.get(name, ("reduction", name))
         have = getattr(where[part], attr)
         if have != value:
-            given = options[name][0].flags[0] if name in options else f"--{name.replace('_', '-')}"
+            opt = options[name][0] if name in options else None
+            given = f"--{name.replace('_', '-')}" if opt is None else \
+                opt.off if value is False and opt.off else opt.flags[0]
             if not isinstance(value, bool) or name not in options:
                 given += f" {value}"
             raise ConfigError(f"{given} conflicts with the initial model ({attr} = {have}); it is fixed by the model")

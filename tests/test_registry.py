@@ -35,6 +35,7 @@ def test_everything_derives_from_the_registry():
     for field, (opt, users) in reduction_options().items():
         assert field in names, field
         assert by_name[field].default is None and set(by_name[field].opts) == set(opt.flags)
+        assert by_name[field].secondary_opts == ([opt.off] if opt.off else [])
         assert all(u in REGISTRY for u in users)
     for name, spec in REGISTRY.items():
         if spec.needs_k:
@@ -117,8 +118,8 @@ def test_reduction_options_given_with_an_initial_model_are_checked(tmp_path):
 
 def test_plt_defaults_from_large_k_on():
     """Single-label plt with k >= LARGE_K: power_t 0.75, no leaf negatives, path weight 1, arity 8,
-    beam 4; below
-    it, and for multi-label models, the other defaults; a given option still wins."""
+    beam 4; multi-label plt: no leaf negatives, path weight 1 and arity 8 only; below LARGE_K the
+    other defaults; a given option still wins."""
     from lomtree_cli.commands import new_model_configs
     from lomtree_cli.reductions.registry import LARGE_K, default
 
@@ -134,7 +135,11 @@ def test_plt_defaults_from_large_k_on():
     rcfg, lcfg = configs(LARGE_K - 1)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.5, True, -1.0, 32, 10)
     rcfg, lcfg = configs(LARGE_K, multilabel=True)
-    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.beam) == (0.5, True, -1.0, 16)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.5, False, 1.0, 8, 16)
+    rcfg, lcfg = configs(LARGE_K - 1, multilabel=True)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.5, True, -1.0, 32, 16)
+    rcfg, lcfg = configs(LARGE_K, multilabel=True, passes=3)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.arity) == (0.25, False, 8)
     rcfg, lcfg = configs(2 * LARGE_K, power_t=0.5, leaf_negatives=True)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight) == (0.5, True, 1.0)
     assert default("cpt", "power_t", 0.5, k=LARGE_K) == 0.75 and default("oaa", "power_t", 0.5, k=10 ** 6) == 0.5

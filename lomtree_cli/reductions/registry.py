@@ -28,14 +28,17 @@ from dataclasses import dataclass, field
 class Option:
     """A reduction's command-line option. ``field``: the ``ReductionConfig`` field it sets (and the
     click parameter name); ``flags``: its spellings; ``type``: ``int``, ``float``, a tuple of
-    choices, or ``bool`` for a flag that sets ``field`` to ``flag_value`` when given. Left out, the
-    reduction's default applies (``ReductionSpec.defaults``, else the ``ReductionConfig`` default)."""
+    choices, or ``bool`` for a flag that sets ``field`` to ``flag_value`` when given; ``off``: for
+    a ``bool`` option, the spelling that sets it to False (``flags`` then set it to True). Left out,
+    the reduction's default applies (``ReductionSpec.defaults``, else the ``ReductionConfig``
+    default)."""
 
     field: str
     flags: tuple
     type: object = int
     help: str = ""
     flag_value: bool = True
+    off: str = ""
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,8 @@ class ReductionSpec:
     defaults of a multi-label model (``--multilabel``) where they differ, and
     ``label_set_pass_defaults`` those of a multi-label model trained with ``--passes > 1``
     (keys as ``defaults``, plus ``decay_learning_rate``). ``large_k_defaults``: those of a
-    single-label model with ``k >= LARGE_K`` classes. ``title``: the reduction's name in
+    single-label model with ``k >= LARGE_K`` classes, ``label_set_large_k_defaults`` those of a
+    multi-label one. ``title``: the reduction's name in
     help texts (its options' section of ``lomtree train -h``); ``summary``: what it is, in a few
     words (``lomtree --help`` lists every entry with it).
 
@@ -73,6 +77,7 @@ class ReductionSpec:
     label_set_defaults: dict = field(default_factory=dict)
     label_set_pass_defaults: dict = field(default_factory=dict)
     large_k_defaults: dict = field(default_factory=dict)
+    label_set_large_k_defaults: dict = field(default_factory=dict)
     label_sets: bool = False
     probabilities: bool = False
     dask: str | None = None
@@ -98,8 +103,13 @@ _SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rat
 #: (clean prototypes) they are what brings the tree to OAA, hence a threshold between the two.
 #: Beam 4: prediction costs about one cache miss per feature, level and unit of width; 4 is within
 #: 0.15 points of 10 there at 40-45% of its prediction time.
+#: With label sets (bench/multilabel.md, synthetic streams): leaves against their siblings only,
+#: path weight 1 and arity 8 train without any beam search (the beam is what the leaf negatives and
+#: the path weight's statistics need): at k = 100,000 2.2x cheaper and better on P@1/3/5; at
+#: k = 10,000 3x cheaper, P@1 -0.1, P@3 -1.2, P@5 equal (``--leaf-negatives`` buys them back).
 LARGE_K = 4096
-_LARGE_K_PLT = {"power_t": 0.75, "leaf_negatives": False, "path_weight": 1.0, "arity": 8, "beam": 4}
+_LARGE_K_TREE = {"leaf_negatives": False, "path_weight": 1.0, "arity": 8}
+_LARGE_K_PLT = {**_LARGE_K_TREE, "power_t": 0.75, "beam": 4}
 
 #: the reduction of ``lomtree train`` and ``Classifier`` when none is given
 DEFAULT = "lomtree"
@@ -153,11 +163,11 @@ REGISTRY = {
         Option("path_weight", ("--path-weight",), float,
                help="weight of the parent path's log probability in a candidate's score (1 = pure PLT; "
                     "-1 = chosen by progressive validation among 0, 0.25, 0.5, 0.75, 1)"),
-        Option("leaf_negatives", ("--no-leaf-negatives",), bool, flag_value=False,
-               help=f"train leaves against their siblings only, not against every beam candidate (the "
-                    f"default with -k >= {LARGE_K})")),
+        Option("leaf_negatives", ("--leaf-negatives",), bool, off="--no-leaf-negatives",
+               help=f"train leaves also against the example's beam candidates, not only against their "
+                    f"siblings [on; off with -k >= {LARGE_K}]")),
         label_set_defaults={**_SET_DEFAULTS, "beam": 16}, label_set_pass_defaults=_SET_PASS_DEFAULTS,
-        large_k_defaults=_LARGE_K_PLT, label_sets=True, probabilities=True, dask="grown", regressors="tree node",
+        large_k_defaults=_LARGE_K_PLT, label_set_large_k_defaults=_LARGE_K_TREE, label_sets=True, probabilities=True, dask="grown", regressors="tree node",
         vw_options={"plt": True}),
     "mtree": ReductionSpec("lomtree_cli.reductions.mtree:MaryTree", "mtree",
                            "M-ary softmax tree over learned embeddings (Jernite et al. 2017), P(y|x)", options=(
@@ -208,8 +218,10 @@ def default(name: str, key: str, fallback, multilabel: bool = False, passes: int
         return spec.label_set_pass_defaults[key]
     if multilabel and key in spec.label_set_defaults:
         return spec.label_set_defaults[key]
-    if not multilabel and k is not None and k >= LARGE_K and key in spec.large_k_defaults:
-        return spec.large_k_defaults[key]
+    if k is not None and k >= LARGE_K:
+        large = spec.label_set_large_k_defaults if multilabel else spec.large_k_defaults
+        if key in large:
+            return large[key]
     return spec.defaults.get(key, fallback)
 
 
