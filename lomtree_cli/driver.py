@@ -514,9 +514,9 @@ def resolve_threads(n: int) -> int:
 
 
 #: batches ``predict``'s parser may run ahead of the predictions (``train``: 2). It starts while
-#: the command loads (click, the model: 50-100 ms); with 2 it stopped after two chunks and left
-#: the second core idle until the predictions began (Sector test x5, 15 alternating runs, median
-#: 384 -> 363 ms). Bounded memory: about 1-3 MB of arrays per batch of 1 MB of input.
+#: the command loads (click, the model), so with only 2 it stopped after two chunks and left the
+#: second core idle until the predictions began. Bounded memory: about 1-3 MB of arrays per batch
+#: of 1 MB of input.
 PREDICT_AHEAD = 16
 
 def _predict_parser(paths: list, input_cfg: InputConfig, skip_invalid: bool, opts: RunOptions, should_stop=None):

@@ -3,9 +3,11 @@
 Format (``format_version`` 1): an uncompressed ``.npz`` (a zip of ``.npy`` members) holding
 
 - ``header``: uint8 array of UTF-8 JSON: ``format`` = ``"lomtree-model"``, ``format_version``,
-  ``program_version``, ``reduction``, the three configs (``input``, ``learner``, ``reduction``),
-  learner and reduction ``meta`` scalars (current learning rate, SGD clock, tree counters, RNG
-  state, ...), ``passes_done``, and ``checksums``: the xxh3-128 checksum of every other member's dtype, shape and bytes;
+  ``program_version``, ``reduction`` (its name), the configs (``input``, ``learner``,
+  ``reduction_config``), ``learner_meta`` and ``reduction_meta`` scalars (current learning rate,
+  SGD clock, tree counters, RNG state, ...), ``passes_done``, and ``checksums``: the xxh3-128
+  checksum of every other member's dtype, shape and bytes;
+- ``labels/names`` (string labels) and ``reduction/label_counts`` (multi-label models), when used;
 - ``learner/<name>``: the weight table stored sparsely (``nz`` = slots whose w, G or N bit pattern
   is non-zero, then ``w``, ``G``, ``N`` at those slots) plus ``model_S``, ``model_T``;
 - ``reduction/<name>``: one member per entry of the reduction's ``state()``.
@@ -16,11 +18,10 @@ refused before they are read (a small file must not expand into gigabytes). Magi
 member set, dtypes and checksums are verified before anything is used; any problem is a
 ``ModelFormatError`` (one line, exit code 2). Every model written since format version 1 reads
 this way; another version is refused with a message naming it.
-Saving iterates ``state()`` so save and load cannot drift, writes ``<path>.<pid>.writing`` in the
+Saving iterates ``state()`` so save and load cannot drift, writes ``.NAME.PID.writing`` in the
 target directory, fsyncs, then ``os.replace``. A symlink ``path`` is followed (its target is
 written; ``paths.check_outputs`` has refused devices and special files before the run), and
-``.NAME.PID.writing`` files of processes that no longer run (a save killed by SIGKILL) are
-removed first. A failed write (disk full) is a ``LomtreeError`` naming the user's path.
+such files of processes that no longer run (a save killed by SIGKILL) are removed first. A failed write (disk full) is a ``LomtreeError`` naming the user's path.
 """
 
 from __future__ import annotations

@@ -498,7 +498,7 @@ def _chunks(stream, chunk_bytes: int, flush: bool, spare: list, max_line: int = 
     The input is read straight into reused buffers (``readinto``): a chunk is at most one
     buffer, and the part of the last line that a read cut off is copied to the start of the next
     buffer. Fresh memory for every read and a copy joining each line tail to the next read (the
-    earlier way) cost a quarter of a million page faults per GB, 40-50 ms of CPU on Sector test x5.
+    earlier way) cost a quarter of a million page faults per GB of input.
     A line longer than a buffer doubles the buffer. With ``flush`` a chunk is yielded as soon as
     a read completes a line."""
     readinto = getattr(stream, "readinto1", None) or stream.readinto

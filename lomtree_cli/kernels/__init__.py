@@ -258,9 +258,9 @@ def _make_prefetch_row():
     """``prefetch_row(table, row)``: LLVM's ``llvm.prefetch`` (read, high locality) of the first
     byte of ``table[row, 0]`` (``table[row]`` for a 1-d array); computes nothing. A tree descent
     prefetches the rows of both children of the node it is scoring, so the child's score,
-    whichever it is, finds its weights in cache: the descents are bound by cache misses on a large
-    table (KJV LOMtree prediction 0.20 -> 0.12 s per pass over the test file). Without the JIT it
-    is a no-op Python function."""
+    whichever it is, finds its weights in cache: on a large table the descents are bound by cache
+    misses (figures: ``bench/notes/design-history.md``). Without the JIT it is a no-op Python
+    function."""
     if _os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
         def prefetch_row(table, row):
             return None

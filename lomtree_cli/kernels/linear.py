@@ -77,8 +77,7 @@ they are). Each writes the per-slot arithmetic out because shared per-slot helpe
 with or without ``inline="always"``, made the learn loops 20-50% slower under numba 0.68 (OAA
 on Sector); ``test_learn_block_equals_sequential_learns`` keeps the two bit-identical. Where
 numba allowed one copy at the same speed, the variants are flags of these two (``learn_rescore``,
-``learn_block``'s ``distinct``: same model bits, same speed within the noise of alternating
-runs). ``learn`` as ``learn_block`` with k = 1 was not tried: the routers' updates are the
+``learn_block``'s ``distinct``: same model bits, no measurable cost). ``learn`` as ``learn_block`` with k = 1 was not tried: the routers' updates are the
 trees' hot loop.
 """
 
@@ -247,12 +246,9 @@ def prefetch_slots(lin, idx, start, end, m):
     """Prefetch the table rows of regressor ``m`` for ``idx[start:end]`` (``kernels.prefetch_row``:
     a hint to the CPU; no value changes), for examples of at most ``PREFETCH_MAX_FEATURES``
     features only. A short example's score is a few dependent cache misses that the prefetch
-    hides (KJV next-word, 4 features: LOMtree prediction 0.21 -> 0.12 s); a long one's score loop
-    already has many independent loads in flight, and the prefetches only add work (Sector, 165
-    features: prediction 0.075 -> 0.050 s without them; 64 and below are level on both files).
-    Nor when ``hp[HP_PREFETCH]`` is 0: a small model whose rows are all in the cache anyway
-    (Letter's Filter tree, 425 nonzero weights, 17 features: 25,000 predictions 9-17 -> 5-12 ms
-    without the prefetches, JIT, 4 alternating runs)."""
+    hides; a long one's score loop already has many independent loads in flight, and the
+    prefetches only add work. Nor when ``hp[HP_PREFETCH]`` is 0: a small model whose rows are all
+    in the cache anyway, where they only cost time. Figures: ``bench/notes/design-history.md``."""
     if end - start > PREFETCH_MAX_FEATURES or lin.hp[HP_PREFETCH] == 0.0:
         return
     tab = lin.table
@@ -894,8 +890,8 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, dist
     ``lin.scratch``) and the weight pass reads neither G nor N back. The same bits either way.
 
     The per-slot arithmetic is written out here and in ``learn`` on purpose: moving it into
-    shared helper functions made OAA training 20-50% slower under numba 0.68 (measured on Sector,
-    with and without ``inline="always"``). ``test_learn_block_equals_sequential_learns`` keeps the
+    shared helper functions, with or without ``inline="always"``, made OAA training 20-50% slower
+    under numba 0.68. ``test_learn_block_equals_sequential_learns`` keeps the
     two bit-identical.
     """
     hp = lin.hp

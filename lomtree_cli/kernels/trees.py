@@ -122,8 +122,8 @@ def prefetch_path(lin, idx, start, end, parent, c, k):
     """Prefetch the rows of the regressors of every ancestor of bracket node ``c`` (node ``a`` uses
     regressor ``a - k``) for ``idx[start:end]``: the nodes a label's training visits (bottom-up in
     the Filter tree, top-down in the Rtree), known before the prediction's descent, so their cache
-    misses overlap with it. A hint only. KJV book with ``-q ww`` (423 features): Filter tree
-    training 1.33 -> 0.93 s CPU in process (medians of 5 alternating runs)."""
+    misses overlap with it. A hint only; it pays on examples with many features (``-q``), whose
+    training is otherwise bound by those misses."""
     a = parent[c]
     while a >= 0:
         K.prefetch_block(lin, idx, start, end, a - k)
