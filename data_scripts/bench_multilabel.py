@@ -755,6 +755,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-run-seconds", type=float, default=600.0)
     ap.add_argument("--no-synthetic", action="store_true")
+    ap.add_argument("--synthetic-only", action="store_true",
+                    help="run only the synthetic sweep and put it into --out-dir's multilabel.json (the data "
+                         "sets' rows kept), then re-render multilabel.md")
     ap.add_argument("--note", help="a sentence for the top of multilabel.md (e.g. how loaded the machine was)")
     return ap
 
@@ -770,6 +773,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         Path(wa.out).write_text(json.dumps(rep))
         return 0
     args = build_parser().parse_args(argv)
+    if args.synthetic_only:
+        return synthetic_only(args, argv)
     datasets = args.datasets or (["bibtex"] if args.quick else list(DATASETS))
     systems = select_systems(args.only, args.skip_anchors, args.quick)
     exe = find_lomtree(args.lomtree)
@@ -838,6 +843,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def synthetic_only(args, argv) -> int:
+    """``--synthetic-only``: a new synthetic sweep in place of the one in ``multilabel.json``, the
+    data sets' rows as they were (their command and date stay on top; the sweep's own below)."""
+    path = args.out_dir / "multilabel.json"
+    if not path.exists():
+        log(f"{path}: not found (run the whole benchmark first)")
+        return 1
+    result = json.loads(path.read_text())
+    exe = find_lomtree(args.lomtree)
+    status = lomtree_status(exe)
+    if status != "ok":
+        log(f"lomtree: {status} ({LOMTREE_STATUS_NOTES.get(status, '')})")
+        return 1
+    ks = args.synthetic_k or [1000, 10000, 100000]
+    result["synthetic_command"] = "python -m data_scripts.bench_multilabel " + sanitize_command(argv)
+    result["synthetic_date"] = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    result["synthetic_loadavg"] = round(os.getloadavg()[0], 2)
+    result["synthetic"] = run_synthetic(exe, ks, args.synthetic_n, args.synthetic_test_n, args.prep_dir, args.seed,
+                                        args.max_run_seconds)
+    plot_synthetic(result["synthetic"], args.out_dir / "ml_cost_vs_k.png")
+    datasets = [d for d in DATASETS if d in result["datasets"]]
+    systems = list(dict.fromkeys(r["system"] for r in result["runs"]))
+    with atomic_write(path) as fh:
+        json.dump(result, fh, indent=1, sort_keys=False)
+        fh.write("\n")
+    with atomic_write(args.out_dir / "multilabel.md") as fh:
+        fh.write(render_markdown(result, datasets, systems))
+    log(f"wrote {args.out_dir / 'multilabel.md'} and multilabel.json")
+    return 0
+
+
 def render_markdown(result: dict, datasets: Sequence[str], systems: Sequence[str]) -> str:
     names = dict(all_systems())
     ok_ds = [d for d in datasets if "status" not in result["datasets"].get(d, {})]
@@ -864,6 +900,9 @@ def render_markdown(result: dict, datasets: Sequence[str], systems: Sequence[str
         parts.append("Not run:\n\n" + "\n".join(f"- {n}" for n in notes) + "\n")
     if result.get("synthetic"):
         parts.append("## Synthetic stream: cost per example against k\n")
+        if result.get("synthetic_command"):
+            parts.append(f"Command: `{result['synthetic_command']}`  \nDate: {result['synthetic_date']} "
+                         f"(1-minute load {result.get('synthetic_loadavg')})\n")
         parts.append("lomtree `-r plt --multilabel` and `-r oaa --multilabel`, one pass, `-b 24`; "
                      "train: the CPU of the whole process divided by the examples (start-up, the 2^24-slot "
                      "table and the model's writing included), and the marginal cost of an example: "

@@ -166,3 +166,26 @@ def test_missing_anchor_is_a_note_not_a_crash(monkeypatch, tmp_path):
 
 def test_duration():
     assert [bm._duration(s) for s in (90, 4000, 20000)] == ["90 s", "67 min", "5.6 h"]
+
+
+def test_synthetic_only_replaces_the_sweep_and_keeps_the_rows(monkeypatch, tmp_path):
+    import json
+
+    run = {"system": "lomtree_plt_1", "dataset": "bibtex", "status": "ok", "p@1": 0.5, "p@3": 0.4, "p@5": 0.3,
+           "train_cpu_s": 1.0, "train_wall_s": 1.0}
+    old = {"command": "python -m data_scripts.bench_multilabel", "date": "d", "versions": {}, "note": None,
+           "datasets": {"bibtex": {"train_examples": 2, "test_examples": 1, "features": 3, "labels": 4}},
+           "runs": [run], "synthetic": [{"k": 10, "reduction": "plt", "status": "old"}]}
+    (tmp_path / "multilabel.json").write_text(json.dumps(old))
+    new = [{"k": 1000, "reduction": "plt", "status": "ok", "train_examples": 5, "train_us_per_example": 2.0,
+            "marginal_us_per_example": 1.0, "predict_us_per_example": 3.0, "p@1": 1.0}]
+    monkeypatch.setattr(bm, "find_lomtree", lambda exe: "lomtree")
+    monkeypatch.setattr(bm, "lomtree_status", lambda exe: "ok")
+    monkeypatch.setattr(bm, "run_synthetic", lambda *a: new)
+    monkeypatch.setattr(bm, "plot_synthetic", lambda rows, path: None)
+    assert bm.main(["--synthetic-only", "--out-dir", str(tmp_path), "--synthetic-k", "1000"]) == 0
+    got = json.loads((tmp_path / "multilabel.json").read_text())
+    assert got["runs"] == [run] and got["synthetic"] == new and got["command"] == old["command"]
+    assert "--synthetic-only" in got["synthetic_command"] and got["synthetic_date"]
+    md = (tmp_path / "multilabel.md").read_text()
+    assert "Bibtex" in md and "| 1,000 |" in md and "--synthetic-only" in md
