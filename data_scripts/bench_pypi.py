@@ -44,6 +44,9 @@ SYSTEMS = {
     "rtree": ("lomtree -r rtree", "lomtree", ["-r", "rtree"]),
     "mtree": ("lomtree -r mtree --dim 50 -b 20", "lomtree", ["-r", "mtree", "--dim", "50", "-b", "20"]),
     "oaa": ("lomtree -r oaa", "lomtree", ["-r", "oaa"]),
+    # millions of examples fill a 2^24 table: the two most accurate with four times the slots
+    "plt_b26": ("lomtree -r plt -b 26", "lomtree", ["-r", "plt", "-b", "26"]),
+    "cpt_b26": ("lomtree -r cpt -b 26", "lomtree", ["-r", "cpt", "-b", "26"]),
     "plt_x5": ("lomtree -r plt, ≤ 5 passes", "lomtree", ["-r", "plt", "--passes", "5"]),
     "vw_ect": ("VW --ect", "vw", "ect"),
     "vw_log_multi": ("VW --log_multi", "vw", "log_multi"),
