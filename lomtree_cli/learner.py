@@ -133,13 +133,11 @@ class LinearLearner:
         if self.predict_only:
             raise ValueError("a predict-only learner has no optimiser state to save")
         a = self.arrays
-        nz, rows = K.sparse_rows(a.table.view(np.uint32))
-        vals = rows.view(np.float32)
-        out = {"nz": nz, "size": np.array([a.table.shape[0]], dtype=np.int64),
-               "w": np.ascontiguousarray(vals[:, 0])}
+        nz, cols = K.sparse_rows(a.table.view(np.uint32))  # cols: (columns, m), each row contiguous
+        out = {"nz": nz, "size": np.array([a.table.shape[0]], dtype=np.int64), "w": cols[0].view(np.float32)}
         if not self.config.sgd:
-            out["G"] = np.ascontiguousarray(vals[:, 1])
-            out["N"] = np.ascontiguousarray(vals[:, 2])
+            out["G"] = cols[1].view(np.float32)
+            out["N"] = cols[2].view(np.float32)
         out["model_S"] = a.S.copy()
         out["model_T"] = a.T.copy()
         return out

@@ -145,6 +145,26 @@ def test_plt_defaults_from_large_k_on():
     assert default("cpt", "power_t", 0.5, k=LARGE_K) == 0.75 and default("oaa", "power_t", 0.5, k=10 ** 6) == 0.5
 
 
+def test_lomtree_internal_nodes_from_large_k_on():
+    """Single-label lomtree with k >= LARGE_K: T = 1,023 internal nodes (k-1 below it: None, the
+    reduction's own rule); a given T still wins; the model's T follows."""
+    from lomtree_cli.commands import new_model_configs
+    from lomtree_cli.reductions.lomtree import LomTree
+    from lomtree_cli.reductions.registry import LARGE_K
+
+    def rcfg(k, **given):
+        p = {f: None for f in reduction_options()}
+        p.update(reduction="lomtree", k=k, seed=0, learning_rate=None, sgd=False, initial_t=0.0, power_t=None,
+                 loss=None, quantile_tau=0.5, decay_learning_rate=None, l1=0.0, l2=0.0, passes=1)
+        p.update(given)
+        return new_model_configs(p)[0]
+
+    assert rcfg(LARGE_K).max_internal_nodes == 1023 and LomTree.max_internal(rcfg(20001)) == 1023
+    assert rcfg(LARGE_K - 1).max_internal_nodes is None and LomTree.max_internal(rcfg(LARGE_K - 1)) == LARGE_K - 2
+    assert rcfg(2 * LARGE_K, max_internal_nodes=5000).max_internal_nodes == 5000
+    assert (rcfg(LARGE_K).leaf_labels, rcfg(LARGE_K).candidates_up) == (32, 3)
+
+
 PACKAGE = Path(lomtree_cli.__file__).parent
 
 

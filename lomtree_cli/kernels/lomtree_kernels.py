@@ -171,10 +171,11 @@ def _record(node_i, rec_i, rec_f, glob, j, y):
 
 @jit()
 def _rehash(node_i, rec_i, rec_f, glob, need):
-    """New table holding the live records with load <= 1/4 after adding ``need`` more."""
+    """New table holding the live records with load <= 1/2 after adding ``need`` more: called at
+    load 3/4, one doubling (to 3/8) unless stale records are many, when the size stays."""
     cap = rec_i.shape[0]
     live = glob[G_LIVE]
-    while 4 * (live + need) > cap:
+    while 2 * (live + need) > cap:
         cap *= 2
     ni = np.empty((cap, RF), dtype=np.int64)
     ni[:, R_NODE] = -1
@@ -645,7 +646,7 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
             if glob[G_NNODES] + 2 > node_i.shape[0] and node_i.shape[0] < glob[G_NODECAP_MAX]:
                 node_i, node_f, node_top = _grow_nodes(node_i, node_f, node_top, glob)
             need = glob[G_DEPTH] + 2
-            if 2 * (glob[G_OCC] + need) > rec_i.shape[0]:
+            if 4 * (glob[G_OCC] + need) > 3 * rec_i.shape[0]:
                 rec_i, rec_f = _rehash(node_i, rec_i, rec_f, glob, need)
             _train_one(lin, indices, values, st, en, labels[i], weights[i], node_i, node_f, node_top, rec_i, rec_f,
                        glob, pnode, pscore, plen, lw, trained)

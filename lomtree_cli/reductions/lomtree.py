@@ -27,17 +27,20 @@ a SplitMix64 hash of the key; a key occupies at most one slot. A record is *live
 generation equals its node's ``N_GEN``: a swap resets a node in ``O(1)`` by bumping the
 generation (no scan of the table); a stale record met again under the same key is reset and
 reused, other stale records are dropped at the next rehash. Before each example the kernel
-guarantees ``occupied + depth_bound + 1 <= capacity / 2`` (one example touches at most
+guarantees ``occupied + depth_bound + 2 <= 3/4 capacity`` (one example touches at most
 ``depth + 1`` records; ``depth_bound`` is the deepest depth ever created, an upper bound because
-swaps only move subtrees up), rehashing the live records into a table with load <= 1/4 (doubling
-as needed). So one statistics look-up is ``O(1)`` expected, and no step ever scans the labels of
-a node: training costs ``O(depth)`` regressor calls plus ``O(depth)`` look-ups and
+swaps only move subtrees up), rehashing the live records into a table with load <= 1/2 (doubling
+as needed: once, to load 3/8; with 1/2 into 1/4, which doubled twice at a time, the table was
+200 MB of a k = 20,001 model's 600 MB peak). So one statistics look-up is ``O(1)`` expected, and
+no step ever scans the labels of a node: training costs ``O(depth)`` regressor calls plus ``O(depth)`` look-ups and
 ``UPDATE_C``/``SWAP`` walks. Memory grows with (node, label) pairs actually seen.
 
 * ``T`` default ``k - 1`` (``--max-internal-nodes``; VW hard-codes ``k-1``): enough internal
   nodes for a tree with one leaf per class; more (the paper explores up to ``64k-1``) lets
-  frequent classes occupy several leaves. ``W = max(1, T)`` regressors are striped over the
-  table (§2.5), model ids ``0..T-1`` assigned at creation and reused by swaps.
+  frequent classes occupy several leaves. The command line's default from ``k = 4096`` on is
+  1,023 (``registry.large_k_defaults``): with candidate lists the leaves need not separate the
+  classes, and on next-word streams ``k - 1`` nodes grew swap chains hundreds deep.
+  ``W = max(1, T)`` regressors are striped over the table (§2.5), model ids ``0..T-1`` assigned at creation and reused by swaps.
 * Swap guard (spec choice; VW has none): when the smallest leaf's parent is the root, or the
   smallest leaf is the splitting leaf itself (only with ``R_S = 0``), the swap is refused and the
   leaf stays a leaf for this example.
@@ -214,8 +217,8 @@ class LomTree(Reduction):
         ri = self.rec_i
         sel, key = LK.live_slots(self.node_i, ri)
         sel = sel[np.argsort(key)]  # keys are unique, so any sort gives this order
-        return (ri[sel, LK.R_NODE].copy(), ri[sel, LK.R_LABEL].copy(), ri[sel, LK.R_CNT].copy(), ri[sel, LK.R_N].copy(),
-                self.rec_f[sel].copy())
+        # fancy indexing copies already (a second copy was a transient array per column at a save)
+        return ri[sel, LK.R_NODE], ri[sel, LK.R_LABEL], ri[sel, LK.R_CNT], ri[sel, LK.R_N], self.rec_f[sel]
 
     def state(self) -> dict:
         nn = self.n_nodes
@@ -393,7 +396,7 @@ class LomTree(Reduction):
             return
         rnode, lab, cnt, cn, msum = self._pending
         hcap = LK.MIN_HASH_CAP
-        while 4 * (lab.shape[0] + int(self.glob[LK.G_DEPTH]) + 2) > hcap:
+        while 2 * (lab.shape[0] + int(self.glob[LK.G_DEPTH]) + 2) > hcap:
             hcap *= 2
         rec_i = np.full((hcap, LK.RF), -1, dtype=np.int64)
         rec_f = np.zeros(hcap, dtype=np.float64)
