@@ -11,7 +11,12 @@
    error, wall time;
 3. ``--only shards``: error against shard count, N = 1..64 shards on ``--dask local:2 --shards N``
    (N machines simulated by N shards run two at a time, averaged by the same code as N workers),
-   synced after every pass, 1 and 3 passes.
+   synced after every pass, 1 and 3 passes;
+4. ``--only matrix``: every reduction ``train --dask`` supports (registry ``dask``) x {2 workers
+   (``--dask local:2``), 4 (``--dask local:2 --shards 4``)} x {Sector, KJV book} x {1, 3 passes},
+   default syncs, against one process at the same passes, ``-b 24``: test error and the points
+   behind one process (``behind``; the target is <= 1). ``--reductions`` and ``--tasks`` re-run some
+   cells and keep the other rows.
 
 ``--only`` runs some sections and keeps the others' results already in ``--json``.
 """
@@ -51,6 +56,8 @@ def main():
     ap.add_argument("--copies", type=int, default=10)
     ap.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     ap.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
+    ap.add_argument("--reductions", nargs="+", default=None, help="matrix: these reductions only")
+    ap.add_argument("--tasks", nargs="+", default=None, help="matrix: these tasks only (sector, kjv_book)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     res = {}
@@ -68,9 +75,47 @@ def main():
         bench_train(a, res, tasks)
     if "shards" in a.only:
         bench_shards(a, res, tasks)
+    if "matrix" in a.only:
+        bench_matrix(a, res)
 
 
-SECTIONS = ("predict", "train", "shards")
+SECTIONS = ("predict", "train", "shards", "matrix")
+
+#: the matrix's runs: name -> extra options (one process first: the others are measured against it)
+MATRIX_RUNS = (("one process", []), ("--dask local:2", ["--dask", "local:2"]),
+               ("--dask local:2 --shards 4", ["--dask", "local:2", "--shards", "4"]))
+
+
+def bench_matrix(a, res):
+    from lomtree_cli.reductions.registry import REGISTRY
+
+    reds = [n for n, spec in REGISTRY.items() if spec.dask is not None]
+    if a.reductions:
+        reds = [n for n in reds if n in a.reductions]
+    tasks = [("sector", "105", os.path.join(a.data, "sector.train.libsvm"),
+              os.path.join(a.data, "sector.test.libsvm"), ["--format", "libsvm"]),
+             ("kjv_book", "66", os.path.join(a.data, "kjv_book.train.vw"),
+              os.path.join(a.data, "kjv_book.test.vw"), [])]
+    if a.tasks:
+        tasks = [t for t in tasks if t[0] in a.tasks]
+    rows = res.get("matrix", [])
+    for task, k, tr, te, fmt in tasks:
+        for red in reds:
+            for passes in (1, 3):
+                one = None
+                for name, extra in MATRIX_RUNS:
+                    s, err = train_and_test(a, red, k, tr, te, fmt, passes, extra)
+                    row = {"task": task, "reduction": red, "passes": passes, "run": name,
+                           "seconds": s, "test_error": err}
+                    if one is None:
+                        one = err
+                    else:
+                        row["behind"] = round(err - one, 2)
+                    rows = [r for r in rows if (r["task"], r["reduction"], r["passes"], r["run"])
+                            != (task, red, passes, name)] + [row]
+                    res["matrix"] = rows
+                    print(row, flush=True)
+                    save(a, res)
 
 
 def save(a, res):

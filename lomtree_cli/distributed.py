@@ -30,9 +30,15 @@ Training (VW's AllReduce, done by the client)
     log2(shard / 100) syncs), at most ``--sync-every`` when given; later passes ``--sync-every``
     (0: the whole shard, one sync per pass). The early syncs are what makes one pass on 2 workers
     as good as one process on Sector (bench/notes/dask.md).
-    Weights are averaged as VW's ``accumulate_weighted_avg`` does under the adaptive update:
-    per slot, weighted by each worker's adaptive sum G, and G and the normaliser N become their
-    G-weighted means; under ``--sgd`` a plain mean. The per-regressor normaliser sums (S, T) and
+    Weights are averaged (``average_models``, the rule by ``merge_rule``): OAA's as VW's
+    ``accumulate_weighted_avg`` does under the adaptive update: per slot, weighted by each
+    worker's adaptive sum G, and G and the normaliser N become their G-weighted means. Tree nodes'
+    (Filter tree, Rtree, CPT, PLT) by increments: where a worker's G of a slot grew in the round
+    (by dG_i), the slot becomes the round's start w0 plus the dG_i-weighted mean of the workers'
+    changes, and G the start's plus the dG-weighted mean increment (N as VW's): a worker that did
+    not train a node in the round does not pull it back to w0 (with VW's rule its stale copy
+    weighs G0). Both give one shard's model from identical shards; from a zero model they agree.
+    Under ``--sgd`` a plain mean. The per-regressor normaliser sums (S, T) and
     the SGD clock are averaged, node counts (Filter tree, Rtree) add up. At the end of a pass the
     client applies the reduction's pass hook and the learning-rate decay, and keeps the best
     pass on holdout, as ``lomtree train`` does. The progressive-validation table is merged:
@@ -434,17 +440,31 @@ def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout:
 
 # -- averaging ----------------------------------------------------------------------------------------
 
-def average_models(models, base) -> None:
+def merge_rule(reduction: str) -> str:
+    """``average_models``'s rule for a reduction: VW's ``"average"`` where each regressor is a
+    class's (OAA: every regressor trains on every example), ``"increments"`` where it is a tree
+    node's (a node trains on the examples that reach it: a worker may barely train it in a round)."""
+    return "average" if REGISTRY[reduction].regressors == "class" else "increments"
+
+
+def average_models(models, base, rule: str = "increments") -> None:
     """Replace the state of ``base`` (a ``LoadedModel``) by the average of ``models`` (LoadedModels
-    trained from ``base``'s state): VW's AllReduce averaging (module docstring). ``models`` is any
+    trained from ``base``'s state), by ``rule``: ``"increments"`` (the default) or ``"average"``
+    (VW's AllReduce averaging; always under ``--sgd``), module docstring. ``models`` is any
     iterable, consumed one model at a time: only running sums over the union of the models'
     non-zero slots are kept (float64, in order of first appearance; a 2^bits int32 array maps a
     slot to its column), so many shards' models never sit in memory at once."""
+    if rule not in ("increments", "average"):
+        raise ValueError(f"average_models: unknown rule {rule!r}")
     size = 1 << base.learner.bits
     sgd = base.learner.config.sgd
+    increments = rule == "increments" and not sgd
+    table0 = base.learner.arrays.table  # the round's start (zeroed only once every model is read)
     row_of = np.full(size, -1, dtype=np.int32)
-    slots = np.zeros(0, dtype=np.int64)  # the slot of each column of acc; its rows: w (, G, N, Gw, GG, GN)
-    acc = np.zeros((1 if sgd else 6, 0))
+    # the slot of each column of acc; its rows: w (, G, N, Gw, GG, GN; and with "increments" dG, dG dw,
+    # dG dG: each model's G increment since base, times its change of w, squared)
+    slots = np.zeros(0, dtype=np.int64)
+    acc = np.zeros((1 if sgd else 9 if increments else 6, 0))
     used = 0
     count = 0
     S = T = meta = red_meta = None
@@ -475,6 +495,12 @@ def average_models(models, base) -> None:
             acc[3, rows] += G * w
             acc[4, rows] += G * G
             acc[5, rows] += G * N
+            if increments:
+                b = table0[nz]
+                dG = np.maximum(G - b[:, 1], 0.0)
+                acc[6, rows] += dG
+                acc[7, rows] += dG * (w - b[:, 0])
+                acc[8, rows] += dG * dG
         S = s["model_S"].copy() if S is None else S + s["model_S"]
         T = s["model_T"].copy() if T is None else T + s["model_T"]
         sgd_t += mm.learner.meta()["sgd_t"]
@@ -505,9 +531,18 @@ def average_models(models, base) -> None:
         sumG = acc[1]
         pos = sumG > 0
         safe = np.where(pos, sumG, 1.0)
-        out["w"] = np.where(pos, acc[3] / safe, acc[0] / count).astype(np.float32)
-        out["G"] = np.where(pos, acc[4] / safe, 0.0).astype(np.float32)
+        w = np.where(pos, acc[3] / safe, acc[0] / count)
+        G = np.where(pos, acc[4] / safe, 0.0)
         out["N"] = np.where(pos, acc[5] / safe, acc[2] / count).astype(np.float32)
+        if increments:  # where some model trained the slot (its G grew): base + the dG-weighted mean change
+            b = table0[nz]
+            dG = acc[6]
+            moved = dG > 0
+            safe = np.where(moved, dG, 1.0)
+            w = np.where(moved, b[:, 0] + acc[7] / safe, w)
+            G = np.where(moved, b[:, 1] + acc[8] / safe, G)
+        out["w"] = w.astype(np.float32)
+        out["G"] = G.astype(np.float32)
     meta["sgd_t"] = sgd_t / count
     del acc
     base.learner.arrays.table[:] = 0
@@ -692,6 +727,7 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
         able = [n for n, spec in REGISTRY.items() if spec.dask is not None]
         raise ConfigError(f"--dask trains {', '.join(able)}; -r {reduction.name} "
                           f"grows its tree from the data and is not distributed yet")
+    rule = merge_rule(reduction.name)
     current = model_io.LoadedModel({"passes_done": passes_before}, input_cfg, learner, reduction)
     runner = Runner(input_cfg, model, opts, learn=True)
     if not opts.quiet:
@@ -758,7 +794,7 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
                     current.learner, current.reduction = only.learner, only.reduction
                     model.base, model.reduction = current.learner, current.reduction
                 else:
-                    average_models(results(), current)
+                    average_models(results(), current, rule)
                 rounds += 1
                 for i, r, size in done:
                     moved += size

@@ -137,11 +137,17 @@ def test_sync_interval_doctests():
     assert doctest.testmod(D).failed == 0
 
 
-def _average_reference(states):
-    """VW's averaging under the adaptive update, one slot at a time in plain Python: the weights
-    weighted by the adaptive sums G, and G and N their G-weighted means; where no model has G > 0,
-    plain means (and G 0). A slot a model does not hold is 0 there. S and T: plain means."""
+def _average_reference(states, base=None, rule="average"):
+    """The averaging under the adaptive update, one slot at a time in plain Python. ``"average"``
+    (VW's): the weights weighted by the adaptive sums G, and G and N their G-weighted means; where
+    no model has G > 0, plain means (and G 0). ``"increments"``: where some model's G grew since
+    ``base`` (a state; None: zero) by dG_i, w = w0 + sum dG_i (w_i - w0) / sum dG_i and
+    G = G0 + sum dG_i^2 / sum dG_i (N as VW's); elsewhere VW's. A slot a model does not hold is 0
+    there. S and T: plain means."""
     n = len(states)
+    at = {}
+    if base is not None:
+        at = {slot: (float(base["w"][j]), float(base["G"][j])) for j, slot in enumerate(base["nz"].tolist())}
     cells = {}
     for s in states:
         for j, slot in enumerate(s["nz"].tolist()):
@@ -151,32 +157,57 @@ def _average_reference(states):
         vals = vals + [(0.0, 0.0, 0.0)] * (n - len(vals))
         sum_g = sum(g for _, g, _ in vals)
         if sum_g > 0:
-            out[slot] = (sum(g * w for w, g, _ in vals) / sum_g, sum(g * g for _, g, _ in vals) / sum_g,
-                         sum(g * v for _, g, v in vals) / sum_g)
+            out[slot] = [sum(g * w for w, g, _ in vals) / sum_g, sum(g * g for _, g, _ in vals) / sum_g,
+                         sum(g * v for _, g, v in vals) / sum_g]
         else:
-            out[slot] = (sum(w for w, _, _ in vals) / n, 0.0, sum(v for _, _, v in vals) / n)
+            out[slot] = [sum(w for w, _, _ in vals) / n, 0.0, sum(v for _, _, v in vals) / n]
+        if rule == "increments":
+            w0, g0 = at.get(slot, (0.0, 0.0))
+            d = [max(g - g0, 0.0) for _, g, _ in vals]
+            if sum(d) > 0:
+                out[slot][0] = w0 + sum(di * (w - w0) for di, (w, _, _) in zip(d, vals)) / sum(d)
+                out[slot][1] = g0 + sum(di * di for di in d) / sum(d)
     S = [sum(float(s["model_S"][m]) for s in states) / n for m in range(states[0]["model_S"].shape[0])]
     T = [sum(float(s["model_T"][m]) for s in states) / n for m in range(states[0]["model_T"].shape[0])]
     return out, S, T
 
 
-@pytest.mark.parametrize("red,parts", [("oaa", 2), ("filter", 3)])
-def test_average_models_against_reference(data, red, parts):
-    """``average_models`` of models trained on different data (the same zero base) against the slow
-    reference; node counts add up (the base's, plus each model's own since it)."""
+def _continued(base, lines, red):
+    """A model trained from ``base`` (a Classifier) on ``lines``, as a worker trains a round."""
+    from lomtree_cli import Classifier
+
+    return load_model(io.BytesIO(Classifier.from_bytes(base.to_bytes()).partial_fit(lines).to_bytes()))
+
+
+@pytest.mark.parametrize("red,parts,rule,from_zero", [("oaa", 2, "average", True), ("filter", 3, "average", True),
+                                                      ("oaa", 2, "increments", False),
+                                                      ("filter", 3, "increments", False),
+                                                      ("rtree", 4, "increments", False),
+                                                      ("filter", 2, "average", False)])
+def test_average_models_against_reference(data, red, parts, rule, from_zero):
+    """``average_models`` of models trained on different data against the slow reference: from a
+    zero base (where the two rules agree), and from a trained base (each model continued from it
+    on its own part, as a round of workers); node counts add up (the base's, plus each model's own
+    since it)."""
     from lomtree_cli.distributed import average_models
 
     lines = (data / "train.vw").read_text().splitlines()
-    models = [load_model(io.BytesIO(_fit(lines[i * 300:(i + 1) * 300], red).to_bytes())) for i in range(parts)]
+    if from_zero:
+        models = [load_model(io.BytesIO(_fit(lines[i * 300:(i + 1) * 300], red).to_bytes())) for i in range(parts)]
+        base = load_model(io.BytesIO(_fit(lines[:1], red).to_bytes()))
+        base.learner.arrays.table[:] = 0
+        base.learner.arrays.S[:] = 0
+        base.learner.arrays.T[:] = 0
+    else:
+        start = _fit(lines[:200], red)
+        models = [_continued(start, lines[200 + i * 150:200 + (i + 1) * 150], red) for i in range(parts)]
+        base = load_model(io.BytesIO(start.to_bytes()))
+    base_state = base.learner.state()
     states = [m.learner.state() for m in models]
-    base = load_model(io.BytesIO(_fit(lines[:1], red).to_bytes()))
-    base.learner.arrays.table[:] = 0
-    base.learner.arrays.S[:] = 0
-    base.learner.arrays.T[:] = 0
     before = base.reduction.state()
-    average_models(models, base)
+    average_models(models, base, rule)
     got = base.learner.state()
-    want, S, T = _average_reference(states)
+    want, S, T = _average_reference(states, base_state, rule)
     kept = sorted(slot for slot, v in want.items() if any(np.float32(x) != 0 for x in v))
     np.testing.assert_array_equal(got["nz"], kept)
     for col, name in enumerate(("w", "G", "N")):
@@ -188,6 +219,17 @@ def test_average_models_against_reference(data, red, parts):
         c0 = before["node_counts"]
         np.testing.assert_array_equal(base.reduction.state()["node_counts"],
                                       c0 + sum(m.reduction.state()["node_counts"] - c0 for m in models))
+    if rule == "increments" and not from_zero:  # the rules differ once the base has trained slots
+        vw, _, _ = _average_reference(states, base_state, "average")
+        assert any(abs(vw[slot][0] - want[slot][0]) > 1e-3 for slot in kept)
+
+
+def test_merge_rule_per_reduction():
+    """A regressor per class (OAA) keeps VW's average; tree nodes merge by increments."""
+    from lomtree_cli.distributed import merge_rule
+
+    assert merge_rule("oaa") == "average"
+    assert {merge_rule(r) for r in ("filter", "rtree", "cpt", "plt")} == {"increments"}
 
 
 def _fit(lines, red="oaa", k=12):
@@ -196,16 +238,25 @@ def _fit(lines, red="oaa", k=12):
     return Classifier(reduction=red, classes=k, format="vw").fit(lines)
 
 
-@pytest.mark.parametrize("red", ["oaa", "filter", "rtree"])
-def test_average_of_identical_models_is_the_model(data, red):
+@pytest.mark.parametrize("red,rule,copies", [("oaa", "average", 2), ("filter", "average", 2), ("rtree", "average", 2),
+                                             ("oaa", "increments", 2), ("filter", "increments", 3),
+                                             ("rtree", "increments", 2)])
+def test_average_of_identical_models_is_the_model(data, red, rule, copies):
+    """Both rules: copies of one model average to that model, from a zero base and (increments,
+    where the base matters) from the trained model they were continued from."""
+    from lomtree_cli import Classifier
     from lomtree_cli.distributed import average_models
 
     lines = (data / "train.vw").read_text().splitlines()[:300]
     trained = _fit(lines, red)
     base = load_model(io.BytesIO(_fit(lines[:1], red).to_bytes()))  # any model of the same shape
     base.learner.arrays.table[:] = 0
-    copies = [load_model(io.BytesIO(trained.to_bytes())) for _ in range(2)]
-    average_models(copies, base)
+    if rule == "increments":
+        start = _fit(lines[:100], red)
+        base = load_model(io.BytesIO(start.to_bytes()))
+        trained = Classifier.from_bytes(start.to_bytes()).partial_fit(lines[100:])
+    models = [load_model(io.BytesIO(trained.to_bytes())) for _ in range(copies)]
+    average_models(models, base, rule)
     got, want = model_arrays(base.learner, base.reduction), model_arrays(trained._model.base, trained._model.reduction)
     for name in want:
         if name == "reduction/node_counts":
