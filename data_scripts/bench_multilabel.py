@@ -834,12 +834,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    for k in syn_ks for r in ("plt", "oaa")]
     result["finished"] = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    with atomic_write(args.out_dir / "multilabel.json") as fh:
-        json.dump(result, fh, indent=1, sort_keys=False)
-        fh.write("\n")
-    with atomic_write(args.out_dir / "multilabel.md") as fh:
-        fh.write(render_markdown(result, datasets, systems))
-    log(f"wrote {args.out_dir / 'multilabel.md'} and multilabel.json")
+    write_results(args.out_dir, result, datasets, systems)
     return 0
 
 
@@ -865,13 +860,18 @@ def synthetic_only(args, argv) -> int:
     plot_synthetic(result["synthetic"], args.out_dir / "ml_cost_vs_k.png")
     datasets = [d for d in DATASETS if d in result["datasets"]]
     systems = list(dict.fromkeys(r["system"] for r in result["runs"]))
-    with atomic_write(path) as fh:
+    write_results(args.out_dir, result, datasets, systems)
+    return 0
+
+
+def write_results(out_dir: Path, result: dict, datasets: Sequence[str], systems: Sequence[str]) -> None:
+    """``multilabel.json`` (every raw figure) and ``multilabel.md`` in ``out_dir``."""
+    with atomic_write(out_dir / "multilabel.json") as fh:
         json.dump(result, fh, indent=1, sort_keys=False)
         fh.write("\n")
-    with atomic_write(args.out_dir / "multilabel.md") as fh:
+    with atomic_write(out_dir / "multilabel.md") as fh:
         fh.write(render_markdown(result, datasets, systems))
-    log(f"wrote {args.out_dir / 'multilabel.md'} and multilabel.json")
-    return 0
+    log(f"wrote {out_dir / 'multilabel.md'} and multilabel.json")
 
 
 def render_markdown(result: dict, datasets: Sequence[str], systems: Sequence[str]) -> str:
