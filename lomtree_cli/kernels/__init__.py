@@ -216,7 +216,9 @@ class _Kernel:
     def __call__(self, *args):
         if self.aot is not None:
             fp = [_ARRAY_FP(a) if type(a) is np_ndarray else fingerprint(a) for a in args]
-            if fp in self.known:
+            known = self.known
+            # the newest first: a stream of one kind of call (learn_one) compares once
+            if (known and fp == known[-1]) or fp in known:
                 return self.aot[0](*args)
             fn, key = self.aot
             if tuple([argkey(a) for a in args]) == key:

@@ -191,7 +191,7 @@ class LomTree(Reduction):
         n = len(batch)
         preds = np.zeros(n, dtype=np.int64)
         train = np.ascontiguousarray(train, dtype=np.bool_)
-        if not train.any():
+        if not (train[0] if n == 1 else train.any()):  # one example (learn_one): no array reduction
             d = int(self.glob[LK.G_DEPTH]) + 1
             LK.lomtree_predict(self.learner.arrays, batch.indptr, batch.indices, batch.values, self.node_i,
                                self.node_top, self.glob, self.prior, preds, LK.leaf_work(self.L),
