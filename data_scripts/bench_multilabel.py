@@ -388,6 +388,9 @@ def format_synthetic_table(rows: Sequence[dict]) -> str:
 
 # --------------------------------------------------------------------------- synthetic stream
 
+#: label counts of the synthetic cost sweep (``--synthetic-k``)
+SYNTHETIC_KS = (1000, 10000, 100000)
+
 
 def generate_synthetic(k: int, n: int, seed: int = 1, vocab: int | None = None, proto_size: int = 16,
                        keep: float = 0.5, noise_features: int = 4, max_labels: int = 5, zipf: float = 1.0):
@@ -749,7 +752,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--quick", action="store_true", help="bibtex only, one-pass rows, no synthetic sweep")
     ap.add_argument("--lomtree", help="the lomtree CLI (default: $LOMTREE_BIN, .venv/bin/lomtree, PATH)")
     ap.add_argument("--synthetic-k", nargs="*", type=int, default=None,
-                    help="label counts of the synthetic sweep (default 1000 10000 100000; none: skip)")
+                    help=f"label counts of the synthetic sweep (default {' '.join(map(str, SYNTHETIC_KS))}; "
+                         f"none: skip)")
     ap.add_argument("-n", "--synthetic-n", type=int, default=20000)
     ap.add_argument("--synthetic-test-n", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)
@@ -820,7 +824,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log(f"    {rep['status']} {rep.get('note', '')}")
     syn_ks = args.synthetic_k
     if syn_ks is None:
-        syn_ks = [] if (args.quick or args.no_synthetic) else [1000, 10000, 100000]
+        syn_ks = [] if (args.quick or args.no_synthetic) else list(SYNTHETIC_KS)
     if args.no_synthetic:
         syn_ks = []
     if syn_ks:
@@ -851,7 +855,7 @@ def synthetic_only(args, argv) -> int:
     if status != "ok":
         log(f"lomtree: {status} ({LOMTREE_STATUS_NOTES.get(status, '')})")
         return 1
-    ks = args.synthetic_k or [1000, 10000, 100000]
+    ks = args.synthetic_k or list(SYNTHETIC_KS)
     result["synthetic_command"] = "python -m data_scripts.bench_multilabel " + sanitize_command(argv)
     result["synthetic_date"] = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
     result["synthetic_loadavg"] = round(os.getloadavg()[0], 2)
