@@ -307,9 +307,10 @@ def test_new_label_next_to_known_ones():
     def ex(ys, f):
         return (ys, 1.0, [f, 4000], [1.0, 1.0])
 
-    # labels 1 and 2 under node A (feature 10), 3 under B (feature 20); then {1, 4} with feature
-    # 10: 4 goes down to A, which is full, as is the root: A's leaves are pushed into a new node
-    stream = [ex([1], 10), ex([2], 10), ex([3], 20), ex([1], 10), ex([2], 10), ex([3], 20), ex([1, 4], 10)]
+    # labels 1 and 2 under node A (feature 10), 3 and 5 under B (feature 20); then {1, 4} with
+    # feature 10: 4 goes down to A (as many labels as B, more probable), which is full, as is the
+    # root: A's leaves are pushed into a new node
+    stream = [ex([1], 10), ex([2], 10), ex([3], 20), ex([5], 20)] * 2 + [ex([1, 4], 10)]
     red = make_plt(6, arity=2, beam=2, tree_buffer=0, path_weight=1.0, leaf_negatives=False)
     ref = RefPLT(bits=BITS, arity=2, beam=2, gamma=1.0, negatives=False)
     run_sets(red, stream)

@@ -3,6 +3,8 @@ the prefix buffer, top-k/probabilities and the label tree's invariants."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -202,6 +204,17 @@ def test_tree_stays_valid_over_labels_seen(k, arity, buf, seed):
     red2.learner.ensure_models(red.learner.n_models)
     red2.load_state(red.state(), red.meta())
     assert tree_of(red2) == tree_of(red)
+
+
+@pytest.mark.parametrize("k,arity", [(200, 3), (300, 4), (500, 8)])
+def test_online_insertion_keeps_the_tree_shallow(k, arity):
+    """Every label inserted online (no buffer): the tree stays within two levels of the balanced
+    depth. Ranking subtrees by probability alone made chains here (depth 29, 24 and 17: the fresh
+    nodes of earlier insertions draw the next labels and each push-down adds a level)."""
+    red = make_plt(k, arity=arity, beam=1, tree_buffer=0, path_weight=1.0, leaf_negatives=False)
+    run(red, stream(k=k, n=3 * k, seed=1), chunk=100)
+    leaves = red.tree.label[:red.n_nodes] > 0
+    assert red.depths()[leaves].max() <= math.ceil(math.log(int(leaves.sum()), arity)) + 2
 
 
 @pytest.mark.parametrize("bad", ["cycle", "two_parents", "mixed", "label_range", "dup_label"])

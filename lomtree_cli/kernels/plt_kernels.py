@@ -56,6 +56,12 @@ CT_LABELS = 1
 CT_BLOCKS = 2
 N_CT = 3
 
+#: weight of ``log nleaves`` against the log-probability when an unseen label picks its subtree
+#: (``insert_label``). 1 would rank subtrees by probability per label; 2 keeps the tree shallower
+#: at the same accuracy (PyPI next word, 100,001 classes, most labels inserted online: depth 386
+#: by probability alone, 22 with 1, 15 with 2; ``bench/notes/plt-at-scale.md``).
+INSERT_BALANCE = 2.0
+
 PAR_ARITY = 0
 PAR_BEAM = 1
 PAR_LOGISTIC = 2
@@ -255,13 +261,16 @@ def _new_node(tree, W, par, lab):
 def insert_label(lin, tree, logistic, M, indices, values, s, e, y, fb):
     """Put the unseen label ``y`` into the tree, guided by the example ``s:e``.
 
-    Descend from the root to the child whose regressor gives the example the highest probability
-    (ties: the child with fewer labels, then the smaller id) until a node whose children are
-    leaves; add a leaf for ``y`` there if it has fewer than M children; otherwise add a new
+    Descend from the root to the child with the highest ``log P(child | parent, x) -
+    INSERT_BALANCE * log nleaves(child)`` (ties: the child with fewer labels, then the smaller
+    id), until a node whose children are leaves; add a leaf for ``y`` there if it has fewer than M children; otherwise add a new
     internal sibling (holding the leaf) under its parent if that has room; otherwise push the
     full node's leaves down into a new internal child A (which takes over the full node's block,
     so the leaves keep their regressors) and add a second new child B holding the leaf. New
-    nodes start with fresh regressors; nothing is trained here. Caller guarantees room for
+    nodes start with fresh regressors; nothing is trained here. The per-label term keeps the tree
+    balanced: by probability alone the fresh nodes of earlier insertions (an untrained regressor
+    scores 0.5, above most trained siblings) would draw every new label, and the push-downs
+    would chain them one level deeper each time. Caller guarantees room for
     ``ROOM`` nodes and 2 blocks. Returns the new leaf.
     """
     W = np.int64(lin.hp[K.HP_W])
@@ -275,7 +284,7 @@ def insert_label(lin, tree, logistic, M, indices, values, s, e, y, fb):
         K.score_block(lin, indices, values, s, e, tree.block[a] * W, na, fb)
         for j in range(na):
             c = tree.child[a, j]
-            lp = node_logp(lin, logistic, fb[j])
+            lp = node_logp(lin, logistic, fb[j]) - INSERT_BALANCE * math.log(max(tree.nleaves[c], 1))
             if lp > bl or (lp == bl and tree.nleaves[c] < tree.nleaves[best]):
                 bl = lp
                 best = c

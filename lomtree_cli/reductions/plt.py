@@ -22,8 +22,10 @@ Choices (measured in one pass at ``-b 24``; figures and what lost in ``bench/not
   held-out error is what measures the model. The buffer is also emptied at the end of a pass
   and before a model is saved.
 * **Labels unseen when the tree was built** are inserted online at the example that brings them
-  (``plt_kernels.insert_label``): descend to the most probable child; add the leaf under the
-  first node with free arity, else a new sibling group, else push the full group down one level.
+  (``plt_kernels.insert_label``): descend to the child of highest probability, discounted by
+  the labels its subtree holds (so the tree stays near ``log_M k`` deep when most labels arrive
+  after the buffer); add the leaf under the first node with free arity, else a new sibling
+  group, else push the full group down one level.
 * **Leaves trained one-against-some** (``--no-leaf-negatives`` turns it off): besides the PLT
   updates (each node on the label's path toward +1, its siblings toward -1), every candidate
   leaf of the example's beam is trained toward -1, so a leaf's regressor competes with the

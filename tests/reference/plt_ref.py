@@ -117,7 +117,7 @@ class RefPLT:
         while self.children[a] and not self.is_leaf(self.children[a][0]):
             best, bl = None, -math.inf
             for c in self.children[a]:
-                lp = self.logp(idx, val, c)
+                lp = self.logp(idx, val, c) - 2.0 * math.log(max(self.nleaves(c), 1))  # plt_kernels.INSERT_BALANCE
                 if lp > bl or (lp == bl and self.nleaves(c) < self.nleaves(best)):
                     best, bl = c, lp
             a = best
