@@ -175,13 +175,20 @@ def run_task(size: int, vocab: int, systems, files: Path, work: Path, results: d
             f"wall, {rec.get('train_rss_mb')} MB")
 
 
+def runs_of(meta: dict) -> list[str]:
+    """The commands whose records the results hold (older files kept only the last one's)."""
+    return list(meta.get("commands") or ([meta["command"]] if "command" in meta else []))
+
+
 def render(results: dict, meta: dict) -> str:
     """bench/pypi.md: one table per task, then the cost sweep."""
     out = ["# Next word over the PyPI summaries (large k, real stream)", "",
-           f"Made by `{meta['command']}`; machine: {meta['machine']}. Records carry their own date and 1-minute "
-           "load average (`bench/pypi.json`). Error: 0/1 loss on the held-out summaries (every 10th). Train: "
-           "the whole command's CPU (user + system) and wall seconds, start-up and reading included; µs/ex = "
-           "train CPU / (training examples x passes). RSS: the child's peak.", ""]
+           f"Machine: {meta['machine']}. Records carry their own date and 1-minute load average "
+           "(`bench/pypi.json`); a later run replaces the records of the systems it ran. Error: 0/1 loss on the "
+           "held-out summaries (every 10th). Train: the whole command's CPU (user + system) and wall seconds, "
+           "start-up and reading included; µs/ex = train CPU / (training examples x passes). RSS: the child's "
+           "peak. Made by these runs, in order:", ""]
+    out += [f"- `{c}`" for c in runs_of(meta)] + [""]
     tasks = sorted({r["task"] for k, r in results.items() if k.startswith("main/") and "task" in r},
                    key=lambda t: (["40k", "300k", "all"].index(t.split("_")[1]) if t.split("_")[1] in
                                   ("40k", "300k", "all") else 9, t))
@@ -270,11 +277,16 @@ def main(argv=None) -> int:
     work = files / "runs"
     work.mkdir(parents=True, exist_ok=True)
     jpath = Path(a.json)
-    results = json.loads(jpath.read_text())["results"] if jpath.exists() else {}
+    old = json.loads(jpath.read_text()) if jpath.exists() else {}
+    results = old.get("results", {})
+    # the file gathers the records of many runs: keep every run's command, not only the last one's
+    commands = runs_of(old.get("meta", {}))
+    command = "python -m data_scripts.bench_pypi " + sanitize_command(argv if argv is not None else sys.argv[1:])
+    if command not in commands:
+        commands.append(command)
 
     def save() -> None:
-        meta = {"command": "python -m data_scripts.bench_pypi "
-                           + sanitize_command(argv if argv is not None else sys.argv[1:]),
+        meta = {"commands": commands,
                 "machine": f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
                            f"Python {platform.python_version()}"}
         with atomic_write(jpath) as fh:

@@ -571,3 +571,14 @@ def test_pypi_task_sizes_vocab_split_and_lines(tmp_path):
     assert bench_pypi.skip_reason("napkinxc_plt", 40_000, 40_000, 330_000, 20_001, 1200) is None
     assert bench_pypi.skip_reason("oaa", 0, 40_000, 6_500_000, 100_001, 1200).startswith("projected")
     assert bench_pypi.skip_reason("oaa", 40_000, 40_000, 330_000, 20_001, 1200) is None
+
+
+def test_pypi_report_keeps_every_runs_command():
+    from data_scripts import bench_pypi
+
+    assert bench_pypi.runs_of({"command": "python -m data_scripts.bench_pypi --sizes 0"}) == [
+        "python -m data_scripts.bench_pypi --sizes 0"]
+    meta = {"commands": ["run a", "run b"], "machine": "2 CPUs"}
+    assert bench_pypi.runs_of(meta) == ["run a", "run b"] and bench_pypi.runs_of({}) == []
+    text = bench_pypi.render({}, meta)
+    assert "- `run a`\n- `run b`\n" in text and "Machine: 2 CPUs." in text
