@@ -76,8 +76,11 @@ SHARD_BLOCK_BYTES = 1 << 16
 #: training shards: at most this many blocks of a file per shard (larger files, larger blocks)
 MAX_SHARD_BLOCKS = 4096
 #: ``--sync-first``: in the first pass the workers' models are averaged after this many examples of
-#: each shard, then at doubling intervals (bench/notes/dask.md: Sector, one pass, 2 workers)
+#: each shard, then at intervals growing by ``--sync-growth`` (bench/notes/dask.md)
 SYNC_FIRST = 100
+#: ``--sync-growth``: the factor between two early sync intervals (2 would double them: fewer syncs,
+#: but the Filter tree and Rtree on 4 workers stay more than 1 point behind one process)
+SYNC_GROWTH = 1.25
 #: most local workers (``local:N``)
 MAX_LOCAL_WORKERS = 64
 #: reduction state arrays that count examples: the workers' increments add up when averaging
@@ -389,9 +392,10 @@ def train_segment(*args):
 
 
 def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout: bool, holdout_period: int,
-                   skip_invalid: bool, max_line_bytes: int) -> _Segment:
+                   skip_invalid: bool, max_line_bytes: int, rate: float = 1.0) -> _Segment:
     """(Worker) train the model ``data`` on shard ``shard`` (``[(path, start, end), ...]``) from
-    ``cursor`` for ``limit`` examples (0: to the shard's end) with the normal online learner."""
+    ``cursor`` for ``limit`` examples (0: to the shard's end) with the normal online learner, its
+    learning rate times ``rate`` (the model returned keeps its own rate)."""
     from . import model_io
     from .core import Learner
     from .driver import RunOptions, Runner
@@ -399,6 +403,9 @@ def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout:
     from .runtime import StopFlag
 
     loaded = model_io.load_model(io.BytesIO(data))
+    eta = loaded.learner.eta
+    if rate != 1.0:
+        loaded.learner.set_eta(eta * rate)
     cfg = replace(loaded.input_config, skip_invalid=skip_invalid, max_line_bytes=max_line_bytes)
     opts = RunOptions(quiet=True, holdout_period=holdout_period, err=io.StringIO())
     runner = Runner(cfg, Learner.of(loaded), opts, learn=True)
@@ -434,6 +441,7 @@ def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout:
             r += 1
             offset = shard[r][1] if r < len(shard) else 0
     done = r >= len(shard)
+    loaded.learner.set_eta(eta)
     model = model_io.model_bytes(loaded.input_config, loaded.learner, loaded.reduction, loaded.passes_done)
     return _Segment(model, (r, offset, runner.holdout_counter), done, rec.record(), skipped)
 
@@ -675,25 +683,47 @@ def shards_of(paths: list, w: int) -> list:
     return shards
 
 
-def sync_interval(round_index: int, first_pass: bool, sync_first: int, sync_every: int) -> int:
+def sync_interval(round_index: int, first_pass: bool, sync_first: int, sync_every: int,
+                  growth: float = SYNC_GROWTH) -> int:
     """Examples of each shard in round ``round_index`` (0-based) of a pass, 0 = to the shard's end.
-    In the first pass with ``sync_first`` N > 0 the intervals double from N (syncs after N, 3N, 7N,
-    ... examples), at most ``sync_every`` when that is > 0; otherwise ``sync_every``.
+    In the first pass with ``sync_first`` N > 0 the intervals grow from N by ``growth`` (N, 1.25 N,
+    1.56 N, ... rounded: about log(shard / N) / log(growth) syncs), at most ``sync_every`` when that
+    is > 0; otherwise ``sync_every``.
 
-    >>> [sync_interval(r, True, 100, 0) for r in range(4)], sync_interval(3, True, 100, 500)
-    ([100, 200, 400, 800], 500)
-    >>> sync_interval(3, False, 100, 0), sync_interval(3, True, 0, 250)
-    (0, 250)
+    >>> [sync_interval(r, True, 100, 0) for r in range(5)], sync_interval(9, True, 100, 500)
+    ([100, 125, 156, 195, 244], 500)
+    >>> [sync_interval(r, True, 100, 0, 2.0) for r in range(4)], sync_interval(3, False, 100, 0)
+    ([100, 200, 400, 800], 0)
+    >>> sync_interval(3, True, 0, 250)
+    250
     """
     if first_pass and sync_first > 0:
-        n = sync_first << round_index
+        n = max(1, round(sync_first * growth ** round_index))
         return min(n, sync_every) if sync_every > 0 else n
     return sync_every
 
 
+def worker_rate(limit: int, sync_first: int, workers: int, power_t: float) -> float:
+    """The workers' learning-rate multiplier in an early round of ``limit`` examples of each of
+    ``workers`` shards: ``workers ** ((1 - power_t) * sync_first / limit)``, so the first round's
+    (``limit`` = ``sync_first``) and fading as the rounds lengthen. Averaging W workers' changes keeps
+    about one worker's progress where one process on their examples would go about W^(1 - power_t)
+    times as far (the adaptive rate's steps of W T examples against T); from a young model that loss
+    is what keeps tree nodes behind (bench/notes/dask.md), later rounds start from a trained model
+    and a boosted rate there costs more than it gains.
+
+    >>> worker_rate(100, 100, 4, 0.5), worker_rate(400, 100, 4, 0.5), worker_rate(100, 100, 1, 0.5)
+    (2.0, 1.189207115002721, 1.0)
+    """
+    if limit <= 0 or sync_first <= 0 or workers < 2:
+        return 1.0
+    return workers ** (max(0.0, 1.0 - power_t) * min(1.0, sync_first / limit))
+
+
 def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int = 0,
           initial_model: str | None = None, final_model: str | None = None, explicit: dict | None = None,
-          shards: int = 0, sync_first: int = SYNC_FIRST) -> dict:
+          shards: int = 0, sync_first: int = SYNC_FIRST, sync_growth: float = SYNC_GROWTH,
+          plain_rate: bool = False) -> dict:
     """``lomtree train --dask``: data-parallel training (module docstring); returns the summary."""
     import math
     import time
@@ -712,6 +742,8 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
         raise ConfigError("--sync-every must be >= 0")
     if sync_first < 0:
         raise ConfigError("--sync-first must be >= 0")
+    if not sync_growth >= 1.0:
+        raise ConfigError("--sync-growth must be >= 1")
     if shards < 0:
         raise ConfigError("--shards must be >= 0")
     if opts.predictions is not None:
@@ -754,22 +786,26 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
             # a growing pass: the shards one after the other, each task continuing the last one's
             # model (the same examples held out as in the data-parallel passes after it)
             grow = p == 0 and passes_before == 0 and mode == "grown"
+            # the early syncs (and rates) belong to the first data-parallel pass
+            early = p == (1 if mode == "grown" and passes_before == 0 else 0)
             tasks = shards_list
             cursors = {i: (0, tasks[i][0][1] if tasks[i] else 0, 0) for i in range(len(tasks)) if tasks[i]}
             round_index = 0
             while cursors:
-                limit = 0 if grow else sync_interval(round_index, p == 0, sync_first, sync_every)
+                limit = 0 if grow else sync_interval(round_index, early, sync_first, sync_every, sync_growth)
                 round_index += 1
                 data = model_io.model_bytes(input_cfg, current.learner, current.reduction)
                 shared = client.scatter(data, broadcast=True, hash=False)
                 moved += len(data) * w
                 live = [min(cursors)] if grow else sorted(cursors)
+                rate = 1.0 if plain_rate or not early else worker_rate(limit, sync_first, len(live),
+                                                                       learner.config.power_t)
                 done = []
 
                 def submit(i):
                     return client.submit(train_segment, shared, tasks[i], cursors[i], limit,
                                          holdout.active, opts.holdout_period, input_cfg.skip_invalid,
-                                         input_cfg.max_line_bytes, pure=False)
+                                         input_cfg.max_line_bytes, rate, pure=False)
 
                 def results():
                     """The round's models in shard order, loaded one at a time; at most 2 W tasks
