@@ -26,10 +26,16 @@ Training (VW's AllReduce, done by the client)
     included) on its next N examples, and returns its model; the client averages them
     (``average_models``: the models in shard order, loaded one at a time into dense running sums)
     and starts the next round. N (``sync_interval``): in the first pass ``--sync-first`` (100)
-    examples, then doubling (syncs after 100, 300, 700, ... examples of each shard: about
-    log2(shard / 100) syncs), at most ``--sync-every`` when given; later passes ``--sync-every``
-    (0: the whole shard, one sync per pass). The early syncs are what makes one pass on 2 workers
-    as good as one process on Sector (bench/notes/dask.md).
+    examples, then growing by ``--sync-growth`` (1.25: syncs after 100, 225, 381, 576, ... examples
+    of each shard: log(1 + shard / 400) / log 1.25 syncs, 8 for 1,600 examples, 36 for a million;
+    doubling made 5 and 14), at most ``--sync-every`` when given;
+    later passes ``--sync-every`` (0: the whole shard, one sync per pass). In these early rounds
+    the workers learn at ``worker_rate`` times the model's learning rate, W^((1 - power_t) F / N)
+    for W shards, F = ``--sync-first`` (sqrt(W) in the first round, fading as the rounds lengthen): an
+    average keeps about one
+    worker's progress, where one process would go about W^(1 - power_t) times as far on the same
+    examples (``--plain-rate``: the model's rate). Early syncs and rates are what bring one pass on
+    2 and 4 workers within 1 point of one process on Sector (bench/notes/dask.md).
     Weights are averaged (``average_models``, the rule by ``merge_rule``): OAA's as VW's
     ``accumulate_weighted_avg`` does under the adaptive update: per slot, weighted by each
     worker's adaptive sum G, and G and the normaliser N become their G-weighted means. Tree nodes'
@@ -49,10 +55,11 @@ Training (VW's AllReduce, done by the client)
     model on one worker (CPT: exactly the single-process model of the input in shard order; PLT
     builds its k-means tree from the first shard's buffer); after pass 1 every label is in the
     tree, which is then frozen (a worker that changed it is an error) and the node regressors train
-    data-parallel. LOMtree (its swaps go on in every pass) and mtree (label re-assignment) are refused.
+    data-parallel, pass 2 with the early syncs and rates. LOMtree (its swaps go on in every pass) and mtree (label re-assignment) are refused.
 
 Averaging identical shards gives exactly the model of one shard (the weighted means of equal
-float32 values are exact); ``tests/test_dask.py`` checks it, and outputs equal to local runs.
+float32 values are exact; with the early rates, of one shard trained at those rates);
+``tests/test_dask.py`` checks it, and outputs equal to local runs.
 """
 
 from __future__ import annotations
