@@ -280,7 +280,7 @@ def vw_options(f):
               help="--dask: the factor F between two early sync intervals (2: doubling, fewer syncs).")
 @click.option("--plain-rate", "plain_rate", is_flag=True,
               help="--dask: workers keep the learning rate in the early rounds (by default they learn at "
-                   "W^((1-power_t) N/n) times it in a round of n examples, N = --sync-first, W workers: an "
+                   "W^(1-power_t) times it, W workers, for tree nodes fading as the rounds lengthen: an "
                    "average of W workers goes less far than one process).")
 @click.option("--shards", "shards", type=click.IntRange(min=1), default=None,
               help="--dask: split the data into N shards [one per worker]; more shards than workers run "

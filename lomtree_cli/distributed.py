@@ -30,9 +30,9 @@ Training (VW's AllReduce, done by the client)
     of each shard: log(1 + shard / 400) / log 1.25 syncs, 8 for 1,600 examples, 36 for a million;
     doubling made 5 and 14), at most ``--sync-every`` when given;
     later passes ``--sync-every`` (0: the whole shard, one sync per pass). In these early rounds
-    the workers learn at ``worker_rate`` times the model's learning rate, W^((1 - power_t) F / N)
-    for W shards, F = ``--sync-first`` (sqrt(W) in the first round, fading as the rounds lengthen): an
-    average keeps about one
+    the workers learn at ``worker_rate`` times the model's learning rate, W^(1 - power_t) for W
+    shards (sqrt(W)), for tree nodes W^((1 - power_t) F / N), F = ``--sync-first``, fading as the
+    rounds lengthen: an average keeps about one
     worker's progress, where one process would go about W^(1 - power_t) times as far on the same
     examples (``--plain-rate``: the model's rate). Early syncs and rates are what bring one pass on
     2 and 4 workers within 1 point of one process on Sector (bench/notes/dask.md).
@@ -710,21 +710,24 @@ def sync_interval(round_index: int, first_pass: bool, sync_first: int, sync_ever
     return sync_every
 
 
-def worker_rate(limit: int, sync_first: int, workers: int, power_t: float) -> float:
+def worker_rate(limit: int, sync_first: int, workers: int, power_t: float, fade: bool = True) -> float:
     """The workers' learning-rate multiplier in an early round of ``limit`` examples of each of
-    ``workers`` shards: ``workers ** ((1 - power_t) * sync_first / limit)``, so the first round's
-    (``limit`` = ``sync_first``) and fading as the rounds lengthen. Averaging W workers' changes keeps
-    about one worker's progress where one process on their examples would go about W^(1 - power_t)
-    times as far (the adaptive rate's steps of W T examples against T); from a young model that loss
-    is what keeps tree nodes behind (bench/notes/dask.md), later rounds start from a trained model
-    and a boosted rate there costs more than it gains.
+    ``workers`` shards: ``workers ** (1 - power_t)``, with ``fade`` (tree nodes) raised to
+    ``sync_first / limit``: the first round's, fading as the rounds lengthen. Averaging W workers'
+    changes keeps about one worker's progress where one process on their examples would go about
+    W^(1 - power_t) times as far (the adaptive rate's steps of W T examples against T); from a
+    young model that loss is what keeps tree nodes behind (bench/notes/dask.md). A tree node's
+    later, longer rounds start from a node trained on its few examples, and a boosted rate there
+    costs more than it gains; a class regressor (OAA) trains on every example and keeps it.
 
-    >>> worker_rate(100, 100, 4, 0.5), worker_rate(400, 100, 4, 0.5), worker_rate(100, 100, 1, 0.5)
-    (2.0, 1.189207115002721, 1.0)
+    >>> worker_rate(100, 100, 4, 0.5), worker_rate(400, 100, 4, 0.5), worker_rate(400, 100, 4, 0.5, False)
+    (2.0, 1.189207115002721, 2.0)
+    >>> worker_rate(100, 100, 1, 0.5), worker_rate(0, 100, 4, 0.5)
+    (1.0, 1.0)
     """
     if limit <= 0 or sync_first <= 0 or workers < 2:
         return 1.0
-    return workers ** (max(0.0, 1.0 - power_t) * min(1.0, sync_first / limit))
+    return workers ** (max(0.0, 1.0 - power_t) * (min(1.0, sync_first / limit) if fade else 1.0))
 
 
 def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int = 0,
@@ -806,7 +809,8 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
                 moved += len(data) * w
                 live = [min(cursors)] if grow else sorted(cursors)
                 rate = 1.0 if plain_rate or not early else worker_rate(limit, sync_first, len(live),
-                                                                       learner.config.power_t)
+                                                                       learner.config.power_t,
+                                                                       rule == "increments")
                 done = []
 
                 def submit(i):
