@@ -311,6 +311,60 @@ def test_train_segment_scales_the_rate(data, tmp_path, red):
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
+class _InProcessClient:
+    """Stands in for a dask Client: tasks run at once in this process; records each task's
+    (examples limit, rate)."""
+
+    def __init__(self):
+        self.rounds = []
+
+    def scheduler_info(self):
+        return {"workers": {"a": None, "b": None}}
+
+    def scatter(self, data, **kw):
+        return data
+
+    def submit(self, f, *args, **kw):
+        self.rounds.append((args[3], args[-1]))
+        value = f(*args)
+        return type("Done", (), {"result": lambda self: value, "release": lambda self: None})()
+
+
+@pytest.mark.parametrize("red,extra,power_t", [("oaa", [], 0.5), ("filter", [], 0.5), ("filter", ["--plain-rate"], 0.5),
+                                               ("cpt", ["--passes", "2", "--holdout-off"], 0.75)])
+def test_early_rounds_rates(data, tmp_path, monkeypatch, red, extra, power_t):
+    """The rate each task learns at: in the first data-parallel pass's rounds (100, 125, 156, 195,
+    then the rest of about 600 examples), 2^(1 - power_t) for OAA's class regressors,
+    2^((1 - power_t) 100 / N) for tree nodes (N the round's examples; CPT's power_t is 0.75); 1 in
+    a growing pass, with --plain-rate and later."""
+    from contextlib import contextmanager
+
+    import lomtree_cli.distributed as D
+
+    client = _InProcessClient()
+
+    @contextmanager
+    def connect(address):
+        yield client
+
+    monkeypatch.setattr(D, "connect", connect)
+    cli(["train", "-r", red, "-k", "12", str(data / "train.vw"), "--quiet", "--dask", "local:2", *extra])
+    limits = [100, 125, 156, 195, 244]
+    if red == "oaa":
+        rates = [2 ** (1 - power_t)] * 5
+    elif "--plain-rate" in extra:
+        rates = [1.0] * 5
+    else:
+        rates = [2 ** ((1 - power_t) * 100 / n) for n in limits]
+    early = [(n, r) for n in limits for r in [rates[limits.index(n)]] * 2]
+    if red == "cpt":  # pass 1 grows the tree: the shards in turn, to their ends, at the model's rate
+        early = [(0, 1.0), (0, 1.0)] + early
+    got = client.rounds[:len(early)]
+    assert [n for n, _ in got] == [n for n, _ in early]
+    assert [r for _, r in got] == pytest.approx([r for _, r in early], rel=1e-12)
+    assert all(rate == 1.0 for _, rate in client.rounds[len(early):])
+
+
 def test_train_sync_every_and_passes(cluster, data, tmp_path):
     """--sync-every and --passes with holdout: a normal model file, predictions close to one process."""
     cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), "-f", str(tmp_path / "d.lt"), "--quiet",
