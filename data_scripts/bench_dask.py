@@ -6,8 +6,8 @@
    (default threads, and --threads 1) against ``--dask local:1`` and ``--dask local:2``: wall time
    (cluster start-up included), examples/s, identical output bytes;
 2. training with 2 local workers against one process at the same passes: Sector (oaa, libsvm) and
-   KJV next word (filter), with the default syncs (--sync-first 100: doubling intervals in the first
-   pass, then after each pass), after each pass only (--sync-first 0) and every N examples: test
+   KJV next word (filter), with the default syncs (--sync-first 100: intervals growing by
+   --sync-growth in the first pass, then after each pass), after each pass only (--sync-first 0) and every N examples: test
    error, wall time;
 3. ``--only shards``: error against shard count, N = 1..64 shards on ``--dask local:2 --shards N``
    (N machines simulated by N shards run two at a time, averaged by the same code as N workers),

@@ -273,8 +273,15 @@ def vw_options(f):
 @click.option("--sync-every", "sync_every", type=click.IntRange(min=0), default=0, show_default=True,
               help="--dask: average the workers' models every N examples of each shard (0 = after every pass).")
 @click.option("--sync-first", "sync_first", type=click.IntRange(min=0), default=100, show_default=True,
-              help="--dask: in the first pass also average after N examples of each shard, then at doubling "
-                   "intervals (N, 2N, 4N, ..., at most --sync-every); 0 = no early averaging.")
+              help="--dask: in the first pass also average after N examples of each shard, then at growing "
+                   "intervals (N, F N, F^2 N, ..., F = --sync-growth, at most --sync-every); 0 = no early "
+                   "averaging.")
+@click.option("--sync-growth", "sync_growth", type=click.FloatRange(min=1.0), default=1.25, show_default=True,
+              help="--dask: the factor F between two early sync intervals (2: doubling, fewer syncs).")
+@click.option("--plain-rate", "plain_rate", is_flag=True,
+              help="--dask: workers keep the learning rate in the early rounds (by default they learn at "
+                   "W^(1-power_t) times it, W workers, for tree nodes fading as the rounds lengthen: an "
+                   "average of W workers goes less far than one process).")
 @click.option("--shards", "shards", type=click.IntRange(min=1), default=None,
               help="--dask: split the data into N shards [one per worker]; more shards than workers run "
                    "a few at a time (N machines simulated on fewer).")

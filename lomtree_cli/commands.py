@@ -158,8 +158,8 @@ def run_train(p: dict, given: set, start: float) -> None:
 
         return dask_train(icfg, lcfg, rcfg, opts, p["dask"], p["sync_every"], initial_model=p["initial_model"],
                           final_model=p["final_model"], explicit=_explicit(p, given), shards=p["shards"] or 0,
-                          sync_first=p["sync_first"])
-    for name in ("sync_every", "sync_first", "shards"):
+                          sync_first=p["sync_first"], sync_growth=p["sync_growth"], plain_rate=p["plain_rate"])
+    for name in ("sync_every", "sync_first", "sync_growth", "plain_rate", "shards"):
         if name in given:
             raise ConfigError(f"--{name.replace('_', '-')} needs --dask")
     train(icfg, lcfg, rcfg, opts, initial_model=p["initial_model"], final_model=p["final_model"],

@@ -26,10 +26,16 @@ Training (VW's AllReduce, done by the client)
     included) on its next N examples, and returns its model; the client averages them
     (``average_models``: the models in shard order, loaded one at a time into dense running sums)
     and starts the next round. N (``sync_interval``): in the first pass ``--sync-first`` (100)
-    examples, then doubling (syncs after 100, 300, 700, ... examples of each shard: about
-    log2(shard / 100) syncs), at most ``--sync-every`` when given; later passes ``--sync-every``
-    (0: the whole shard, one sync per pass). The early syncs are what makes one pass on 2 workers
-    as good as one process on Sector (bench/notes/dask.md).
+    examples, then growing by ``--sync-growth`` (1.25: syncs after 100, 225, 381, 576, ... examples
+    of each shard: log(1 + shard / 400) / log 1.25 syncs, 8 for 1,600 examples, 36 for a million;
+    doubling made 5 and 14), at most ``--sync-every`` when given;
+    later passes ``--sync-every`` (0: the whole shard, one sync per pass). In these early rounds
+    the workers learn at ``worker_rate`` times the model's learning rate, W^(1 - power_t) for W
+    shards (sqrt(W)), for tree nodes W^((1 - power_t) F / N), F = ``--sync-first``, fading as the
+    rounds lengthen: an average keeps about one
+    worker's progress, where one process would go about W^(1 - power_t) times as far on the same
+    examples (``--plain-rate``: the model's rate). Early syncs and rates are what bring one pass on
+    2 and 4 workers within 1 point of one process on Sector (bench/notes/dask.md).
     Weights are averaged (``average_models``, the rule by ``merge_rule``): OAA's as VW's
     ``accumulate_weighted_avg`` does under the adaptive update: per slot, weighted by each
     worker's adaptive sum G, and G and the normaliser N become their G-weighted means. Tree nodes'
@@ -49,10 +55,11 @@ Training (VW's AllReduce, done by the client)
     model on one worker (CPT: exactly the single-process model of the input in shard order; PLT
     builds its k-means tree from the first shard's buffer); after pass 1 every label is in the
     tree, which is then frozen (a worker that changed it is an error) and the node regressors train
-    data-parallel. LOMtree (its swaps go on in every pass) and mtree (label re-assignment) are refused.
+    data-parallel, pass 2 with the early syncs and rates. LOMtree (its swaps go on in every pass) and mtree (label re-assignment) are refused.
 
 Averaging identical shards gives exactly the model of one shard (the weighted means of equal
-float32 values are exact); ``tests/test_dask.py`` checks it, and outputs equal to local runs.
+float32 values are exact; with the early rates, of one shard trained at those rates);
+``tests/test_dask.py`` checks it, and outputs equal to local runs.
 """
 
 from __future__ import annotations
@@ -76,8 +83,11 @@ SHARD_BLOCK_BYTES = 1 << 16
 #: training shards: at most this many blocks of a file per shard (larger files, larger blocks)
 MAX_SHARD_BLOCKS = 4096
 #: ``--sync-first``: in the first pass the workers' models are averaged after this many examples of
-#: each shard, then at doubling intervals (bench/notes/dask.md: Sector, one pass, 2 workers)
+#: each shard, then at intervals growing by ``--sync-growth`` (bench/notes/dask.md)
 SYNC_FIRST = 100
+#: ``--sync-growth``: the factor between two early sync intervals (2 would double them: fewer syncs,
+#: but the Filter tree and Rtree on 4 workers stay more than 1 point behind one process)
+SYNC_GROWTH = 1.25
 #: most local workers (``local:N``)
 MAX_LOCAL_WORKERS = 64
 #: reduction state arrays that count examples: the workers' increments add up when averaging
@@ -389,9 +399,10 @@ def train_segment(*args):
 
 
 def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout: bool, holdout_period: int,
-                   skip_invalid: bool, max_line_bytes: int) -> _Segment:
+                   skip_invalid: bool, max_line_bytes: int, rate: float = 1.0) -> _Segment:
     """(Worker) train the model ``data`` on shard ``shard`` (``[(path, start, end), ...]``) from
-    ``cursor`` for ``limit`` examples (0: to the shard's end) with the normal online learner."""
+    ``cursor`` for ``limit`` examples (0: to the shard's end) with the normal online learner, its
+    learning rate times ``rate`` (the model returned keeps its own rate)."""
     from . import model_io
     from .core import Learner
     from .driver import RunOptions, Runner
@@ -399,6 +410,9 @@ def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout:
     from .runtime import StopFlag
 
     loaded = model_io.load_model(io.BytesIO(data))
+    eta = loaded.learner.eta
+    if rate != 1.0:
+        loaded.learner.set_eta(eta * rate)
     cfg = replace(loaded.input_config, skip_invalid=skip_invalid, max_line_bytes=max_line_bytes)
     opts = RunOptions(quiet=True, holdout_period=holdout_period, err=io.StringIO())
     runner = Runner(cfg, Learner.of(loaded), opts, learn=True)
@@ -434,6 +448,7 @@ def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout:
             r += 1
             offset = shard[r][1] if r < len(shard) else 0
     done = r >= len(shard)
+    loaded.learner.set_eta(eta)
     model = model_io.model_bytes(loaded.input_config, loaded.learner, loaded.reduction, loaded.passes_done)
     return _Segment(model, (r, offset, runner.holdout_counter), done, rec.record(), skipped)
 
@@ -675,25 +690,50 @@ def shards_of(paths: list, w: int) -> list:
     return shards
 
 
-def sync_interval(round_index: int, first_pass: bool, sync_first: int, sync_every: int) -> int:
+def sync_interval(round_index: int, first_pass: bool, sync_first: int, sync_every: int,
+                  growth: float = SYNC_GROWTH) -> int:
     """Examples of each shard in round ``round_index`` (0-based) of a pass, 0 = to the shard's end.
-    In the first pass with ``sync_first`` N > 0 the intervals double from N (syncs after N, 3N, 7N,
-    ... examples), at most ``sync_every`` when that is > 0; otherwise ``sync_every``.
+    In the first pass with ``sync_first`` N > 0 the intervals grow from N by ``growth`` (N, 1.25 N,
+    1.56 N, ... rounded: about log(shard / N) / log(growth) syncs), at most ``sync_every`` when that
+    is > 0; otherwise ``sync_every``.
 
-    >>> [sync_interval(r, True, 100, 0) for r in range(4)], sync_interval(3, True, 100, 500)
-    ([100, 200, 400, 800], 500)
-    >>> sync_interval(3, False, 100, 0), sync_interval(3, True, 0, 250)
-    (0, 250)
+    >>> [sync_interval(r, True, 100, 0) for r in range(5)], sync_interval(9, True, 100, 500)
+    ([100, 125, 156, 195, 244], 500)
+    >>> [sync_interval(r, True, 100, 0, 2.0) for r in range(4)], sync_interval(3, False, 100, 0)
+    ([100, 200, 400, 800], 0)
+    >>> sync_interval(3, True, 0, 250)
+    250
     """
     if first_pass and sync_first > 0:
-        n = sync_first << round_index
+        n = max(1, round(sync_first * growth ** round_index))
         return min(n, sync_every) if sync_every > 0 else n
     return sync_every
 
 
+def worker_rate(limit: int, sync_first: int, workers: int, power_t: float, fade: bool = True) -> float:
+    """The workers' learning-rate multiplier in an early round of ``limit`` examples of each of
+    ``workers`` shards: ``workers ** (1 - power_t)``, with ``fade`` (tree nodes) raised to
+    ``sync_first / limit``: the first round's, fading as the rounds lengthen. Averaging W workers'
+    changes keeps about one worker's progress where one process on their examples would go about
+    W^(1 - power_t) times as far (the adaptive rate's steps of W T examples against T); from a
+    young model that loss is what keeps tree nodes behind (bench/notes/dask.md). A tree node's
+    later, longer rounds start from a node trained on its few examples, and a boosted rate there
+    costs more than it gains; a class regressor (OAA) trains on every example and keeps it.
+
+    >>> worker_rate(100, 100, 4, 0.5), worker_rate(400, 100, 4, 0.5), worker_rate(400, 100, 4, 0.5, False)
+    (2.0, 1.189207115002721, 2.0)
+    >>> worker_rate(100, 100, 1, 0.5), worker_rate(0, 100, 4, 0.5)
+    (1.0, 1.0)
+    """
+    if limit <= 0 or sync_first <= 0 or workers < 2:
+        return 1.0
+    return workers ** (max(0.0, 1.0 - power_t) * (min(1.0, sync_first / limit) if fade else 1.0))
+
+
 def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int = 0,
           initial_model: str | None = None, final_model: str | None = None, explicit: dict | None = None,
-          shards: int = 0, sync_first: int = SYNC_FIRST) -> dict:
+          shards: int = 0, sync_first: int = SYNC_FIRST, sync_growth: float = SYNC_GROWTH,
+          plain_rate: bool = False) -> dict:
     """``lomtree train --dask``: data-parallel training (module docstring); returns the summary."""
     import math
     import time
@@ -712,6 +752,8 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
         raise ConfigError("--sync-every must be >= 0")
     if sync_first < 0:
         raise ConfigError("--sync-first must be >= 0")
+    if not sync_growth >= 1.0:
+        raise ConfigError("--sync-growth must be >= 1")
     if shards < 0:
         raise ConfigError("--shards must be >= 0")
     if opts.predictions is not None:
@@ -754,22 +796,27 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
             # a growing pass: the shards one after the other, each task continuing the last one's
             # model (the same examples held out as in the data-parallel passes after it)
             grow = p == 0 and passes_before == 0 and mode == "grown"
+            # the early syncs (and rates) belong to the first data-parallel pass
+            early = p == (1 if mode == "grown" and passes_before == 0 else 0)
             tasks = shards_list
             cursors = {i: (0, tasks[i][0][1] if tasks[i] else 0, 0) for i in range(len(tasks)) if tasks[i]}
             round_index = 0
             while cursors:
-                limit = 0 if grow else sync_interval(round_index, p == 0, sync_first, sync_every)
+                limit = 0 if grow else sync_interval(round_index, early, sync_first, sync_every, sync_growth)
                 round_index += 1
                 data = model_io.model_bytes(input_cfg, current.learner, current.reduction)
                 shared = client.scatter(data, broadcast=True, hash=False)
                 moved += len(data) * w
                 live = [min(cursors)] if grow else sorted(cursors)
+                rate = 1.0 if plain_rate or not early else worker_rate(limit, sync_first, len(live),
+                                                                       learner.config.power_t,
+                                                                       rule == "increments")
                 done = []
 
                 def submit(i):
                     return client.submit(train_segment, shared, tasks[i], cursors[i], limit,
                                          holdout.active, opts.holdout_period, input_cfg.skip_invalid,
-                                         input_cfg.max_line_bytes, pure=False)
+                                         input_cfg.max_line_bytes, rate, pure=False)
 
                 def results():
                     """The round's models in shard order, loaded one at a time; at most 2 W tasks

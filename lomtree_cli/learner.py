@@ -116,6 +116,10 @@ class LinearLearner:
     def eta(self) -> float:
         return float(self.arrays.hp[K.HP_ETA])
 
+    def set_eta(self, eta: float) -> None:
+        """Set the current learning rate (Dask workers scale it for a round, then restore it)."""
+        self.arrays.hp[K.HP_ETA] = eta
+
     def decay(self, factor: float) -> None:
         """Multiply the learning rate by ``factor`` (end of a pass)."""
         self.arrays.hp[K.HP_ETA] *= factor

@@ -266,15 +266,17 @@ def test_average_of_identical_models_is_the_model(data, red, rule, copies):
 
 @pytest.mark.parametrize("red,copies", [("oaa", 2), ("filter", 2), ("filter", 5)])
 def test_identical_shards_train_one_shards_model(cluster, data, tmp_path, red, copies):
-    """A file made of the same part twice, on 2 workers (one part each, synced after the pass
-    only): the averaged model is exactly the model of one part trained in one process. With
-    ``--shards 5`` (more shards than workers: five models averaged, at most four in flight) too."""
+    """A file made of the same part twice, on 2 workers (one part each, with the early syncs, at the
+    model's own rate: ``--plain-rate``): the averaged model is exactly the model of one part trained
+    in one process. With ``--shards 5`` (more shards than workers: five models averaged, at most four
+    in flight) too."""
     part = (data / "train.vw").read_text().splitlines()[:1000 // copies]
     (tmp_path / "part.vw").write_text("\n".join(part) + "\n")
     (tmp_path / "copies.vw").write_text("\n".join(part * copies) + "\n")
     cli(["train", "-r", red, "-k", "12", str(tmp_path / "part.vw"), "-f", str(tmp_path / "one.lt"), "--quiet"])
     cli(["train", "-r", red, "-k", "12", str(tmp_path / "copies.vw"), "-f", str(tmp_path / "two.lt"), "--quiet",
-         "--dask", cluster, "--report", str(tmp_path / "r.json")] + (["--shards", str(copies)] if copies != 2 else []))
+         "--dask", cluster, "--plain-rate", "--report", str(tmp_path / "r.json")]
+        + (["--shards", str(copies)] if copies != 2 else []))
     m1 = load_model(str(tmp_path / "one.lt"))
     one = model_arrays(m1.learner, m1.reduction)
     m2 = load_model(str(tmp_path / "two.lt"))
@@ -286,6 +288,81 @@ def test_identical_shards_train_one_shards_model(cluster, data, tmp_path, red, c
         np.testing.assert_array_equal(two[name], one[name], err_msg=name)
     r = json.loads((tmp_path / "r.json").read_text())
     assert r["examples"] == len(part) * copies and r["dask_workers"] == 2 and r["dask_shards"] == copies
+
+
+@pytest.mark.parametrize("red", ["oaa", "filter"])
+def test_train_segment_scales_the_rate(data, tmp_path, red):
+    """A worker's round at ``rate`` c learns as one process at learning rate c times the model's
+    (``-l``), and the model it returns keeps the model's own rate."""
+    import lomtree_cli.distributed as D
+
+    tr = str(data / "train.vw")
+    cli(["train", "-r", red, "-k", "12", tr, "-f", str(tmp_path / "l1.lt"), "--quiet", "-l", "1.0"])
+    (tmp_path / "empty.vw").write_text("")
+    cli(["train", "-r", red, "-k", "12", str(tmp_path / "empty.vw"), "-f", str(tmp_path / "zero.lt"), "--quiet"])
+    zero = (tmp_path / "zero.lt").read_bytes()
+    seg = D._train_segment(zero, [(tr, 0, (data / "train.vw").stat().st_size)], (0, 0, 0), 0, False, 10,
+                           False, load_model(io.BytesIO(zero)).input_config.max_line_bytes, 2.0)
+    got, want = load_model(io.BytesIO(seg.model)), load_model(str(tmp_path / "l1.lt"))
+    assert got.learner.eta == 0.5 and want.learner.eta == 1.0
+    a, b = model_arrays(got.learner, got.reduction), model_arrays(want.learner, want.reduction)
+    assert set(a) == set(b)
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+class _InProcessClient:
+    """Stands in for a dask Client: tasks run at once in this process; records each task's
+    (examples limit, rate)."""
+
+    def __init__(self):
+        self.rounds = []
+
+    def scheduler_info(self):
+        return {"workers": {"a": None, "b": None}}
+
+    def scatter(self, data, **kw):
+        return data
+
+    def submit(self, f, *args, **kw):
+        self.rounds.append((args[3], args[-1]))
+        value = f(*args)
+        return type("Done", (), {"result": lambda self: value, "release": lambda self: None})()
+
+
+@pytest.mark.parametrize("red,extra,power_t", [("oaa", [], 0.5), ("filter", [], 0.5), ("filter", ["--plain-rate"], 0.5),
+                                               ("cpt", ["--passes", "2", "--holdout-off"], 0.75)])
+def test_early_rounds_rates(data, tmp_path, monkeypatch, red, extra, power_t):
+    """The rate each task learns at: in the first data-parallel pass's rounds (100, 125, 156, 195,
+    then the rest of about 600 examples), 2^(1 - power_t) for OAA's class regressors,
+    2^((1 - power_t) 100 / N) for tree nodes (N the round's examples; CPT's power_t is 0.75); 1 in
+    a growing pass, with --plain-rate and later."""
+    from contextlib import contextmanager
+
+    import lomtree_cli.distributed as D
+
+    client = _InProcessClient()
+
+    @contextmanager
+    def connect(address):
+        yield client
+
+    monkeypatch.setattr(D, "connect", connect)
+    cli(["train", "-r", red, "-k", "12", str(data / "train.vw"), "--quiet", "--dask", "local:2", *extra])
+    limits = [100, 125, 156, 195, 244]
+    if red == "oaa":
+        rates = [2 ** (1 - power_t)] * 5
+    elif "--plain-rate" in extra:
+        rates = [1.0] * 5
+    else:
+        rates = [2 ** ((1 - power_t) * 100 / n) for n in limits]
+    early = [(n, r) for n in limits for r in [rates[limits.index(n)]] * 2]
+    if red == "cpt":  # pass 1 grows the tree: the shards in turn, to their ends, at the model's rate
+        early = [(0, 1.0), (0, 1.0)] + early
+    got = client.rounds[:len(early)]
+    assert [n for n, _ in got] == [n for n, _ in early]
+    assert [r for _, r in got] == pytest.approx([r for _, r in early], rel=1e-12)
+    assert all(rate == 1.0 for _, rate in client.rounds[len(early):])
 
 
 def test_train_sync_every_and_passes(cluster, data, tmp_path):
@@ -301,13 +378,16 @@ def test_train_sync_every_and_passes(cluster, data, tmp_path):
     assert load_model(str(tmp_path / "d.lt")).passes_done == r["best_pass"]
 
 
-def test_first_pass_syncs_at_doubling_intervals(cluster, data, tmp_path):
-    """--sync-first N: in the first pass the models are averaged after N, 3N, 7N, ... examples of each
-    shard (about 600 here), capped by --sync-every; later passes sync once; 0 turns it off."""
+def test_first_pass_syncs_at_growing_intervals(cluster, data, tmp_path):
+    """--sync-first N: in the first pass the models are averaged after N examples of each shard
+    (about 600 here), then at intervals growing by --sync-growth (1.25: after 100, 225, 381, 576;
+    2: after N, 3N, 7N, ...), capped by --sync-every; later passes sync once; 0 turns it off."""
     tr = str(data / "train.vw")
-    for extra, syncs in (([], 3), (["--sync-first", "0"], 1), (["--sync-first", "50"], 4),
-                         (["--sync-first", "50", "--sync-every", "130"], 6),
-                         (["--passes", "2", "--holdout-off"], 4)):
+    for extra, syncs in (([], 5), (["--sync-first", "0"], 1), (["--sync-growth", "2"], 3),
+                         (["--sync-first", "50", "--sync-growth", "2"], 4),
+                         (["--sync-first", "50", "--sync-growth", "2", "--sync-every", "130"], 6),
+                         (["--sync-growth", "1", "--sync-first", "250"], 3),
+                         (["--passes", "2", "--holdout-off"], 6)):
         cli(["train", "-r", "oaa", "-k", "12", tr, "-f", str(tmp_path / "m.lt"), "--quiet", "--dask", cluster,
              "--report", str(tmp_path / "r.json"), *extra])
         assert json.loads((tmp_path / "r.json").read_text())["dask_syncs"] == syncs, extra
@@ -329,6 +409,12 @@ def test_local_cluster_and_usage_errors(data, tmp_path):
     assert "--shards needs --dask" in r.output
     r = cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), "--sync-first", "50"], code=2)
     assert "--sync-first needs --dask" in r.output
+    for opt in (["--sync-growth", "1.5"], ["--plain-rate"]):
+        r = cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), *opt], code=2)
+        assert f"{opt[0]} needs --dask" in r.output
+    r = cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), "--dask", "local:2", "--sync-growth", "0.5"],
+            code=2)
+    assert "--sync-growth" in r.output
     r = cli(["predict", "-i", m, str(data / "test.vw"), "--dask", "local:0"], code=2)
     assert "local:N" in r.output
 
@@ -362,7 +448,7 @@ def test_growing_reductions(cluster, data, tmp_path, red):
     """CPT and PLT grow their tree in pass 1, shard after shard on one worker at a time: for CPT
     that is exactly the single-process model in one pass (PLT builds its k-means tree from the
     first shard's buffer, not the whole input's); later passes are data-parallel over the frozen
-    tree (which must not change)."""
+    tree (which must not change), with the early syncs in the first of them."""
     tr = str(data / "train.vw")
     cli(["train", "-r", red, "-k", "12", tr, "-f", str(tmp_path / "one.lt"), "--quiet"])
     cli(["train", "-r", red, "-k", "12", tr, "-f", str(tmp_path / "d.lt"), "--quiet", "--dask", cluster])
@@ -374,7 +460,9 @@ def test_growing_reductions(cluster, data, tmp_path, red):
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
     cli(["train", "-r", red, "-k", "12", tr, "-f", str(tmp_path / "d3.lt"), "--quiet", "--dask", cluster,
          "--passes", "3", "--report", str(tmp_path / "r.json")])
-    assert json.loads((tmp_path / "r.json").read_text())["dask_syncs"] == 4  # 2 shards in turn, 2 passes
+    # 2 shards in turn, then the early syncs in the first data-parallel pass (after 100, 225, 381, 576
+    # of about 600 examples: 5), and one in pass 3
+    assert json.loads((tmp_path / "r.json").read_text())["dask_syncs"] == 8
     cli(["predict", "-i", str(tmp_path / "d3.lt"), str(data / "test.vw"), "--quiet", "-p", "/dev/null",
          "--report", str(tmp_path / "p.json")])
     assert json.loads((tmp_path / "p.json").read_text())["average_loss"] < 0.2
