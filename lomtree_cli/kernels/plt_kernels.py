@@ -150,7 +150,8 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
 
     Logarithms only where they can matter (the result is the same): once the next frontier is
     full, a child whose clipped score is below ``score_floor`` of what it must beat is skipped;
-    with ``best_only`` (a prediction that needs ``best_candidate`` alone) a frontier node's leaf
+    with ``best_only`` (a prediction that needs ``best_candidate`` alone, and a trained example,
+    whose leaf negatives need only the frontier nodes: ``train_beam_negatives``) a frontier node's leaf
     children give one candidate, the one of highest raw score (ties: smaller label), since
     ``cs`` grows with f and its siblings share ``cb``.
     """
@@ -408,31 +409,25 @@ def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb,
 @kernel()
 def train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, iw, fb, ms, ys, yh, work, act,
                          distinct):
-    """One-against-some: every candidate leaf ``cn[:nc]`` whose parent is not marked positive
-    (``mark[parent] != stamp``) toward -1. The beam adds all leaf children of a frontier node
-    together, so the candidates come in runs of one parent's children: each run is one
-    ``learn_block`` over that parent's block (the same updates as one candidate after another,
-    each scored right before it: the children's slots never meet)."""
+    """One-against-some: every leaf child of the beam's frontier nodes that are not marked
+    positive (``mark[a] != stamp``) toward -1, one ``learn_block`` over each such node's block (the
+    same updates as one leaf after another, each scored right before it: the children's slots
+    never meet). The candidates ``cn[:nc]`` name the nodes: a training beam is ``best_only``
+    (``beam_search``), one candidate per frontier node with leaf children, in frontier order."""
     W = np.int64(lin.hp[K.HP_W])
-    t = 0
-    while t < nc:
+    for t in range(nc):
         a = tree.parent[cn[t]]
-        u = t
-        while u < nc and tree.parent[cn[u]] == a:
-            u += 1
-        if mark[a] != stamp:
-            r0 = tree.block[a] * W
-            K.score_block(lin, indices, values, s, e, r0, tree.nchild[a], fb)
-            q = 0
-            for x in range(t, u):
-                r = tree.reg[cn[x]]
-                ms[q] = r
-                ys[q] = -1.0
-                yh[q] = K.clip_score(lin, fb[r - r0])
-                q += 1
-            mult, off, _ = K.slot_params(lin, r0)
-            K.learn_block(lin, indices, values, s, e, ms, q, ys, iw, yh, work, act, distinct, mult, off - r0)
-        t = u
+        if mark[a] == stamp:
+            continue
+        r0 = tree.block[a] * W
+        na = tree.nchild[a]
+        K.score_block(lin, indices, values, s, e, r0, na, fb)
+        for j in range(na):
+            ms[j] = r0 + j
+            ys[j] = -1.0
+            yh[j] = K.clip_score(lin, fb[j])
+        mult, off, _ = K.slot_params(lin, r0)
+        K.learn_block(lin, indices, values, s, e, ms, na, ys, iw, yh, work, act, distinct, mult, off - r0)
 
 
 @jit(nogil=True)
@@ -449,8 +444,10 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, 
     and the kernel stops before the example for room); mark the union of their root-to-leaf
     paths positive and train every positive node's children toward +1 or -1
     (``train_positive``; with one label, the path and its siblings); with ``PAR_NEGATIVES``
-    train every candidate leaf of the beam whose parent is not positive toward -1
-    (``train_beam_negatives``; the others were trained as children of a positive node).
+    train every leaf child of the beam's frontier nodes that are not positive toward -1
+    (``train_beam_negatives``; the others were trained as children of a positive node). The beam
+    is ``best_only`` throughout: a frontier node's leaves give one candidate (no logarithm for the
+    others), which decides the prediction and the gamma statistics alike and names the node.
 
     preds : int64, shape (n,) out: the prediction before each update
     Returns n, or the index of the first example whose label insertions need more room.
@@ -487,7 +484,7 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, 
             # a trained example's prediction is a progressive-validation figure only, unless its beam
             # also gives the leaf negatives or the gamma statistics: greedy (beam 1) then
             nc = beam_search(lin, tree, logistic, indices, values, s, e, B if full else 1, bn, bl, nn, nl, cn, cl, cs,
-                             cb, fb, not train[i])
+                             cb, fb, True)
             t = best_candidate(tree, cn, cs, cb, gamma, nc)
             preds[i] = tree.label[cn[t]] if t >= 0 else 0
         if not train[i]:
