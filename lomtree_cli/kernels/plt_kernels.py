@@ -47,7 +47,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import jit, kernel
+from . import jit, kernel, prefetch_row
 
 from . import linear as K
 
@@ -133,6 +133,26 @@ def _add_candidate(cn, cl, cs, cb, nc, c, parent_lp, lp, f):
     return nc + 1
 
 
+#: table rows (3 float32 each) a prefetch step may advance without skipping a 64-byte line
+_ROWS_PER_LINE = 5
+
+
+@kernel(inline="always")
+def prefetch_node(lin, indices, s, e, a, tree):
+    """Prefetch every cache line of the example's rows of node ``a``'s block (its ``nchild``
+    adjacent rows per feature, up to 6 lines at arity 32; ``linear.prefetch_block`` fetches the
+    first): the next level's blocks of a beam are then loaded while the current one is scored."""
+    tab = lin.table
+    W = np.int64(lin.hp[K.HP_W])
+    mult, off, mask = K.slot_params(lin, tree.block[a] * W)
+    n = tree.nchild[a]
+    for t in range(s, e):
+        base = (np.int64(indices[t]) * mult + off) & mask
+        for j in range(0, n, _ROWS_PER_LINE):
+            prefetch_row(tab, np.uint64(base + j))
+        prefetch_row(tab, np.uint64(base + n - 1))
+
+
 @kernel()
 def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb, best_only):
     """Candidate labels of example ``s:e`` by beam search over the internal nodes.
@@ -210,7 +230,7 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
         for t in range(nb):
             bn[t] = nn[t]
             bl[t] = nl[t]
-            K.prefetch_block(lin, indices, s, e, tree.block[bn[t]] * W)
+            prefetch_node(lin, indices, s, e, bn[t], tree)
     return nc
 
 
@@ -382,6 +402,9 @@ def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb,
     (``learn_block``: their slots never meet, so this equals their updates one after another).
     ``queue``: work, size >= the number of nodes; ``ms, ys, yh`` (M,), ``work`` (M, 4), ``act`` (M,)."""
     W = np.int64(lin.hp[K.HP_W])
+    # the next positive node's rows are fetched while this one learns (as ``linear.prefetch_slots``:
+    # short examples only, and not on a model small enough to stay cached)
+    pf = e - s <= K.PREFETCH_MAX_FEATURES and lin.hp[K.HP_PREFETCH] != 0.0
     queue[0] = 0
     qh = 0
     qt = 1
@@ -402,6 +425,8 @@ def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb,
             if on and tree.nchild[c] > 0:
                 queue[qt] = c
                 qt += 1
+        if pf and qh < qt:
+            prefetch_node(lin, indices, s, e, queue[qh], tree)
         mult, off, _ = K.slot_params(lin, r0)
         K.learn_block(lin, indices, values, s, e, ms, na, ys, iw, yh, work, act, distinct, mult, off - r0)
 
