@@ -90,6 +90,10 @@ def _warm_commands(d: str) -> list[list[str]]:
     for r, spec in REGISTRY.items():
         if any(o.field == "reassign_after" for o in spec.options):
             cmds.append(["train", "-r", r, "-k", "5", "-b", "18", vw, "--reassign-after", "10", "--quiet"])
+    # a tree over more labels than its arity (five labels, arity 2): PLT's k-means build
+    for r, spec in REGISTRY.items():
+        if any(o.field == "arity" for o in spec.options):
+            cmds.append(["train", "-r", r, "-k", "5", "-b", "18", vw, "--arity", "2", "--quiet"])
     # label sets: every reduction that learns them, on the three formats that carry them
     xmc, mls = os.path.join(d, "w.xmc"), os.path.join(d, "w.mls")
     with open(xmc, "w") as f:

@@ -47,7 +47,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import jit, kernel
+from . import jit, kernel, prefetch_row
 
 from . import linear as K
 
@@ -139,6 +139,26 @@ def _add_candidate(cn, cl, cs, cb, nc, c, parent_lp, lp, f):
     return nc + 1
 
 
+#: table rows (3 float32 each) a prefetch step may advance without skipping a 64-byte line
+_ROWS_PER_LINE = 5
+
+
+@kernel(inline="always")
+def prefetch_node(lin, indices, s, e, a, tree):
+    """Prefetch every cache line of the example's rows of node ``a``'s block (its ``nchild``
+    adjacent rows per feature, up to 6 lines at arity 32; ``linear.prefetch_block`` fetches the
+    first): the next level's blocks of a beam are then loaded while the current one is scored."""
+    tab = lin.table
+    W = np.int64(lin.hp[K.HP_W])
+    mult, off, mask = K.slot_params(lin, tree.block[a] * W)
+    n = tree.nchild[a]
+    for t in range(s, e):
+        base = (np.int64(indices[t]) * mult + off) & mask
+        for j in range(0, n, _ROWS_PER_LINE):
+            prefetch_row(tab, np.uint64(base + j))
+        prefetch_row(tab, np.uint64(base + n - 1))
+
+
 @kernel()
 def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb, best_only):
     """Candidate labels of example ``s:e`` by beam search over the internal nodes.
@@ -156,7 +176,8 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
 
     Logarithms only where they can matter (the result is the same): once the next frontier is
     full, a child whose clipped score is below ``score_floor`` of what it must beat is skipped;
-    with ``best_only`` (a prediction that needs ``best_candidate`` alone) a frontier node's leaf
+    with ``best_only`` (a prediction that needs ``best_candidate`` alone, and a trained example,
+    whose leaf negatives need only the frontier nodes: ``train_beam_negatives``) a frontier node's leaf
     children give one candidate, the one of highest raw score (ties: smaller label), since
     ``cs`` grows with f and its siblings share ``cb``.
     """
@@ -215,7 +236,7 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
         for t in range(nb):
             bn[t] = nn[t]
             bl[t] = nl[t]
-            K.prefetch_block(lin, indices, s, e, tree.block[bn[t]] * W)
+            prefetch_node(lin, indices, s, e, bn[t], tree)
     return nc
 
 
@@ -390,6 +411,9 @@ def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb,
     (``learn_block``: their slots never meet, so this equals their updates one after another).
     ``queue``: work, size >= the number of nodes; ``ms, ys, yh`` (M,), ``work`` (M, 4), ``act`` (M,)."""
     W = np.int64(lin.hp[K.HP_W])
+    # the next positive node's rows are fetched while this one learns (as ``linear.prefetch_slots``:
+    # short examples only, and not on a model small enough to stay cached)
+    pf = e - s <= K.PREFETCH_MAX_FEATURES and lin.hp[K.HP_PREFETCH] != 0.0
     queue[0] = 0
     qh = 0
     qt = 1
@@ -410,6 +434,8 @@ def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb,
             if on and tree.nchild[c] > 0:
                 queue[qt] = c
                 qt += 1
+        if pf and qh < qt:
+            prefetch_node(lin, indices, s, e, queue[qh], tree)
         mult, off, _ = K.slot_params(lin, r0)
         K.learn_block(lin, indices, values, s, e, ms, na, ys, iw, yh, work, act, distinct, mult, off - r0)
 
@@ -417,31 +443,25 @@ def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb,
 @kernel()
 def train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, iw, fb, ms, ys, yh, work, act,
                          distinct):
-    """One-against-some: every candidate leaf ``cn[:nc]`` whose parent is not marked positive
-    (``mark[parent] != stamp``) toward -1. The beam adds all leaf children of a frontier node
-    together, so the candidates come in runs of one parent's children: each run is one
-    ``learn_block`` over that parent's block (the same updates as one candidate after another,
-    each scored right before it: the children's slots never meet)."""
+    """One-against-some: every leaf child of the beam's frontier nodes that are not marked
+    positive (``mark[a] != stamp``) toward -1, one ``learn_block`` over each such node's block (the
+    same updates as one leaf after another, each scored right before it: the children's slots
+    never meet). The candidates ``cn[:nc]`` name the nodes: a training beam is ``best_only``
+    (``beam_search``), one candidate per frontier node with leaf children, in frontier order."""
     W = np.int64(lin.hp[K.HP_W])
-    t = 0
-    while t < nc:
+    for t in range(nc):
         a = tree.parent[cn[t]]
-        u = t
-        while u < nc and tree.parent[cn[u]] == a:
-            u += 1
-        if mark[a] != stamp:
-            r0 = tree.block[a] * W
-            K.score_block(lin, indices, values, s, e, r0, tree.nchild[a], fb)
-            q = 0
-            for x in range(t, u):
-                r = tree.reg[cn[x]]
-                ms[q] = r
-                ys[q] = -1.0
-                yh[q] = K.clip_score(lin, fb[r - r0])
-                q += 1
-            mult, off, _ = K.slot_params(lin, r0)
-            K.learn_block(lin, indices, values, s, e, ms, q, ys, iw, yh, work, act, distinct, mult, off - r0)
-        t = u
+        if mark[a] == stamp:
+            continue
+        r0 = tree.block[a] * W
+        na = tree.nchild[a]
+        K.score_block(lin, indices, values, s, e, r0, na, fb)
+        for j in range(na):
+            ms[j] = r0 + j
+            ys[j] = -1.0
+            yh[j] = K.clip_score(lin, fb[j])
+        mult, off, _ = K.slot_params(lin, r0)
+        K.learn_block(lin, indices, values, s, e, ms, na, ys, iw, yh, work, act, distinct, mult, off - r0)
 
 
 @jit(nogil=True)
@@ -458,8 +478,10 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, 
     and the kernel stops before the example for room); mark the union of their root-to-leaf
     paths positive and train every positive node's children toward +1 or -1
     (``train_positive``; with one label, the path and its siblings); with ``PAR_NEGATIVES``
-    train every candidate leaf of the beam whose parent is not positive toward -1
-    (``train_beam_negatives``; the others were trained as children of a positive node).
+    train every leaf child of the beam's frontier nodes that are not positive toward -1
+    (``train_beam_negatives``; the others were trained as children of a positive node). The beam
+    is ``best_only`` throughout: a frontier node's leaves give one candidate (no logarithm for the
+    others), which decides the prediction and the gamma statistics alike and names the node.
 
     preds : int64, shape (n,) out: the prediction before each update
     Returns n, or the index of the first example whose label insertions need more room.
@@ -496,7 +518,7 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, 
             # a trained example's prediction is a progressive-validation figure only, unless its beam
             # also gives the leaf negatives or the gamma statistics: greedy (beam 1) then
             nc = beam_search(lin, tree, logistic, indices, values, s, e, B if full else 1, bn, bl, nn, nl, cn, cl, cs,
-                             cb, fb, not train[i])
+                             cb, fb, True)
             t = best_candidate(tree, cn, cs, cb, gamma, nc)
             preds[i] = tree.label[cn[t]] if t >= 0 else 0
         if not train[i]:

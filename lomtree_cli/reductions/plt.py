@@ -338,11 +338,14 @@ class ProbabilisticLabelTree(Reduction):
         tree = _empty_tree(cap, self.M, self.k)
         tree.parent[:n] = parent
         tree.label[:n] = label
-        if child is None:
-            for v in range(1, n):
-                a = parent[v]
-                tree.child[a, tree.nchild[a]] = v
-                tree.nchild[a] += 1
+        if child is None:  # each node's children in id order: node v is child number (its rank among its siblings)
+            par = parent[1:]
+            by_parent = np.argsort(par, kind="stable")
+            tree.nchild[:n] = np.bincount(par, minlength=n)
+            first = np.cumsum(tree.nchild[:n]) - tree.nchild[:n]
+            pos = np.empty_like(par)
+            pos[by_parent] = np.arange(par.size) - first[par[by_parent]]
+            tree.child[par, pos] = np.arange(1, n)
         else:
             tree.child[:n] = child
             tree.nchild[:n] = (child >= 0).sum(axis=1)
@@ -352,16 +355,15 @@ class ProbabilisticLabelTree(Reduction):
             block[internal] = np.arange(internal.size)
         tree.block[:n] = block
         nb = int(block.max()) + 1
-        for a in range(n):
-            kids = tree.child[a, :tree.nchild[a]]
-            tree.reg[kids] = block[a] * self.W + np.arange(kids.size)
+        a, j = np.nonzero(np.arange(self.M) < tree.nchild[:n, None])
+        tree.reg[tree.child[a, j]] = block[a] * self.W + j
         leaves = np.flatnonzero(label > 0)
         tree.leaf_of[label[leaves]] = leaves
-        for v in leaves:  # (a push-down gives a node a larger id than its children)
-            a = v
-            while a >= 0:
-                tree.nleaves[a] += 1
-                a = parent[a]
+        up = leaves  # every leaf counts at each of its ancestors, one level up at a time
+        while up.size:
+            tree.nleaves[:n] += np.bincount(up, minlength=n)
+            up = parent[up]
+            up = up[up >= 0]
         tree.counts[P.CT_NODES] = n
         tree.counts[P.CT_LABELS] = leaves.size
         tree.counts[P.CT_BLOCKS] = nb
