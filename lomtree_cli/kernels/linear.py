@@ -230,15 +230,24 @@ def score_set(lin, idx, val, start, end, ms, n, out):
             out[q] += np.float64(tab[np.uint64((base + ms[q]) & mask), 0]) * v
 
 
+#: table rows (3 float32 each) a prefetch step may advance without skipping a 64-byte line
+ROWS_PER_LINE = 5
+
+
 @kernel(inline="always")
-def prefetch_block(lin, idx, start, end, m0):
-    """Prefetch the first row of each feature's slots in block ``m0 / W`` (block mode; in stride
-    mode the row of regressor ``m0``): issued for a whole beam level before it is scored (PLT), or
-    for the next example's first nodes (LOMtree), so that the cache misses overlap."""
+def prefetch_block(lin, idx, start, end, m0, n):
+    """Prefetch every cache line of each feature's ``n`` adjacent rows from regressor ``m0``'s
+    (block mode: a node's children; ``n`` = 1 in stride mode, the row of regressor ``m0``):
+    issued for a whole beam level, or the next positive node, before it is scored (PLT), or for
+    the next example's first nodes (LOMtree, Filter tree), so that the cache misses overlap."""
     tab = lin.table
     mult, off, mask = slot_params(lin, m0)
     for t in range(start, end):
-        prefetch_row(tab, np.uint64((np.int64(idx[t]) * mult + off) & mask))
+        base = (np.int64(idx[t]) * mult + off) & mask
+        for j in range(0, n, ROWS_PER_LINE):
+            prefetch_row(tab, np.uint64(base + j))
+        if n > 1:
+            prefetch_row(tab, np.uint64(base + n - 1))
 
 
 @kernel(inline="always")

@@ -604,15 +604,15 @@ def _prefetch_next(lin, idx, st, en, node_i, glob):
     example trains, so the next one's misses overlap with this one's arithmetic; a hint only.
     KJV book with ``-q ww`` (423 features, 66 labels): training 5-10% less CPU."""
     if node_i[0, N_INTERNAL] != 0:
-        K.prefetch_block(lin, idx, st, en, node_i[0, N_MODEL])
+        K.prefetch_block(lin, idx, st, en, node_i[0, N_MODEL], 1)
         for c in (node_i[0, N_LEFT], node_i[0, N_RIGHT]):
             if node_i[c, N_INTERNAL] != 0:
-                K.prefetch_block(lin, idx, st, en, node_i[c, N_MODEL])
+                K.prefetch_block(lin, idx, st, en, node_i[c, N_MODEL], 1)
     W = np.int64(lin.hp[K.HP_W])
     W0 = glob[G_W0]
     if glob[G_LEAFL] > 0 and W - W0 <= PREFETCH_LABELS:
         for r in range(0, W - W0, 5):  # 5 rows of 12 bytes: every cache line of the run
-            K.prefetch_block(lin, idx, st, en, W0 + r)
+            K.prefetch_block(lin, idx, st, en, W0 + r, 1)
 
 
 @jit(nogil=True)

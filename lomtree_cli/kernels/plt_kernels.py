@@ -47,7 +47,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import jit, kernel, prefetch_row
+from . import jit, kernel
 
 from . import linear as K
 
@@ -139,26 +139,6 @@ def _add_candidate(cn, cl, cs, cb, nc, c, parent_lp, lp, f):
     return nc + 1
 
 
-#: table rows (3 float32 each) a prefetch step may advance without skipping a 64-byte line
-_ROWS_PER_LINE = 5
-
-
-@kernel(inline="always")
-def prefetch_node(lin, indices, s, e, a, tree):
-    """Prefetch every cache line of the example's rows of node ``a``'s block (its ``nchild``
-    adjacent rows per feature, up to 6 lines at arity 32; ``linear.prefetch_block`` fetches the
-    first): the next level's blocks of a beam are then loaded while the current one is scored."""
-    tab = lin.table
-    W = np.int64(lin.hp[K.HP_W])
-    mult, off, mask = K.slot_params(lin, tree.block[a] * W)
-    n = tree.nchild[a]
-    for t in range(s, e):
-        base = (np.int64(indices[t]) * mult + off) & mask
-        for j in range(0, n, _ROWS_PER_LINE):
-            prefetch_row(tab, np.uint64(base + j))
-        prefetch_row(tab, np.uint64(base + n - 1))
-
-
 @kernel()
 def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb, best_only):
     """Candidate labels of example ``s:e`` by beam search over the internal nodes.
@@ -236,7 +216,7 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
         for t in range(nb):
             bn[t] = nn[t]
             bl[t] = nl[t]
-            prefetch_node(lin, indices, s, e, bn[t], tree)
+            K.prefetch_block(lin, indices, s, e, tree.block[bn[t]] * W, tree.nchild[bn[t]])
     return nc
 
 
@@ -435,7 +415,7 @@ def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb,
                 queue[qt] = c
                 qt += 1
         if pf and qh < qt:
-            prefetch_node(lin, indices, s, e, queue[qh], tree)
+            K.prefetch_block(lin, indices, s, e, tree.block[queue[qh]] * W, tree.nchild[queue[qh]])
         mult, off, _ = K.slot_params(lin, r0)
         K.learn_block(lin, indices, values, s, e, ms, na, ys, iw, yh, work, act, distinct, mult, off - r0)
 

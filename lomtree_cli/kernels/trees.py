@@ -126,7 +126,7 @@ def prefetch_path(lin, idx, start, end, parent, c, k):
     training is otherwise bound by those misses."""
     a = parent[c]
     while a >= 0:
-        K.prefetch_block(lin, idx, start, end, a - k)
+        K.prefetch_block(lin, idx, start, end, a - k, 1)
         a = parent[a]
 
 
