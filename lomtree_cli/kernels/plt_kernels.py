@@ -160,7 +160,8 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
     with ``best_only`` (a prediction that needs ``best_candidate`` alone, and a trained example,
     whose leaf negatives need only the frontier nodes: ``train_beam_negatives``) a frontier node's leaf
     children give one candidate, the one of highest raw score (ties: smaller label), since
-    ``cs`` grows with f and its siblings share ``cb``.
+    ``cs`` grows with f and its siblings share ``cb``: an argmax over the scores, without the
+    other leaves' clipped scores.
     """
     nc = 0
     if tree.nchild[0] == 0:
@@ -177,21 +178,29 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
             fb = fs[tree.block[a]]
             K.score_block(lin, indices, values, s, e, tree.block[a] * W, tree.nchild[a], fb)
             fst[tree.block[a]] = ex
+            if best_only and tree.nchild[tree.child[a, 0]] == 0:  # leaf children (all or none are leaves)
+                top = 0
+                for j in range(tree.nchild[a]):
+                    f = fb[j]
+                    if f != f:  # counted as clip_score counts each NaN score
+                        lin.hp[K.HP_NAN] += 1.0
+                    elif j > 0 and (f > fb[top] or (f == fb[top] and
+                                                    tree.label[tree.child[a, j]] < tree.label[tree.child[a, top]])):
+                        top = j
+                f = fb[top]
+                if nc < cap:
+                    nc = _add_candidate(cn, cl, cs, cb, nc, tree.child[a, top], bl[b],
+                                        clipped_logp(logistic, 0.0 if f != f else K.clip_score(lin, f)), f)
+                continue
             floor = -np.inf
             if nx == B:
                 floor = score_floor(logistic, nl[B - 1] - bl[b])
-            top = -1
-            top_fc = 0.0
             for j in range(tree.nchild[a]):
                 c = tree.child[a, j]
                 f = fb[j]
                 fc = K.clip_score(lin, f)
                 if tree.nchild[c] == 0:
-                    if best_only:
-                        if top < 0 or f > fb[top] or (f == fb[top] and tree.label[c] < tree.label[tree.child[a, top]]):
-                            top = j
-                            top_fc = fc
-                    elif nc < cap:
+                    if nc < cap:
                         nc = _add_candidate(cn, cl, cs, cb, nc, c, bl[b], clipped_logp(logistic, fc), f)
                     continue
                 if fc < floor:
@@ -212,9 +221,6 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
                 nl[t] = y
                 if nx == B:
                     floor = score_floor(logistic, nl[B - 1] - bl[b])
-            if top >= 0 and nc < cap:
-                nc = _add_candidate(cn, cl, cs, cb, nc, tree.child[a, top], bl[b], clipped_logp(logistic, top_fc),
-                                    fb[top])
         nb = nx
         for t in range(nb):
             bn[t] = nn[t]
