@@ -391,7 +391,7 @@ def blocks_distinct(lin, indices, s, e, tmp):
 
 
 #: entries of ``claim_rows``'s set (twice the block rows one example's training may claim)
-ROW_SET = 1 << 14
+ROW_SET = 1 << 11
 
 
 @jit(nogil=True)
