@@ -51,7 +51,7 @@ TRAIN_HELP_GROUPS = (
     ("Example Options", ("testonly", "holdout_off", "holdout_period", "early_terminate", "passes", "loss",
                          "quantile_tau", "l1", "l2", "skip_invalid", "max_line_bytes",
                          "max_example_features")),
-    ("Update Options", ("learning_rate", "power_t", "decay_learning_rate", "initial_t")),
+    ("Update Options", ("learning_rate", "power_t", "decay_learning_rate", "initial_t", "average")),
     ("Gradient Descent Options", ("sgd",)),
     ("Weight Options", ("initial_model",)),
     ("Randomization Options", ("seed",)),
@@ -248,6 +248,9 @@ def vw_options(f):
 @click.option("--l2", "l2", type=float, default=0.0, show_default=True,
               help="L2 regularisation: the weights an update touches shrink by 1 - l2 * rate.")
 @click.option("--sgd", is_flag=True, help="Plain SGD instead of adaptive+normalized+invariant updates.")
+@click.option("--average/--no-average", "average", default=None,
+              help="Predict with the weights averaged over all trained examples (averaged SGD) "
+                   f"[off; {_names(lambda s: 'average' in s.label_set_defaults)} with label sets and one pass: on].")
 @click.option("--decay-learning-rate", "--decay_learning_rate", "decay_learning_rate", type=float,
               default=None, help="Learning-rate factor applied after each pass [1; multi-label "
                                  f"{_names(lambda s: 'decay_learning_rate' in s.label_set_pass_defaults)} with "

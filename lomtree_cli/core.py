@@ -102,6 +102,7 @@ class Learner:
         # scratch for the longest example (no example is longer than all of them together)
         if int(batch.indptr[-1]) - int(batch.indptr[0]) > self.base.scratch_features and train.any():
             self.base.ensure_scratch(int(batch.n_features.max()))
+        self.base.for_learning()  # progressive validation and holdout see the online weights
         return self.reduction.process(batch, train)
 
     def learn(self, batch: ExampleBatch) -> np.ndarray:
@@ -112,6 +113,7 @@ class Learner:
     def predict(self, batch: ExampleBatch) -> np.ndarray:
         """The predicted label (1..k) of every example; the model does not change."""
         self.reduction.settle()
+        self.base.for_prediction()
         self.reduction.set_need_predictions(True)  # training may have switched them off
         return self.reduction.predict(batch)
 
@@ -119,6 +121,7 @@ class Learner:
         """(labels (m, n'), probabilities (m, n'), P(the example's label) (m,)): the most probable
         labels, best first, for reductions with probabilities (ConfigError for the others)."""
         self.reduction.settle()
+        self.base.for_prediction()
         return self.reduction.predict_top(batch, n)
 
     def end_pass(self) -> None:
