@@ -980,7 +980,7 @@ class Classifier:
         t = DEFAULT_THRESHOLD if threshold is None else threshold
         if isinstance(t, bool) or not isinstance(t, numbers.Real) or not 0.0 <= float(t) <= 1.0:
             raise ValueError(f"threshold must be a number in 0..1, got {threshold!r}")
-        self._model.reduction.settle()
+        self._model.settle()
         return SetPredictor(self._model.reduction, 0, float(t))
 
     def _set_ids(self, batch: ExampleBatch, threshold) -> list:

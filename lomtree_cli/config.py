@@ -303,8 +303,7 @@ def check_regularization(reduction: str, l1: float, l2: float) -> None:
 def check_average(reduction: str, average: bool) -> None:
     """ConfigError when ``--average`` is set for a reduction whose predictions are not the linear
     learner's weights (the label table's counts, mtree's embeddings)."""
-    why = REGISTRY[reduction].no_regularization or \
-        ("its embeddings and node layers are not the linear learner's weights" if reduction == "mtree" else "")
+    why = REGISTRY[reduction].no_regularization or REGISTRY[reduction].no_average
     if why and average:
         raise ConfigError(f"--average does not apply to --reduction {reduction}: {why}")
 

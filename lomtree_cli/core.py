@@ -112,17 +112,21 @@ class Learner:
 
     def predict(self, batch: ExampleBatch) -> np.ndarray:
         """The predicted label (1..k) of every example; the model does not change."""
-        self.reduction.settle()
-        self.base.for_prediction()
+        self.settle()
         self.reduction.set_need_predictions(True)  # training may have switched them off
         return self.reduction.predict(batch)
 
     def predict_top(self, batch: ExampleBatch, n: int):
         """(labels (m, n'), probabilities (m, n'), P(the example's label) (m,)): the most probable
         labels, best first, for reductions with probabilities (ConfigError for the others)."""
+        self.settle()
+        return self.reduction.predict_top(batch, n)
+
+    def settle(self) -> None:
+        """Make the model the one that predicts: the reduction's pending learning done (plt's
+        buffered examples), then the averaged weights in the table (``--average``)."""
         self.reduction.settle()
         self.base.for_prediction()
-        return self.reduction.predict_top(batch, n)
 
     def end_pass(self) -> None:
         """The end of a pass over the data: the reduction's pass hook, the learning-rate decay."""

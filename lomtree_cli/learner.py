@@ -215,12 +215,15 @@ class LinearLearner:
                 K.scatter_rows(a.table, nz, v, i)
         if self.config.average:
             avg = arrays.get("avg")
+            weight = meta.get("sgd_t")
             if avg is None or avg.dtype != np.float64 or avg.shape != nz.shape:
                 raise ValueError("bad avg values (a model trained with --average)")
+            if not isinstance(weight, (int, float)) or not weight >= 0:
+                raise ValueError("bad sgd_t (a model trained with --average)")
             if self.averaging:
                 a.avg[nz] = avg
             else:  # predict-only: the averaged weights are all it needs
-                K.averaged_rows(a.table, nz, avg, float(meta["sgd_t"]))
+                K.averaged_rows(a.table, nz, avg, float(weight))
         S, T = arrays["model_S"], arrays["model_T"]
         if S.shape != T.shape or S.ndim != 1 or S.dtype != np.float64 or T.dtype != np.float64:
             raise ValueError("model_S/model_T have the wrong shape or type")

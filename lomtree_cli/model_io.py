@@ -399,7 +399,8 @@ def inspect_model(path: str, gini_c: float = 1.0) -> dict:
         "noconstant": m.input_config.noconstant,
         "hash_seed": m.input_config.hash_seed,
         "loss": m.learner.config.loss,
-        "update": "sgd" if m.learner.config.sgd else "adaptive,normalized,invariant",
+        "update": ("sgd" if m.learner.config.sgd else "adaptive,normalized,invariant") +
+                  (",averaged" if m.learner.config.average else ""),
         "learning_rate": m.learner.eta,
         **{name: getattr(m.learner.config, name) for name in ("l1", "l2") if getattr(m.learner.config, name)},
         "passes_done": m.passes_done,

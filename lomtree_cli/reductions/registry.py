@@ -47,7 +47,8 @@ class ReductionSpec:
     reduction's own options; ``defaults``: its defaults where they differ from
     ``ReductionConfig``'s and ``LearnerConfig``'s (keys ``loss``, ``power_t``, ``learning_rate``
     (not under ``--sgd``) and reduction fields); ``no_regularization``: why ``--l1``/``--l2``
-    cannot apply (the reduction has no weights), empty when they do. ``label_set_defaults``: the
+    cannot apply (the reduction has no weights), empty when they do; ``no_average``: why
+    ``--average`` cannot (besides ``no_regularization``). ``label_set_defaults``: the
     defaults of a multi-label model (``--multilabel``) where they differ, and
     ``label_set_pass_defaults`` those of a multi-label model trained with ``--passes > 1``
     (keys as ``defaults``, plus ``decay_learning_rate``). ``large_k_defaults``: those of a
@@ -74,6 +75,7 @@ class ReductionSpec:
     options: tuple = ()
     defaults: dict = field(default_factory=dict)
     no_regularization: str = ""
+    no_average: str = ""
     label_set_defaults: dict = field(default_factory=dict)
     label_set_pass_defaults: dict = field(default_factory=dict)
     large_k_defaults: dict = field(default_factory=dict)
@@ -89,11 +91,13 @@ _ARITY = Option("arity", ("--arity",), help="most children of a node")
 _BEAM = Option("beam", ("--beam",), help="beam width of the prediction search (plt with label sets: 16)")
 
 #: multi-label defaults of plt and oaa (bench/multilabel-tuning.md: one pass and 10 passes on
-#: Bibtex and Delicious): a smaller rate and (plt) a beam of 16, as an example's several labels
-#: spread over more of the tree; with several passes a smaller rate still, a slower per-example
-#: decay and 0.6 of the rate at every pass, so that ``--passes N`` alone is the tuned run
-_SET_DEFAULTS = {"learning_rate": 0.25}
-_SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rate": 0.6}
+#: Bibtex, Delicious and Yeast): (plt) a beam of 16, as an example's several labels spread over
+#: more of the tree; in one pass the averaged weights (averaged SGD) of a slowly decaying rate,
+#: 1-2 points of P@k over the last weights on the 4,880 examples of Bibtex; with several passes a
+#: smaller rate, a slower per-example decay and 0.6 of the rate at every pass, so that
+#: ``--passes N`` alone is the tuned run
+_SET_DEFAULTS = {"learning_rate": 0.5, "power_t": 0.1, "average": True}
+_SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rate": 0.6, "average": False}
 
 #: single-label plt from this many classes on (bench/pypi.md, bench/notes/plt-at-scale.md): a
 #: faster-decaying rate, leaves trained against their siblings only, the PLT's path probability and
@@ -194,7 +198,8 @@ REGISTRY = {
         Option("linear", ("--linear",), float,
                help="rate factor of the hashed linear weights of the root's children (memory 2^bits x its children "
                     "floats; 0 = none; -1 = 2 on a tree, 0.1 on a flat softmax)")),
-        defaults={"arity": 8}, probabilities=True, regressors="tree node"),
+        defaults={"arity": 8}, probabilities=True, regressors="tree node",
+        no_average="its embeddings and node layers are not the linear learner's weights"),
 }
 
 
@@ -216,7 +221,7 @@ def vw_aliases() -> dict:
 
 def default(name: str, key: str, fallback, multilabel: bool = False, passes: int = 1, k: int | None = None):
     """Reduction ``name``'s default for ``key`` (a config field, ``loss``, ``power_t``,
-    ``learning_rate`` or ``decay_learning_rate``); ``multilabel``, ``passes`` and ``k``: the
+    ``learning_rate``, ``decay_learning_rate`` or ``average``); ``multilabel``, ``passes`` and ``k``: the
     model's, for the defaults of multi-label models and of many classes."""
     spec = REGISTRY.get(name) if isinstance(name, str) else None
     if spec is None:  # the library's callers (the Python API) pass any value
