@@ -250,7 +250,8 @@ def vw_options(f):
 @click.option("--sgd", is_flag=True, help="Plain SGD instead of adaptive+normalized+invariant updates.")
 @click.option("--average/--no-average", "average", default=None,
               help="Predict with the weights averaged over all trained examples (averaged SGD) "
-                   f"[off; {_names(lambda s: 'average' in s.label_set_defaults)} with label sets and one pass: on].")
+                   f"[off; {_names(lambda s: 'average' in s.label_set_defaults)} with label sets, one pass and -k below "
+                   f"{LARGE_K}: on].")
 @click.option("--decay-learning-rate", "--decay_learning_rate", "decay_learning_rate", type=float,
               default=None, help="Learning-rate factor applied after each pass [1; multi-label "
                                  f"{_names(lambda s: 'decay_learning_rate' in s.label_set_pass_defaults)} with "

@@ -135,7 +135,8 @@ def test_plt_defaults_from_large_k_on():
     rcfg, lcfg = configs(LARGE_K - 1)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.5, True, -1.0, 32, 10)
     rcfg, lcfg = configs(LARGE_K, multilabel=True)
-    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.1, False, 1.0, 8, 16)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.5, False, 1.0, 8, 16)
+    assert (lcfg.average, lcfg.learning_rate) == (False, 0.25)  # late labels: no averaging
     rcfg, lcfg = configs(LARGE_K - 1, multilabel=True)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.1, True, -1.0, 32, 16)
     assert lcfg.average and not configs(LARGE_K - 1)[1].average  # one pass over label sets averages
