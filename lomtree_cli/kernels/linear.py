@@ -911,8 +911,12 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, dist
     act : int64 (k,) scratch. ``distinct``: the caller knows that no (feature, regressor) slot
     occurs twice on this example (OAA: ``stride_block_disjoint`` code 2; LOMtree: ``slot_layout``'s
     ``distinct`` and candidates independent of each other); then the first pass's rate ``r`` of
-    each slot is final, the first pass keeps it alone (packed, one float64 a slot, in
-    ``lin.scratch``) and the weight pass reads neither G nor N back. The same bits either way.
+    each slot is final and the weight pass reads neither G nor N back. The same bits either way.
+
+    When ``lin.scratch`` holds three float64 per (feature, regressor) entry, the first pass keeps
+    each entry's G and N there and the rates are computed after it in one loop over the entries,
+    which numba compiles to SIMD square roots and divisions (inside the pass they run one at a
+    time, and each waits for its slot's loads; the same bits).
 
     The per-slot arithmetic is written out here and in ``learn`` on purpose: moving it into
     shared helper functions, with or without ``inline="always"``, made OAA training 20-50% slower
@@ -975,9 +979,9 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, dist
         return
     nexp = 2.0 * (1.0 - p)
     scr = lin.scratch
-    cached = (end - start) * na <= scr.shape[0]
-    packed = distinct and cached
-    rs = scr.reshape(scr.size)  # packed: the rate of pass-1 entry pos at rs[pos]
+    L = (end - start) * na
+    cached = L <= scr.shape[0]
+    rs = scr.reshape(scr.size)  # cached: entry pos's rate at rs[pos], its G and N at rs[L + pos], rs[2 L + pos]
     pos = 0
     for j in range(start, end):
         x = np.float64(val[j])
@@ -1007,15 +1011,27 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, dist
                 tab[s, 2] = Nf
             Nv = np.float64(Nf)
             work[c, 1] += x2 / (Nv * Nv)
-            r = adaptive_rate(np.float64(G), Nv, p, nexp)
-            work[c, 2] += x2 * r
-            if packed:
-                rs[pos] = r
-            elif cached:
-                scr[pos, 0] = r
-                scr[pos, 1] = np.float64(G)
-                scr[pos, 2] = Nv
+            if cached:
+                rs[L + pos] = np.float64(G)
+                rs[2 * L + pos] = Nv
+            else:
+                work[c, 2] += x2 * adaptive_rate(np.float64(G), Nv, p, nexp)
             pos += 1
+    if cached:
+        for q in range(L):  # apart from the pass above so that the square roots and divisions run in SIMD
+            rs[q] = adaptive_rate(rs[L + q], rs[2 * L + q], p, nexp)
+        pos = 0
+        for j in range(start, end):
+            x = np.float64(val[j])
+            if not math.isfinite(x):
+                pos += na
+                continue
+            x2 = x * x
+            if x2 < X2_MIN:
+                x2 = X2_MIN
+            for a in range(na):
+                work[act[a], 2] += x2 * rs[pos]
+                pos += 1
     _block_amounts(lin, ms, act, na, work, ys, yhats, iw, loss, tau, eta, p, reg)
     pos = 0
     for j in range(start, end):
@@ -1029,13 +1045,13 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, dist
             Mu = work[c, 3]
             if Mu != 0.0:
                 s = np.uint64((base + ms[c]) & mask)
-                if packed:
+                if distinct and cached:
                     r = rs[pos]
                 else:
                     Gs = np.float64(tab[s, 1])
                     Ns = np.float64(tab[s, 2])
-                    if cached and scr[pos, 1] == Gs and scr[pos, 2] == Ns:
-                        r = scr[pos, 0]
+                    if cached and rs[L + pos] == Gs and rs[2 * L + pos] == Ns:
+                        r = rs[pos]
                     else:
                         r = adaptive_rate(Gs, Ns, p, nexp)
                 w0 = tab[s, 0]

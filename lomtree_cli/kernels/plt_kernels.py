@@ -140,7 +140,7 @@ def _add_candidate(cn, cl, cs, cb, nc, c, parent_lp, lp, f):
 
 
 @kernel()
-def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb, best_only):
+def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fs, fst, ex, best_only):
     """Candidate labels of example ``s:e`` by beam search over the internal nodes.
 
     The frontier starts at the root and keeps the ``B`` internal nodes of highest log path
@@ -150,7 +150,8 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
     probabilities) and its parent's log path probability ``cb`` (ranked by ``best_candidate``).
     Out: ``cn[:nc]`` (leaf nodes), ``cl``, ``cs``, ``cb``; returns nc (0 for an empty tree),
     candidates in discovery order. ``bn, bl, nn, nl``: frontier work arrays, size >= B;
-    ``cn, cl, cs, cb`` size >= B * M * depth; ``fb`` (M,) the scores of one node's children.
+    ``cn, cl, cs, cb`` size >= B * M * depth. The scores of each expanded node's children are left
+    in ``fs[block]`` (float64, (blocks, M); ``block_scores``), stamped ``fst[block] = ex``.
     Cost: at most ``B * M`` scores per level, ``B`` passes over the example's features (one per
     expanded node).
 
@@ -159,7 +160,8 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
     with ``best_only`` (a prediction that needs ``best_candidate`` alone, and a trained example,
     whose leaf negatives need only the frontier nodes: ``train_beam_negatives``) a frontier node's leaf
     children give one candidate, the one of highest raw score (ties: smaller label), since
-    ``cs`` grows with f and its siblings share ``cb``.
+    ``cs`` grows with f and its siblings share ``cb``: an argmax over the scores, without the
+    other leaves' clipped scores.
     """
     nc = 0
     if tree.nchild[0] == 0:
@@ -173,22 +175,32 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
         nx = 0  # the next frontier, kept sorted best first (ties: smaller id) in nn[:nx], nl[:nx]
         for b in range(nb):
             a = bn[b]
+            fb = fs[tree.block[a]]
             K.score_block(lin, indices, values, s, e, tree.block[a] * W, tree.nchild[a], fb)
+            fst[tree.block[a]] = ex
+            if best_only and tree.nchild[tree.child[a, 0]] == 0:  # leaf children (all or none are leaves)
+                top = 0
+                for j in range(tree.nchild[a]):
+                    f = fb[j]
+                    if f != f:  # counted as clip_score counts each NaN score
+                        lin.hp[K.HP_NAN] += 1.0
+                    elif j > 0 and (f > fb[top] or (f == fb[top] and
+                                                    tree.label[tree.child[a, j]] < tree.label[tree.child[a, top]])):
+                        top = j
+                f = fb[top]
+                if nc < cap:
+                    nc = _add_candidate(cn, cl, cs, cb, nc, tree.child[a, top], bl[b],
+                                        clipped_logp(logistic, 0.0 if f != f else K.clip_score(lin, f)), f)
+                continue
             floor = -np.inf
             if nx == B:
                 floor = score_floor(logistic, nl[B - 1] - bl[b])
-            top = -1
-            top_fc = 0.0
             for j in range(tree.nchild[a]):
                 c = tree.child[a, j]
                 f = fb[j]
                 fc = K.clip_score(lin, f)
                 if tree.nchild[c] == 0:
-                    if best_only:
-                        if top < 0 or f > fb[top] or (f == fb[top] and tree.label[c] < tree.label[tree.child[a, top]]):
-                            top = j
-                            top_fc = fc
-                    elif nc < cap:
+                    if nc < cap:
                         nc = _add_candidate(cn, cl, cs, cb, nc, c, bl[b], clipped_logp(logistic, fc), f)
                     continue
                 if fc < floor:
@@ -209,9 +221,6 @@ def beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, c
                 nl[t] = y
                 if nx == B:
                     floor = score_floor(logistic, nl[B - 1] - bl[b])
-            if top >= 0 and nc < cap:
-                nc = _add_candidate(cn, cl, cs, cb, nc, tree.child[a, top], bl[b], clipped_logp(logistic, top_fc),
-                                    fb[top])
         nb = nx
         for t in range(nb):
             bn[t] = nn[t]
@@ -381,14 +390,69 @@ def blocks_distinct(lin, indices, s, e, tmp):
     return True
 
 
+#: entries of ``claim_rows``'s set (twice the block rows one example's training may claim)
+ROW_SET = 1 << 11
+
+
+@jit(nogil=True)
+def block_scores(lin, tree):
+    """``beam_search``'s per-block score store ``fs`` (float64, (blocks, M)) and stamps ``fst``
+    (int64, 0), for every block the regressors of ``lin`` can hold; and ``claim_rows``'s set."""
+    nb = lin.S.shape[0] // np.int64(lin.hp[K.HP_W])
+    return (np.empty((nb, tree.child.shape[1]), dtype=np.float64), np.zeros(nb, dtype=np.int64),
+            np.zeros(ROW_SET + 1, dtype=np.int64))
+
+
 @kernel()
-def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb, ms, ys, yh, work, act, distinct):
+def claim_rows(lin, indices, s, e, r0, rows, stamp):
+    """Add the rows of block ``r0 / W`` that example ``s:e`` touches to the example's set of
+    written rows (``rows[:ROW_SET]``, open addressing; an entry is a row group's first slot,
+    tagged with ``stamp``, the trained example's number; ``rows[ROW_SET]`` counts the example's
+    entries as ``stamp * 2^32 + count``). Returns True when none of them was in the set before
+    this call, i.e. no earlier update of this example wrote a weight of this block's rows (two
+    blocks share a slot only where the first slots of their W-row groups coincide), so the
+    block's scores from before the updates are still exact. False also when the set is full:
+    then every later block of the example is scored afresh (exact, only slower)."""
+    mult, off, mask = K.slot_params(lin, r0)
+    tag = stamp << 32
+    cnt = rows[ROW_SET]
+    if cnt >> 32 != stamp:
+        cnt = tag
+    if cnt - tag + (e - s) > ROW_SET // 2:
+        rows[ROW_SET] = tag + ROW_SET  # full for the rest of this example
+        return False
+    hm = ROW_SET - 1
+    clean = True
+    for t in range(s, e):
+        base = (np.int64(indices[t]) * mult + off) & mask
+        key = tag | base
+        q = (base * np.int64(0x9E3779B1) >> 8) & hm
+        while True:
+            v = rows[q]
+            if v == key:
+                clean = False
+                break
+            if v >> 32 != stamp:  # an empty entry, or one of an earlier example
+                rows[q] = key
+                cnt += 1
+                break
+            q = (q + 1) & hm
+    rows[ROW_SET] = cnt
+    return clean
+
+
+@kernel()
+def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fs, fst, ex, rows, ms, ys, yh, work, act,
+                   distinct):
     """Train the node regressors for an example whose positive nodes (the union of its labels'
     root-to-leaf paths) carry ``mark[v] == stamp``: at every positive internal node, from the
     root down (breadth first), each child toward +1 if it is positive, else -1 (Jasinska et al.
     2016; with one label, the path's nodes and their siblings). An example without
     labels trains the root's children toward -1. A node's children are updated together
     (``learn_block``: their slots never meet, so this equals their updates one after another).
+    A node's children are scored afresh unless the beam scored them for this example
+    (``fst[block] == ex``) and no earlier update of the example wrote their rows (``claim_rows``):
+    then the beam's scores ``fs[block]`` are the same numbers.
     ``queue``: work, size >= the number of nodes; ``ms, ys, yh`` (M,), ``work`` (M, 4), ``act`` (M,)."""
     W = np.int64(lin.hp[K.HP_W])
     # the next positive node's rows are fetched while this one learns (as ``linear.prefetch_slots``:
@@ -404,7 +468,9 @@ def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb,
         if na == 0:
             continue
         r0 = tree.block[a] * W
-        K.score_block(lin, indices, values, s, e, r0, na, fb)
+        fb = fs[tree.block[a]]
+        if not claim_rows(lin, indices, s, e, r0, rows, stamp) or fst[tree.block[a]] != ex:
+            K.score_block(lin, indices, values, s, e, r0, na, fb)
         for j in range(na):
             c = tree.child[a, j]
             on = mark[c] == stamp
@@ -421,13 +487,14 @@ def train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb,
 
 
 @kernel()
-def train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, iw, fb, ms, ys, yh, work, act,
-                         distinct):
+def train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, iw, fs, fst, ex, rows, ms, ys, yh,
+                         work, act, distinct):
     """One-against-some: every leaf child of the beam's frontier nodes that are not marked
     positive (``mark[a] != stamp``) toward -1, one ``learn_block`` over each such node's block (the
     same updates as one leaf after another, each scored right before it: the children's slots
     never meet). The candidates ``cn[:nc]`` name the nodes: a training beam is ``best_only``
-    (``beam_search``), one candidate per frontier node with leaf children, in frontier order."""
+    (``beam_search``), one candidate per frontier node with leaf children, in frontier order.
+    Scores as ``train_positive``."""
     W = np.int64(lin.hp[K.HP_W])
     for t in range(nc):
         a = tree.parent[cn[t]]
@@ -435,7 +502,9 @@ def train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, 
             continue
         r0 = tree.block[a] * W
         na = tree.nchild[a]
-        K.score_block(lin, indices, values, s, e, r0, na, fb)
+        fb = fs[tree.block[a]]
+        if not claim_rows(lin, indices, s, e, r0, rows, stamp) or fst[tree.block[a]] != ex:
+            K.score_block(lin, indices, values, s, e, r0, na, fb)
         for j in range(na):
             ms[j] = r0 + j
             ys[j] = -1.0
@@ -486,6 +555,7 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, 
     work = np.empty((M, 4), dtype=np.float64)
     act = np.empty(M, dtype=np.int64)
     dtmp = np.empty(DISTINCT_MAX, dtype=np.int64)
+    fs, fst, rows = block_scores(lin, tree)
     stamp = 0
     for i in range(start, n):
         s = indptr[i]
@@ -494,11 +564,12 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, 
         le = lptr[i + 1]
         full = not train[i] or negatives or auto
         nc = 0
+        ex = i + 1  # the stamp of the beam's scores (fst)
         if need or full:
             # a trained example's prediction is a progressive-validation figure only, unless its beam
             # also gives the leaf negatives or the gamma statistics: greedy (beam 1) then
             nc = beam_search(lin, tree, logistic, indices, values, s, e, B if full else 1, bn, bl, nn, nl, cn, cl, cs,
-                             cb, fb, True)
+                             cb, fs, fst, ex, True)
             t = best_candidate(tree, cn, cs, cb, gamma, nc)
             preds[i] = tree.label[cn[t]] if t >= 0 else 0
         if not train[i]:
@@ -530,6 +601,8 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, 
                 x = node_depth(tree, insert_label(lin, tree, logistic, M, indices, values, s, e, lids[j], fb))
                 if x > d:
                     d = x
+        if new > 0:
+            ex = -1  # the new leaves have no beam scores: every node is scored afresh
         mark[0] = stamp  # the root's children are trained whatever the labels (none: all toward -1)
         for j in range(ls, le):
             a = tree.leaf_of[lids[j]]
@@ -538,10 +611,11 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, 
                 a = tree.parent[a]
         iw = weights[i]
         distinct = blocks_distinct(lin, indices, s, e, dtmp)
-        train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fb, ms, ys, yh, work, act, distinct)
+        train_positive(lin, tree, indices, values, s, e, mark, stamp, iw, queue, fs, fst, ex, rows, ms, ys, yh, work,
+                       act, distinct)
         if negatives:
-            train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, iw, fb, ms, ys, yh, work, act,
-                                 distinct)
+            train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, iw, fs, fst, ex, rows, ms, ys, yh,
+                                 work, act, distinct)
         K.end_example(lin, iw)
         if d > depth:  # room for more candidates (after the negatives, which read this example's)
             depth = d
@@ -566,10 +640,11 @@ def plt_top(lin, tree, params, indptr, indices, values, labels, n_top, labs, pro
     gamma = params[PAR_GAMMA]
     depth = tree_depth(tree)
     bn, bl, nn, nl, cn, cl, cs, cb, fb = _beam_work(B, M, depth)
+    fs, fst, _ = block_scores(lin, tree)
     for i in range(n):
         s = indptr[i]
         e = indptr[i + 1]
-        nc = beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fb, False)
+        nc = beam_search(lin, tree, logistic, indices, values, s, e, B, bn, bl, nn, nl, cn, cl, cs, cb, fs, fst, 0, False)
         for t in range(n_top):
             labs[i, t] = 0
             probs[i, t] = 0.0
