@@ -126,8 +126,8 @@ def _check_types(header: dict) -> None:
 def model_members(learner, reduction) -> dict:
     """The members of a model file (without ``header``): arrays, the weight table's as ``Streamed``."""
     members = {f"learner/{name}": a for name, a in learner.state_members().items()}
-    for name, a in {**reduction.state(), **reduction.label_set_state()}.items():
-        members[f"reduction/{name}"] = np.asarray(a)
+    for name, a in {**reduction.state_members(), **reduction.label_set_state()}.items():
+        members[f"reduction/{name}"] = a if isinstance(a, Streamed) else np.asarray(a)
     return members
 
 
