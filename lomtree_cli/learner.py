@@ -137,16 +137,16 @@ class LinearLearner:
         ``nz`` int64 (slots), ``w`` (and ``G``, ``N`` unless SGD) float32 at those slots,
         ``size`` int64 (1,) = 2**bits, ``model_S``, ``model_T`` float64 (n_models,).
         """
-        from .model_io import materialize
+        from .streamed import materialize
 
         return materialize(self.state_members())
 
     def state_members(self) -> dict:
-        """``state()`` with ``nz``, ``w``, ``G``, ``N`` as ``model_io.Streamed`` members: each
+        """``state()`` with ``nz``, ``w``, ``G``, ``N`` as ``streamed.Streamed`` members: each
         produced ``SAVE_ROWS`` table rows at a time when it is written, so a save never holds them
         all at once (they were 20 bytes per kept slot at the peak of a save: 160 MB of a k = 20,001
         LOMtree's 485 MB)."""
-        from .model_io import Streamed
+        from .streamed import Streamed
 
         if self.predict_only:
             raise ValueError("a predict-only learner has no optimiser state to save")

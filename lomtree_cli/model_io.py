@@ -18,8 +18,9 @@ refused before they are read (a small file must not expand into gigabytes). Magi
 member set, dtypes and checksums are verified before anything is used; any problem is a
 ``ModelFormatError`` (one line, exit code 2). Every model written since format version 1 reads
 this way; another version is refused with a message naming it.
-Saving iterates ``state()`` so save and load cannot drift, writes ``.NAME.PID.writing`` in the
-target directory, fsyncs, then ``os.replace``. A symlink ``path`` is followed (its target is
+Saving iterates ``state_members()`` (``state()`` with its large members as ``streamed.Streamed``,
+made a piece at a time) so save and load cannot drift, writes the members one at a time and the
+header last into ``.NAME.PID.writing`` in the target directory, fsyncs, then ``os.replace``. A symlink ``path`` is followed (its target is
 written; ``paths.check_outputs`` has refused devices and special files before the run), and
 such files of processes that no longer run (a save killed by SIGKILL) are removed first. A failed write (disk full) is a ``LomtreeError`` naming the user's path.
 """
@@ -29,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 import xxhash
@@ -37,6 +37,7 @@ import xxhash
 from .version import __version__
 from .config import InputConfig, LearnerConfig, ReductionConfig, from_dict, to_dict
 from .errors import LomtreeError, ModelFormatError
+from .streamed import Streamed, materialize
 
 MAGIC = "lomtree-model"
 FORMAT_VERSION = 1
@@ -59,30 +60,6 @@ def _digest(a: np.ndarray) -> str:
     h = _hasher(a.dtype, a.shape)
     h.update(_raw(a))
     return h.hexdigest()
-
-
-class Streamed(NamedTuple):
-    """A member written a piece at a time: its dtype and shape, and ``chunks()``, an iterator over
-    its C-order pieces (1-D, contiguous), made while the member is written, so the whole member
-    is never in memory at once (the weight table's kept slots, ``LinearLearner.state_members``)."""
-
-    dtype: np.dtype
-    shape: tuple
-    chunks: Callable[[], Iterator[np.ndarray]]
-
-    def array(self) -> np.ndarray:
-        out = np.empty(self.shape, dtype=self.dtype)
-        flat = out.reshape(-1)
-        i = 0
-        for c in self.chunks():
-            flat[i:i + c.size] = c
-            i += c.size
-        return out
-
-
-def materialize(members: dict) -> dict:
-    """``members`` with every ``Streamed`` one made whole."""
-    return {name: m.array() if isinstance(m, Streamed) else m for name, m in members.items()}
 
 
 def _non_finite(arrays: dict) -> str | None:

@@ -200,7 +200,7 @@ class Reduction:
         return {}
 
     def state_members(self) -> dict:
-        """What a save writes: ``state()``, where a large member may be a ``model_io.Streamed``
+        """What a save writes: ``state()``, where a large member may be a ``streamed.Streamed``
         (made a piece at a time as it is written)."""
         return self.state()
 

@@ -234,16 +234,16 @@ class LomTree(Reduction):
         return sel[order]
 
     def state(self) -> dict:
-        from ..model_io import materialize
+        from ..streamed import materialize
 
         return materialize(self.state_members())
 
     def state_members(self) -> dict:
-        """``state()``, the class records' label, cnt, n and msum as ``model_io.Streamed``: each
+        """``state()``, the class records' label, cnt, n and msum as ``streamed.Streamed``: each
         gathered from the record table ``SAVE_RECORDS`` records at a time as it is written (the
         five columns at once were 40 bytes a record at the peak of a save, 110 MB on 300k PyPI
         summaries, more than training's own peak)."""
-        from ..model_io import Streamed
+        from ..streamed import Streamed
 
         nn = self.n_nodes
         out = {name: self.node_i[:nn, col].copy() for name, col in _NODE_FIELDS}
