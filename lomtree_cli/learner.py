@@ -12,6 +12,9 @@ from .config import LearnerConfig
 from .kernels import linear as K
 
 
+#: table rows per chunk of a saved model's weight members (``state_members``): 3 MB of table
+SAVE_ROWS = 1 << 18
+
 #: longest example ``slot_layout`` checks (longer ones take the general paths)
 MAX_LAYOUT = 1 << 16
 
@@ -168,23 +171,57 @@ class LinearLearner:
         ``nz`` int64 (slots), ``w`` (and ``G``, ``N`` unless SGD) float32 at those slots,
         ``size`` int64 (1,) = 2**bits, ``model_S``, ``model_T`` float64 (n_models,).
         """
+        from .streamed import materialize
+
+        return materialize(self.state_members())
+
+    def state_members(self) -> dict:
+        """``state()`` with ``nz``, ``w``, ``G``, ``N`` as ``streamed.Streamed`` members: each
+        produced ``SAVE_ROWS`` table rows at a time when it is written, so a save never holds them
+        all at once (they were 20 bytes per kept slot at the peak of a save: 160 MB of a k = 20,001
+        LOMtree's 485 MB)."""
+        from .streamed import Streamed
+
         if self.predict_only:
             raise ValueError("a predict-only learner has no optimiser state to save")
         self.for_learning()
         a = self.arrays
-        nz, cols = K.sparse_rows(a.table.view(np.uint32))  # cols: (columns, m), each row contiguous
-        if self.averaging:
-            # a plain-SGD weight can come back to exactly 0 after it moved: keep its average
-            moved = np.flatnonzero(a.avg)
-            if moved.size and not np.isin(moved, nz, assume_unique=True).all():
-                nz = np.union1d(nz, moved)
-                cols = np.ascontiguousarray(a.table.view(np.uint32)[nz].T)
-        out = {"nz": nz, "size": np.array([a.table.shape[0]], dtype=np.int64), "w": cols[0].view(np.float32)}
+        bits = a.table.view(np.uint32)
+        size = bits.shape[0]
+        starts = range(0, size, SAVE_ROWS)
+        avg = a.avg if self.averaging else None
+
+        def kept(s):
+            """The kept slots of rows ``s:s + SAVE_ROWS`` (from ``s``) and their rows by column: a
+            nonzero bit pattern, or with --average a nonzero average (a plain-SGD weight can come
+            back to exactly 0 after it moved)."""
+            nz, cols = K.sparse_rows(bits[s:s + SAVE_ROWS])
+            if avg is not None:
+                moved = np.flatnonzero(avg[s:s + SAVE_ROWS])
+                if moved.size and not np.isin(moved, nz, assume_unique=True).all():
+                    nz = np.union1d(nz, moved)
+                    cols = np.ascontiguousarray(bits[s:s + SAVE_ROWS][nz].T)
+            return nz, cols
+
+        # the kept slots per block of rows, counted once: each member's length must be known
+        # before its first byte is written
+        counts = [kept(s)[0].shape[0] for s in starts]
+        m = sum(counts)
+
+        def member(col, dtype):
+            def chunks():
+                for s, c in zip(starts, counts):
+                    if c:
+                        nz, cols = kept(s)
+                        yield nz + s if col == "nz" else avg[nz + s] if col == "avg" else cols[col].view(dtype)
+            return Streamed(np.dtype(dtype), (m,), chunks)
+
+        out = {"nz": member("nz", np.int64), "size": np.array([size], dtype=np.int64), "w": member(0, np.float32)}
         if not self.config.sgd:
-            out["G"] = cols[1].view(np.float32)
-            out["N"] = cols[2].view(np.float32)
-        if self.averaging:
-            out["avg"] = a.avg[nz]
+            out["G"] = member(1, np.float32)
+            out["N"] = member(2, np.float32)
+        if avg is not None:
+            out["avg"] = member("avg", np.float64)
         out["model_S"] = a.S.copy()
         out["model_T"] = a.T.copy()
         return out
