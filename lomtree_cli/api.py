@@ -651,7 +651,8 @@ class Classifier:
                  leaf_labels=None, candidates_up=None, label_prior=None, cpt_alpha=None, cpt_predict=None,
                  cpt_random_insert=None,
                  arity=None, beam=None, tree_buffer=None, path_weight=None, leaf_negatives=None, dim=None,
-                 depth=None, reassign_after=None, tree=None, linear=None, verbose=False, multilabel=False):
+                 depth=None, reassign_after=None, tree=None, linear=None, verbose=False, multilabel=False,
+                 average=None):
         self.reduction = reduction
         self.classes = classes
         self.bits = bits
@@ -693,6 +694,7 @@ class Classifier:
         self.linear = linear
         self.verbose = verbose
         self.multilabel = multilabel
+        self.average = average
 
     # -- scikit-learn's plumbing ---------------------------------------------------------------
     @classmethod
@@ -751,7 +753,8 @@ class Classifier:
         p.update(reduction=self.reduction, k=k, seed=self.seed, learning_rate=self.learning_rate,
                  initial_t=self.initial_t, power_t=self.power_t, loss=self.loss_function,
                  quantile_tau=self.quantile_tau, sgd=bool(self.sgd), decay_learning_rate=self.decay_learning_rate,
-                 l1=self.l1, l2=self.l2, multilabel=bool(self.multilabel), passes=int(self.passes or 1))
+                 l1=self.l1, l2=self.l2, multilabel=bool(self.multilabel), passes=int(self.passes or 1),
+                 average=self.average)
         if fmt == "xmc":  # its header line belongs to a file, not to a list of lines
             raise ValueError("format='xmc' is for files (lomtree train --format xmc); give arrays, or lines "
                              "with format='libsvm' and multilabel=True")
@@ -977,7 +980,7 @@ class Classifier:
         t = DEFAULT_THRESHOLD if threshold is None else threshold
         if isinstance(t, bool) or not isinstance(t, numbers.Real) or not 0.0 <= float(t) <= 1.0:
             raise ValueError(f"threshold must be a number in 0..1, got {threshold!r}")
-        self._model.reduction.settle()
+        self._model.settle()
         return SetPredictor(self._model.reduction, 0, float(t))
 
     def _set_ids(self, batch: ExampleBatch, threshold) -> list:
@@ -1179,7 +1182,7 @@ class Classifier:
                   loss_function=lcfg.loss, quantile_tau=lcfg.quantile_tau, sgd=lcfg.sgd,
                   decay_learning_rate=lcfg.decay_learning_rate, l1=lcfg.l1, l2=lcfg.l2, seed=rcfg.seed, hash_seed=icfg.hash_seed,
                   noconstant=icfg.noconstant, label_offset=icfg.label_offset, format=icfg.format,
-                  verbose=verbose, multilabel=icfg.multilabel, **params)
+                  verbose=verbose, multilabel=icfg.multilabel, average=lcfg.average, **params)
         from .core import Learner
 
         clf._set_model(Learner.of(loaded), labels)

@@ -52,7 +52,7 @@ TRAIN_HELP_GROUPS = (
                          "quantile_tau", "l1", "l2", "skip_invalid", "max_line_bytes",
                          "max_example_features")),
     ("Update Options", ("learning_rate", "power_t", "decay_learning_rate", "initial_t")),
-    ("Gradient Descent Options", ("sgd",)),
+    ("Gradient Descent Options", ("sgd", "average")),
     ("Weight Options", ("initial_model",)),
     ("Randomization Options", ("seed",)),
     ("Output Model Options", ("final_model", "readable_model", "invert_hash")),
@@ -248,6 +248,10 @@ def vw_options(f):
 @click.option("--l2", "l2", type=float, default=0.0, show_default=True,
               help="L2 regularisation: the weights an update touches shrink by 1 - l2 * rate.")
 @click.option("--sgd", is_flag=True, help="Plain SGD instead of adaptive+normalized+invariant updates.")
+@click.option("--average/--no-average", "average", default=None,
+              help="Predict with the weights averaged over all trained examples (averaged SGD) "
+                   f"[off; {_names(lambda s: 'average' in s.label_set_defaults)} with label sets, one pass and -k below "
+                   f"{LARGE_K}: on].")
 @click.option("--decay-learning-rate", "--decay_learning_rate", "decay_learning_rate", type=float,
               default=None, help="Learning-rate factor applied after each pass [1; multi-label "
                                  f"{_names(lambda s: 'decay_learning_rate' in s.label_set_pass_defaults)} with "

@@ -7,14 +7,14 @@ here imports click, numpy or numba at module level.
 
 from __future__ import annotations
 
-from .config import InputConfig, LearnerConfig, ReductionConfig, check_regularization
+from .config import InputConfig, LearnerConfig, ReductionConfig, check_average, check_regularization
 from .errors import ConfigError
 from .runtime import end_startup
 
 #: train options a model fixes or records: when given on the command line next to ``-i MODEL``
 #: they are checked against the model (``driver.train``'s ``explicit``), as is every reduction option
 EXPLICIT_TRAIN = ("bits", "hash_seed", "noconstant", "label_offset", "loss", "sgd", "quantile_tau", "power_t",
-                  "learning_rate", "decay_learning_rate", "l1", "l2")
+                  "learning_rate", "decay_learning_rate", "l1", "l2", "average")
 
 
 PROGRESS_INTERVAL_RULE = "must be an integer >= 1 (additive) or a float > 1 (multiplicative)"
@@ -154,6 +154,9 @@ def run_train(p: dict, given: set, start: float) -> None:
             raise ConfigError("-c/--cache cannot be used with --dask (each worker reads its shard)")
         if icfg.multilabel:
             raise ConfigError("--dask does not train label sets yet (--multilabel, --format xmc): train in one process")
+        if p.get("average") or (lcfg is not None and lcfg.average):
+            raise ConfigError("--average cannot be used with --dask (workers merge the online weights only): "
+                              "train in one process")
         from .distributed import train as dask_train
 
         return dask_train(icfg, lcfg, rcfg, opts, p["dask"], p["sync_every"], initial_model=p["initial_model"],
@@ -195,8 +198,10 @@ def new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
                          loss=p["loss"] if p["loss"] is not None else dflt("loss", "squared"),
                          quantile_tau=p["quantile_tau"], sgd=p["sgd"],
                          decay_learning_rate=decay if decay is not None else dflt("decay_learning_rate", 1.0),
-                         l1=p["l1"], l2=p["l2"])
+                         l1=p["l1"], l2=p["l2"],
+                         average=bool(p["average"] if p.get("average") is not None else dflt("average", False)))
     check_regularization(name, lcfg.l1, lcfg.l2)
+    check_average(name, lcfg.average)
     return rcfg, lcfg
 
 

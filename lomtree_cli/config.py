@@ -139,6 +139,8 @@ class LearnerConfig:
     decay_learning_rate : eta multiplier applied at the end of every pass
     l1, l2 : VW's --l1 / --l2 regularisation strengths (>= 0; 0 = off), applied to the weights
         each update touches (``kernels.linear``, "Regularisation")
+    average : predict with the average of the weights over all trained examples (averaged SGD,
+        Polyak & Juditsky 1992; Bottou 2010) instead of the last ones (``LinearLearner``)
     """
 
     learning_rate: float | None = None
@@ -150,6 +152,7 @@ class LearnerConfig:
     decay_learning_rate: float = 1.0
     l1: float = 0.0
     l2: float = 0.0
+    average: bool = False
 
     def __post_init__(self):
         if self.loss not in LOSSES:
@@ -295,6 +298,14 @@ def check_regularization(reduction: str, l1: float, l2: float) -> None:
     why = REGISTRY[reduction].no_regularization
     if why and (l1 or l2):
         raise ConfigError(f"--l1/--l2 do not apply to --reduction {reduction}: {why}")
+
+
+def check_average(reduction: str, average: bool) -> None:
+    """ConfigError when ``--average`` is set for a reduction whose predictions are not the linear
+    learner's weights (the label table's counts, mtree's embeddings)."""
+    why = REGISTRY[reduction].no_regularization or REGISTRY[reduction].no_average
+    if why and average:
+        raise ConfigError(f"--average does not apply to --reduction {reduction}: {why}")
 
 
 def to_dict(cfg) -> dict:

@@ -102,6 +102,7 @@ class Learner:
         # scratch for the longest example (no example is longer than all of them together)
         if int(batch.indptr[-1]) - int(batch.indptr[0]) > self.base.scratch_features and train.any():
             self.base.ensure_scratch(int(batch.n_features.max()))
+        self.base.for_learning()  # progressive validation and holdout see the online weights
         return self.reduction.process(batch, train)
 
     def learn(self, batch: ExampleBatch) -> np.ndarray:
@@ -111,15 +112,21 @@ class Learner:
 
     def predict(self, batch: ExampleBatch) -> np.ndarray:
         """The predicted label (1..k) of every example; the model does not change."""
-        self.reduction.settle()
+        self.settle()
         self.reduction.set_need_predictions(True)  # training may have switched them off
         return self.reduction.predict(batch)
 
     def predict_top(self, batch: ExampleBatch, n: int):
         """(labels (m, n'), probabilities (m, n'), P(the example's label) (m,)): the most probable
         labels, best first, for reductions with probabilities (ConfigError for the others)."""
-        self.reduction.settle()
+        self.settle()
         return self.reduction.predict_top(batch, n)
+
+    def settle(self) -> None:
+        """Make the model the one that predicts: the reduction's pending learning done (plt's
+        buffered examples), then the averaged weights in the table (``--average``)."""
+        self.reduction.settle()
+        self.base.for_prediction()
 
     def end_pass(self) -> None:
         """The end of a pass over the data: the reduction's pass hook, the learning-rate decay."""

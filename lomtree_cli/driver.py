@@ -599,7 +599,7 @@ _FIXED = {
     "hash_seed": ("input", "hash_seed"), "noconstant": ("input", "noconstant"),
     "format": ("input", "format"), "label_offset": ("input", "label_offset"),
     "loss": ("learner", "loss"), "sgd": ("learner", "sgd"), "quantile_tau": ("learner", "quantile_tau"),
-    "power_t": ("learner", "power_t"),
+    "power_t": ("learner", "power_t"), "average": ("learner", "average"),
     # feature and label options are fixed by the model
     "interactions": ("input", "interactions"), "ngram": ("input", "ngram"), "skips": ("input", "skips"),
     "ignore": ("input", "ignore"), "keep": ("input", "keep"), "ignore_linear": ("input", "ignore_linear"),

@@ -12,6 +12,9 @@ from .config import LearnerConfig
 from .kernels import linear as K
 
 
+#: table rows per chunk of a saved model's weight members (``state_members``): 3 MB of table
+SAVE_ROWS = 1 << 18
+
 #: longest example ``slot_layout`` checks (longer ones take the general paths)
 MAX_LAYOUT = 1 << 16
 
@@ -59,6 +62,15 @@ class LinearLearner:
     mode : ``K.MODE_STRIDE`` or ``K.MODE_CPT``
     predict_only : keep only the weights (no G, N): a third of the memory, and ``learn`` is a
         no-op on such a table. Plain SGD needs only the weights too.
+
+    With ``lcfg.average`` the kernels add ``c * d`` to ``arrays.avg`` (float64, one per slot) for
+    every change ``d`` of a weight made while the clock (the weight of the trained examples
+    before) is ``c``; after examples of total weight ``T`` the weight-averaged iterate
+    ``sum_t iw_t w_t / T`` is ``w - avg / T`` (``K.averaged_weights``). Learning uses the online
+    weights ``w``; prediction (``for_prediction``, called by ``core.Learner`` and at a
+    predict-only load) the averaged ones, swapped into the table in one pass and back at the
+    next update (``for_learning``). Model files keep ``w`` and ``avg``, so a loaded model
+    continues exactly.
     """
 
     def __init__(self, lcfg: LearnerConfig, bits: int, n_models: int, mode: int = K.MODE_STRIDE,
@@ -69,7 +81,8 @@ class LinearLearner:
         self.predict_only = bool(predict_only)
         n = max(1, int(n_models))
         cols = 1 if (lcfg.sgd or predict_only) else 3
-        check_memory((1 << self.bits) * cols * 4 + 16 * n, f"{n} regressors and 2^{self.bits} weights")
+        averaging = lcfg.average and not predict_only
+        check_memory((1 << self.bits) * (cols * 4 + 8 * averaging) + 16 * n, f"{n} regressors and 2^{self.bits} weights")
         table = np.zeros((1 << self.bits, cols), dtype=np.float32)
         S = np.zeros(n, dtype=np.float64)
         T = np.zeros(n, dtype=np.float64)
@@ -79,7 +92,12 @@ class LinearLearner:
             S[:] = t0
             T[:] = t0
         self.arrays = K.LinearArrays(table, S, T, K.make_hp(lcfg, self.bits, n, self.mode),
-                                     np.zeros((1024, 3), dtype=np.float64), _layout_work(1024))
+                                     np.zeros((1024, 3), dtype=np.float64), _layout_work(1024),
+                                     np.zeros((1 << self.bits) if averaging else 1, dtype=np.float64))
+        if not averaging:
+            self.arrays.hp[K.HP_AVG] = 0.0
+        #: the online weights while the averaged ones are in the table (``for_prediction``)
+        self._online = None
         #: ``ensure_scratch`` has made room for examples of this many features (not fewer)
         self.scratch_features = 0
 
@@ -112,6 +130,25 @@ class LinearLearner:
         if size > self.arrays.work.shape[0]:
             self.arrays = self.arrays._replace(work=np.zeros(size, dtype=np.int64))
 
+    # -- averaged weights ----------------------------------------------------------------------
+    @property
+    def averaging(self) -> bool:
+        """The table's weights are averaged for prediction (``--average``)."""
+        return self.arrays.hp[K.HP_AVG] != 0.0
+
+    def for_prediction(self) -> None:
+        """Put the averaged weights in the table (a no-op without ``--average`` or when they are)."""
+        if self._online is None and self.averaging:
+            a = self.arrays
+            self._online = a.table[:, 0].copy()
+            K.averaged_weights(a.table, a.avg, a.hp[K.HP_CLOCK])
+
+    def for_learning(self) -> None:
+        """Put the online weights back in the table (a no-op unless ``for_prediction`` took them)."""
+        if self._online is not None:
+            self.arrays.table[:, 0] = self._online
+            self._online = None
+
     @property
     def eta(self) -> float:
         return float(self.arrays.hp[K.HP_ETA])
@@ -134,14 +171,57 @@ class LinearLearner:
         ``nz`` int64 (slots), ``w`` (and ``G``, ``N`` unless SGD) float32 at those slots,
         ``size`` int64 (1,) = 2**bits, ``model_S``, ``model_T`` float64 (n_models,).
         """
+        from .streamed import materialize
+
+        return materialize(self.state_members())
+
+    def state_members(self) -> dict:
+        """``state()`` with ``nz``, ``w``, ``G``, ``N`` as ``streamed.Streamed`` members: each
+        produced ``SAVE_ROWS`` table rows at a time when it is written, so a save never holds them
+        all at once (they were 20 bytes per kept slot at the peak of a save: 160 MB of a k = 20,001
+        LOMtree's 485 MB)."""
+        from .streamed import Streamed
+
         if self.predict_only:
             raise ValueError("a predict-only learner has no optimiser state to save")
+        self.for_learning()
         a = self.arrays
-        nz, cols = K.sparse_rows(a.table.view(np.uint32))  # cols: (columns, m), each row contiguous
-        out = {"nz": nz, "size": np.array([a.table.shape[0]], dtype=np.int64), "w": cols[0].view(np.float32)}
+        bits = a.table.view(np.uint32)
+        size = bits.shape[0]
+        starts = range(0, size, SAVE_ROWS)
+        avg = a.avg if self.averaging else None
+
+        def kept(s):
+            """The kept slots of rows ``s:s + SAVE_ROWS`` (from ``s``) and their rows by column: a
+            nonzero bit pattern, or with --average a nonzero average (a plain-SGD weight can come
+            back to exactly 0 after it moved)."""
+            nz, cols = K.sparse_rows(bits[s:s + SAVE_ROWS])
+            if avg is not None:
+                moved = np.flatnonzero(avg[s:s + SAVE_ROWS])
+                if moved.size and not np.isin(moved, nz, assume_unique=True).all():
+                    nz = np.union1d(nz, moved)
+                    cols = np.ascontiguousarray(bits[s:s + SAVE_ROWS][nz].T)
+            return nz, cols
+
+        # the kept slots per block of rows, counted once: each member's length must be known
+        # before its first byte is written
+        counts = [kept(s)[0].shape[0] for s in starts]
+        m = sum(counts)
+
+        def member(col, dtype):
+            def chunks():
+                for s, c in zip(starts, counts):
+                    if c:
+                        nz, cols = kept(s)
+                        yield nz + s if col == "nz" else avg[nz + s] if col == "avg" else cols[col].view(dtype)
+            return Streamed(np.dtype(dtype), (m,), chunks)
+
+        out = {"nz": member("nz", np.int64), "size": np.array([size], dtype=np.int64), "w": member(0, np.float32)}
         if not self.config.sgd:
-            out["G"] = cols[1].view(np.float32)
-            out["N"] = cols[2].view(np.float32)
+            out["G"] = member(1, np.float32)
+            out["N"] = member(2, np.float32)
+        if avg is not None:
+            out["avg"] = member("avg", np.float64)
         out["model_S"] = a.S.copy()
         out["model_T"] = a.T.copy()
         return out
@@ -170,6 +250,17 @@ class LinearLearner:
                 raise ValueError(f"bad {c} values")
             if i < a.table.shape[1]:
                 K.scatter_rows(a.table, nz, v, i)
+        if self.config.average:
+            avg = arrays.get("avg")
+            weight = meta.get("sgd_t")
+            if avg is None or avg.dtype != np.float64 or avg.shape != nz.shape:
+                raise ValueError("bad avg values (a model trained with --average)")
+            if not isinstance(weight, (int, float)) or not weight >= 0:
+                raise ValueError("bad sgd_t (a model trained with --average)")
+            if self.averaging:
+                a.avg[nz] = avg
+            else:  # predict-only: the averaged weights are all it needs
+                K.averaged_rows(a.table, nz, avg, float(weight))
         S, T = arrays["model_S"], arrays["model_T"]
         if S.shape != T.shape or S.ndim != 1 or S.dtype != np.float64 or T.dtype != np.float64:
             raise ValueError("model_S/model_T have the wrong shape or type")

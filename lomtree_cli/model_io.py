@@ -18,8 +18,9 @@ refused before they are read (a small file must not expand into gigabytes). Magi
 member set, dtypes and checksums are verified before anything is used; any problem is a
 ``ModelFormatError`` (one line, exit code 2). Every model written since format version 1 reads
 this way; another version is refused with a message naming it.
-Saving iterates ``state()`` so save and load cannot drift, writes ``.NAME.PID.writing`` in the
-target directory, fsyncs, then ``os.replace``. A symlink ``path`` is followed (its target is
+Saving iterates ``state_members()`` (``state()`` with its large members as ``streamed.Streamed``,
+made a piece at a time) so save and load cannot drift, writes the members one at a time and the
+header last into ``.NAME.PID.writing`` in the target directory, fsyncs, then ``os.replace``. A symlink ``path`` is followed (its target is
 written; ``paths.check_outputs`` has refused devices and special files before the run), and
 such files of processes that no longer run (a save killed by SIGKILL) are removed first. A failed write (disk full) is a ``LomtreeError`` naming the user's path.
 """
@@ -36,17 +37,28 @@ import xxhash
 from .version import __version__
 from .config import InputConfig, LearnerConfig, ReductionConfig, from_dict, to_dict
 from .errors import LomtreeError, ModelFormatError
+from .streamed import Streamed, materialize
 
 MAGIC = "lomtree-model"
 FORMAT_VERSION = 1
 
 
+def _hasher(dtype: np.dtype, shape: tuple):
+    """The running checksum of a member of this dtype and shape, before its bytes."""
+    h = xxhash.xxh3_128()
+    h.update(str(dtype.str).encode())
+    h.update(repr(shape).encode())
+    return h
+
+
+def _raw(a: np.ndarray) -> memoryview:
+    return memoryview(np.ascontiguousarray(a).reshape(-1)).cast("B")  # 1-D: (0, M) cannot be cast
+
+
 def _digest(a: np.ndarray) -> str:
     """Checksum of an array member: xxh3-128 of its dtype, shape and bytes (fast; not for security)."""
-    h = xxhash.xxh3_128()
-    h.update(str(a.dtype.str).encode())
-    h.update(repr(a.shape).encode())
-    h.update(memoryview(np.ascontiguousarray(a).reshape(-1)).cast("B"))  # 1-D: (0, M) cannot be cast
+    h = _hasher(a.dtype, a.shape)
+    h.update(_raw(a))
     return h.hexdigest()
 
 
@@ -88,17 +100,22 @@ def _check_types(header: dict) -> None:
                 raise ValueError(f"header field {key}.{f.name} must be {kind[0]}, got {type(v).__name__} {v!r}")
 
 
+def model_members(learner, reduction) -> dict:
+    """The members of a model file (without ``header``): arrays, the weight table's as ``Streamed``."""
+    members = {f"learner/{name}": a for name, a in learner.state_members().items()}
+    for name, a in {**reduction.state_members(), **reduction.label_set_state()}.items():
+        members[f"reduction/{name}"] = a if isinstance(a, Streamed) else np.asarray(a)
+    return members
+
+
 def model_arrays(learner, reduction) -> dict:
-    arrays = {f"learner/{name}": a for name, a in learner.state().items()}
-    for name, a in {**reduction.state(), **reduction.label_set_state()}.items():
-        arrays[f"reduction/{name}"] = np.asarray(a)
-    return arrays
+    return materialize(model_members(learner, reduction))
 
 
-def model_header(input_cfg: InputConfig, learner, reduction, arrays: dict, passes_done: int = 0,
+def model_header(input_cfg: InputConfig, learner, reduction, checksums: dict, passes_done: int = 0,
                  extra: dict | None = None) -> dict:
-    """The header of a model whose members are ``arrays`` (``model_arrays``); ``extra``: more
-    top-level keys (the API's label dictionary kind)."""
+    """The header of a model whose members have these ``checksums`` (name -> ``_digest``);
+    ``extra``: more top-level keys (the API's label dictionary kind)."""
     header = {
         "format": MAGIC,
         "format_version": FORMAT_VERSION,
@@ -110,34 +127,70 @@ def model_header(input_cfg: InputConfig, learner, reduction, arrays: dict, passe
         "learner_meta": learner.meta(),
         "reduction_meta": reduction.meta(),
         "passes_done": int(passes_done),
-        "checksums": {name: _digest(a) for name, a in arrays.items()},
+        "checksums": checksums,
     }
     if extra:
         header.update(extra)
     return header
 
 
-def write_model(f, input_cfg: InputConfig, learner, reduction, passes_done: int = 0,
-                extra_arrays: dict | None = None, extra_header: dict | None = None, label_dict=None) -> None:
-    """Write the model file's bytes to the binary file object ``f`` (``save_model``'s format; with
-    string labels, their dictionary: ``labels.MEMBER``)."""
-    arrays = model_arrays(learner, reduction)
-    arrays.update(extra_arrays or {})
-    if label_dict is not None:
-        from .labels import MEMBER
-
-        arrays[MEMBER] = label_dict.to_array()
-    bad = _non_finite(arrays)
-    if bad is not None:  # a diverged run: say so rather than write a model that predicts nothing
-        raise LomtreeError(f"the model holds NaN or infinite numbers ({bad}): not written (lower the learning "
-                           "rate or scale the feature values)")
-    header = model_header(input_cfg, learner, reduction, arrays, passes_done, extra_header)
+def _header_blob(header: dict) -> np.ndarray:
     try:
         text = json.dumps(header, sort_keys=True, allow_nan=False)
     except ValueError:
         raise LomtreeError("the model's settings hold NaN or infinite numbers: not written") from None
-    blob = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-    np.savez(f, header=blob, **arrays)
+    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+
+
+def _write_member(zf, name: str, m) -> str:
+    """Write member ``name`` (an array or a ``Streamed``) into the open zip ``zf`` as ``np.savez``
+    does (the same bytes); its checksum. LomtreeError if it holds a NaN or an infinity."""
+    from numpy.lib import format as npy
+
+    if isinstance(m, Streamed):
+        h = _hasher(m.dtype, m.shape)
+        pieces = m.chunks()
+    else:
+        a = np.asarray(m)
+        h = None
+        pieces = (a,)
+    with zf.open(name + ".npy", "w", force_zip64=True) as fid:
+        if h is not None:
+            npy.write_array_header_1_0(fid, {"descr": npy.dtype_to_descr(m.dtype), "fortran_order": False,
+                                             "shape": m.shape})
+        for p in pieces:
+            if _non_finite({name: p}) is not None:  # a diverged run: say so rather than write a model that predicts nothing
+                raise LomtreeError(f"the model holds NaN or infinite numbers ({name}): not written (lower the "
+                                   "learning rate or scale the feature values)")
+            if h is None:
+                npy.write_array(fid, p, allow_pickle=False)
+            else:
+                fid.write(_raw(p))
+                h.update(_raw(p))
+    return _digest(a) if h is None else h.hexdigest()
+
+
+def write_model(f, input_cfg: InputConfig, learner, reduction, passes_done: int = 0,
+                extra_arrays: dict | None = None, extra_header: dict | None = None, label_dict=None) -> None:
+    """Write the model file's bytes to the binary file object ``f`` (``save_model``'s format; with
+    string labels, their dictionary: ``labels.MEMBER``). The members are written one at a time,
+    the weight table's a piece at a time, and the header (which holds their checksums) last, so
+    the peak memory of a save is one member, not all of them (readers find members by name). On
+    an error ``f`` holds an incomplete file (``save_model`` removes it)."""
+    import zipfile
+
+    members = model_members(learner, reduction)
+    members.update(extra_arrays or {})
+    if label_dict is not None:
+        from .labels import MEMBER
+
+        members[MEMBER] = label_dict.to_array()
+    header = model_header(input_cfg, learner, reduction, {}, passes_done, extra_header)
+    _header_blob(header)  # settings that cannot be written are refused before any member is
+    with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name in list(members):
+            header["checksums"][name] = _write_member(zf, name, members.pop(name))  # freed once written
+        _write_member(zf, "header", _header_blob(header))
 
 
 def model_bytes(input_cfg: InputConfig, learner, reduction, passes_done: int = 0,
@@ -399,7 +452,8 @@ def inspect_model(path: str, gini_c: float = 1.0) -> dict:
         "noconstant": m.input_config.noconstant,
         "hash_seed": m.input_config.hash_seed,
         "loss": m.learner.config.loss,
-        "update": "sgd" if m.learner.config.sgd else "adaptive,normalized,invariant",
+        "update": ("sgd" if m.learner.config.sgd else "adaptive,normalized,invariant") +
+                  (",averaged" if m.learner.config.average else ""),
         "learning_rate": m.learner.eta,
         **{name: getattr(m.learner.config, name) for name in ("l1", "l2") if getattr(m.learner.config, name)},
         "passes_done": m.passes_done,
@@ -423,4 +477,4 @@ def inspect_model(path: str, gini_c: float = 1.0) -> dict:
     return info
 
 
-__all__ = ["save_model", "write_model", "model_bytes", "load_model", "inspect_model", "LoadedModel", "MAGIC", "FORMAT_VERSION"]
+__all__ = ["save_model", "write_model", "Streamed", "materialize", "model_bytes", "load_model", "inspect_model", "LoadedModel", "MAGIC", "FORMAT_VERSION"]

@@ -453,6 +453,31 @@ def test_save_load_resume_equals_uninterrupted(tmp_path, L, up):
     assert run(loaded, ex, train=False) == run(full, ex, train=False)
 
 
+@pytest.mark.parametrize("piece", [1, 7, 1 << 18])
+def test_saved_records_are_the_live_records_in_order(tmp_path, monkeypatch, piece):
+    """The class records, written ``SAVE_RECORDS`` at a time, are ``records()`` (a numpy sort of
+    the live table) in CSR form; a predict-only load's ``state()``, made from the loaded lists
+    rather than the table, equals the trained model's."""
+    from lomtree_cli.reductions import lomtree as lomtree_mod
+
+    monkeypatch.setattr(lomtree_mod, "SAVE_RECORDS", piece)
+    red = make(12, T=5, L=3, up=1)
+    run(red, _stream(), chunk=50)
+    node, label, cnt, n, msum = red.records()
+    assert node.size > 7
+    path = str(tmp_path / "m.lt")
+    save_model(path, InputConfig(bits=BITS), red.learner, red)
+    with np.load(path) as z:
+        ptr = z["reduction/cls_ptr"]
+        np.testing.assert_array_equal(np.repeat(np.arange(ptr.size - 1), np.diff(ptr)), node)
+        for name, want in zip(("cls_label", "cls_cnt", "cls_n", "cls_msum"), (label, cnt, n, msum)):
+            np.testing.assert_array_equal(z[f"reduction/{name}"], want)
+    st, again = red.state(), load_model(path, predict_only=True).reduction.state()
+    assert st.keys() == again.keys()
+    for name in st:
+        np.testing.assert_array_equal(again[name], st[name])
+
+
 def test_leaf_lists_follow_the_counts():
     """Every node's candidate list is its records' top L by (count desc, label asc), also after
     swaps (recycled nodes start empty), checked against a plain sort of ``records()``."""

@@ -174,3 +174,52 @@ def test_predict_reads_no_optimiser_state(saved, tmp_path):
     for kw in ({}, {"predict_only": True}):
         with pytest.raises(ModelFormatError, match="checksum mismatch in learner/G"):
             model_io.load_model(str(bad), **kw)
+
+
+@pytest.mark.parametrize("rows", [64, 1000, 1 << 18])
+def test_streamed_members_are_numpys(tmp_path, monkeypatch, rows):
+    """The weight table's members, written ``rows`` table rows at a time, hold what numpy selects
+    from the table (slots with a non-zero w, G or N bit pattern, then each column there), and every
+    member's bytes in the file are ``np.save``'s of that array (the format ``np.savez`` wrote)."""
+    import io
+    import zipfile
+
+    from lomtree_cli import learner as learner_mod
+
+    monkeypatch.setattr(learner_mod, "SAVE_ROWS", rows)
+    red = fresh()
+    b = batch(6)
+    red.process(b, np.ones(len(b), bool))
+    table = red.learner.arrays.table
+    table[7, 2] = np.float32(-0.0)  # kept: only its sign bit is set
+    path = str(tmp_path / "m.lt")
+    model_io.save_model(path, ICFG, red.learner, red)
+    nz = np.flatnonzero((table.view(np.uint32) != 0).any(axis=1))
+    want = {"learner/nz": nz, "learner/w": table[nz, 0], "learner/G": table[nz, 1], "learner/N": table[nz, 2]}
+    assert 7 in nz and 0 < nz.size < table.shape[0]
+    with zipfile.ZipFile(path) as z:
+        for name, a in want.items():
+            buf = io.BytesIO()
+            np.save(buf, a)
+            assert z.read(name + ".npy") == buf.getvalue(), name
+        assert sorted(z.namelist())[0] == "header.npy" and len(z.namelist()) == 8
+    m = model_io.load_model(path)
+    np.testing.assert_array_equal(m.learner.arrays.table.view(np.uint32), table.view(np.uint32))
+
+
+def test_streamed_save_refuses_a_diverged_table(tmp_path, monkeypatch):
+    """A NaN in a later piece of the table: nothing is written, an earlier model stays."""
+    from lomtree_cli import learner as learner_mod
+    from lomtree_cli.errors import LomtreeError
+
+    monkeypatch.setattr(learner_mod, "SAVE_ROWS", 64)
+    red = fresh()
+    b = batch(7)
+    red.process(b, np.ones(len(b), bool))
+    path = tmp_path / "m.lt"
+    path.write_bytes(b"old")
+    red.learner.arrays.table[-1, 1] = np.nan
+    with pytest.raises(LomtreeError, match=r"NaN or infinite numbers \(learner/G\): not written"):
+        model_io.save_model(str(path), ICFG, red.learner, red)
+    assert path.read_bytes() == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["m.lt"]

@@ -529,10 +529,11 @@ def model_arrays(path):
 
 def test_save_load_predicts_as_before_saving(mldata, tmp_path):
     """The progressive predictions of unlabeled lines after training (nothing learned from them)
-    equal the saved model's top-1 in predict; the label counts are saved."""
+    equal the saved model's top-1 in predict; the label counts are saved. (Progressive validation
+    scores the online weights: --no-average, so that the model predicts with the same ones.)"""
     m = tmp_path / "m.lt"
     p = tmp_path / "p.txt"
-    code, _, err = cli("train", *PLT, mldata / "a.vw", mldata / "test_unlab.vw", "-f", m, "-p", p)
+    code, _, err = cli("train", *PLT, mldata / "a.vw", mldata / "test_unlab.vw", "-f", m, "-p", p, "--no-average")
     assert code == 0, err
     progressive = p.read_text().split()[150:]
     code, out, err = cli("predict", "-i", m, mldata / "test_unlab.vw", "-p", "-", "--top-k", "1", "--quiet")

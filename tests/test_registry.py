@@ -136,10 +136,12 @@ def test_plt_defaults_from_large_k_on():
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.5, True, -1.0, 32, 10)
     rcfg, lcfg = configs(LARGE_K, multilabel=True)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.5, False, 1.0, 8, 16)
+    assert (lcfg.average, lcfg.learning_rate) == (False, 0.25)  # late labels: no averaging
     rcfg, lcfg = configs(LARGE_K - 1, multilabel=True)
-    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.5, True, -1.0, 32, 16)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.1, True, -1.0, 32, 16)
+    assert lcfg.average and not configs(LARGE_K - 1)[1].average  # one pass over label sets averages
     rcfg, lcfg = configs(LARGE_K, multilabel=True, passes=3)
-    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.arity) == (0.25, False, 8)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.arity, lcfg.average) == (0.25, False, 8, False)
     rcfg, lcfg = configs(2 * LARGE_K, power_t=0.5, leaf_negatives=True)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight) == (0.5, True, 1.0)
     assert default("cpt", "power_t", 0.5, k=LARGE_K) == 0.75 and default("oaa", "power_t", 0.5, k=10 ** 6) == 0.5

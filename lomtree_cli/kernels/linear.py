@@ -107,7 +107,8 @@ HP_NAN = 12  # count of NaN scores/updates met (the driver warns once)
 HP_PREFETCH = 13  # 1: tree descents prefetch the next nodes' rows (prefetch_slots); 0: they don't
 HP_L1 = 14  # --l1: each updated weight truncated toward 0 by l1 times its rate (``reg_step``)
 HP_L2 = 15  # --l2: each updated weight first multiplied by 1 - l2 times its rate
-N_HP = 16
+HP_AVG = 16  # --average: every weight change d at clock c adds c * d to ``avg`` (``averaged_weights``)
+N_HP = 17
 
 LOSS_SQUARED = 0
 LOSS_LOGISTIC = 1
@@ -152,6 +153,7 @@ class LinearArrays(NamedTuple):
     hp: np.ndarray
     scratch: np.ndarray
     work: np.ndarray
+    avg: np.ndarray
 
 
 @kernel(inline="always")
@@ -521,15 +523,20 @@ def _update(lin, idx, val, start, end, m, y, iw, yhat, f, distinct, rescore):
             return f
         reg = reg_on(hp)
         es = reg_rate(u, d)
+        avg = hp[HP_AVG] != 0.0
         for j in range(start, end):
             v = np.float64(val[j])
             if not math.isfinite(v):
                 continue
             s = np.uint64((np.int64(idx[j]) * mult + off) & mask)
+            w0 = tab[s, 0]
             if reg:
-                tab[s, 0] = np.float32(reg_step(hp, np.float64(tab[s, 0]), u * v, es))
+                w = np.float32(reg_step(hp, np.float64(w0), u * v, es))
             else:
-                tab[s, 0] = np.float32(np.float64(tab[s, 0]) + u * v)
+                w = np.float32(np.float64(w0) + u * v)
+            tab[s, 0] = w
+            if avg:
+                lin.avg[s] += hp[HP_CLOCK] * (np.float64(w) - np.float64(w0))
         return score(lin, idx, val, start, end, m) if rescore else f
     d = loss_derivative(loss, tau, yhat, y)
     g2 = iw * d * d
@@ -557,7 +564,11 @@ def _update(lin, idx, val, start, end, m, y, iw, yhat, f, distinct, rescore):
         if ax > np.float64(Nf):
             if Nf > 0.0:
                 moved = True
-                tab[s, 0] = np.float32(np.float64(tab[s, 0]) * renorm(np.float64(Nf) / ax, p, nexp))
+                w0 = tab[s, 0]
+                w = np.float32(np.float64(w0) * renorm(np.float64(Nf) / ax, p, nexp))
+                tab[s, 0] = w
+                if hp[HP_AVG] != 0.0:
+                    lin.avg[s] += hp[HP_CLOCK] * (np.float64(w) - np.float64(w0))
             Nf = np.float32(ax)
             tab[s, 2] = Nf
         Nv = np.float64(Nf)
@@ -581,6 +592,7 @@ def _update(lin, idx, val, start, end, m, y, iw, yhat, f, distinct, rescore):
         return score(lin, idx, val, start, end, m) if rescore and moved else f
     Mu = M * u
     reg = reg_on(hp)
+    avg = hp[HP_AVG] != 0.0
     a = reg_rate(u, d) * M  # the rate of a weight is a * r
     acc = 0.0
     for j in range(start, end):
@@ -601,11 +613,14 @@ def _update(lin, idx, val, start, end, m, y, iw, yhat, f, distinct, rescore):
                 r = scr[j - start, 0]
             else:
                 r = adaptive_rate(Gs, Ns, p, nexp)
+        w0 = tab[s, 0]
         if reg:
-            w = np.float32(reg_step(hp, np.float64(tab[s, 0]), Mu * v * r, a * r))
+            w = np.float32(reg_step(hp, np.float64(w0), Mu * v * r, a * r))
         else:
-            w = np.float32(np.float64(tab[s, 0]) + Mu * v * r)
+            w = np.float32(np.float64(w0) + Mu * v * r)
         tab[s, 0] = w
+        if avg:
+            lin.avg[s] += hp[HP_CLOCK] * (np.float64(w) - np.float64(w0))
         if packed:
             acc += np.float64(w) * v
     if packed:
@@ -810,6 +825,7 @@ def make_hp(lcfg, bits: int, n_models: int, mode: int) -> np.ndarray:
     hp[HP_PREFETCH] = 1.0
     hp[HP_L1] = lcfg.l1
     hp[HP_L2] = lcfg.l2
+    hp[HP_AVG] = 1.0 if lcfg.average else 0.0
     if lcfg.loss == "logistic":
         hp[HP_LO], hp[HP_HI] = -50.0, 50.0
     else:
@@ -942,6 +958,7 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, dist
     if na == 0:
         return
     reg = reg_on(hp)
+    avg = hp[HP_AVG] != 0.0
     if sgd:
         for j in range(start, end):
             v = np.float64(val[j])
@@ -951,10 +968,14 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, dist
             for a in range(na):
                 c = act[a]
                 s = np.uint64((base + ms[c]) & mask)
+                w0 = tab[s, 0]
                 if reg:
-                    tab[s, 0] = np.float32(reg_step(hp, np.float64(tab[s, 0]), work[c, 3] * v, work[c, 1]))
+                    w = np.float32(reg_step(hp, np.float64(w0), work[c, 3] * v, work[c, 1]))
                 else:
-                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) + work[c, 3] * v)
+                    w = np.float32(np.float64(w0) + work[c, 3] * v)
+                tab[s, 0] = w
+                if avg:
+                    lin.avg[s] += hp[HP_CLOCK] * (np.float64(w) - np.float64(w0))
         return
     nexp = 2.0 * (1.0 - p)
     scr = lin.scratch
@@ -981,7 +1002,11 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, dist
             Nf = tab[s, 2]
             if ax > np.float64(Nf):
                 if Nf > 0.0:
-                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) * renorm(np.float64(Nf) / ax, p, nexp))
+                    w0 = tab[s, 0]
+                    w = np.float32(np.float64(w0) * renorm(np.float64(Nf) / ax, p, nexp))
+                    tab[s, 0] = w
+                    if avg:
+                        lin.avg[s] += hp[HP_CLOCK] * (np.float64(w) - np.float64(w0))
                 Nf = np.float32(ax)
                 tab[s, 2] = Nf
             Nv = np.float64(Nf)
@@ -1029,11 +1054,31 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, dist
                         r = rs[pos]
                     else:
                         r = adaptive_rate(Gs, Ns, p, nexp)
+                w0 = tab[s, 0]
                 if reg:
-                    tab[s, 0] = np.float32(reg_step(hp, np.float64(tab[s, 0]), Mu * v * r, work[c, 1] * r))
+                    w = np.float32(reg_step(hp, np.float64(w0), Mu * v * r, work[c, 1] * r))
                 else:
-                    tab[s, 0] = np.float32(np.float64(tab[s, 0]) + Mu * v * r)
+                    w = np.float32(np.float64(w0) + Mu * v * r)
+                tab[s, 0] = w
+                if avg:
+                    lin.avg[s] += hp[HP_CLOCK] * (np.float64(w) - np.float64(w0))
             pos += 1
+
+
+@jit(nogil=True)
+def averaged_weights(table, avg, T):
+    """``table[:, 0] = w - avg / T`` (the averaged iterate; ``LinearLearner``), in place."""
+    if T > 0.0:
+        for i in range(table.shape[0]):
+            table[i, 0] = np.float32(np.float64(table[i, 0]) - avg[i] / T)
+
+
+@jit(nogil=True)
+def averaged_rows(table, nz, avg, T):
+    """``averaged_weights`` for the slots ``nz`` (their ``avg`` values given in that order)."""
+    if T > 0.0:
+        for i in range(nz.shape[0]):
+            table[nz[i], 0] = np.float32(np.float64(table[nz[i], 0]) - avg[i] / T)
 
 
 @jit(nogil=True)

@@ -26,12 +26,12 @@ N_NCLS = 9
 N_GEN = 10
 NF = 11
 
-# record columns
-R_NODE = 0
+# record columns: one int64 row a record, msum read through a float64 view of the same rows
+R_KEY = 0  # node << 32 | label; -1 = empty slot
 R_GEN = 1
-R_LABEL = 2
-R_CNT = 3
-R_N = 4
+R_CNT = 2
+R_N = 3
+R_MSUM = 4
 RF = 5
 
 # glob: counters, int64
@@ -143,26 +143,26 @@ def _record(node_i, rec_i, rec_f, glob, j, y):
     """Slot of the live record (j, y), created (zeroed) if absent."""
     hmask = rec_i.shape[0] - 1
     g = node_i[j, N_GEN]
+    key = (j << 32) | y
     h = _hash(j, y, hmask)
     while True:
-        nd = rec_i[h, R_NODE]
-        if nd == -1:
-            rec_i[h, R_NODE] = j
+        kh = rec_i[h, R_KEY]
+        if kh == -1:
+            rec_i[h, R_KEY] = key
             rec_i[h, R_GEN] = g
-            rec_i[h, R_LABEL] = y
             rec_i[h, R_CNT] = 0
             rec_i[h, R_N] = 0
-            rec_f[h] = 0.0
+            rec_f[h, R_MSUM] = 0.0
             glob[G_OCC] += 1
             glob[G_LIVE] += 1
             node_i[j, N_NCLS] += 1
             return h
-        if nd == j and rec_i[h, R_LABEL] == y:
+        if kh == key:
             if rec_i[h, R_GEN] != g:
                 rec_i[h, R_GEN] = g
                 rec_i[h, R_CNT] = 0
                 rec_i[h, R_N] = 0
-                rec_f[h] = 0.0
+                rec_f[h, R_MSUM] = 0.0
                 glob[G_LIVE] += 1
                 node_i[j, N_NCLS] += 1
             return h
@@ -178,24 +178,25 @@ def _rehash(node_i, rec_i, rec_f, glob, need):
     while 2 * (live + need) > cap:
         cap *= 2
     ni = np.empty((cap, RF), dtype=np.int64)
-    ni[:, R_NODE] = -1
-    nf = np.zeros(cap, dtype=np.float64)
+    ni[:, R_KEY] = -1
     hmask = cap - 1
     occ = 0
     for r in range(rec_i.shape[0]):
-        nd = rec_i[r, R_NODE]
-        if nd == -1 or rec_i[r, R_GEN] != node_i[nd, N_GEN]:
+        key = rec_i[r, R_KEY]
+        if key == -1:
             continue
-        h = _hash(nd, rec_i[r, R_LABEL], hmask)
-        while ni[h, R_NODE] != -1:
+        nd = key >> 32
+        if rec_i[r, R_GEN] != node_i[nd, N_GEN]:
+            continue
+        h = _hash(nd, key & 0xFFFFFFFF, hmask)
+        while ni[h, R_KEY] != -1:
             h = (h + 1) & hmask
-        for c in range(RF):
+        for c in range(RF):  # msum's bits with the rest
             ni[h, c] = rec_i[r, c]
-        nf[h] = rec_f[r]
         occ += 1
     glob[G_OCC] = occ
     glob[G_LIVE] = occ
-    return ni, nf
+    return ni, ni.view(np.float64)
 
 
 @jit()
@@ -475,10 +476,11 @@ def _prefetch_records(rec_i, rec_f, pnode, plen, y):
     waits for the one before (KJV next-word: the look-ups were a fifth of LOMtree's training
     time). A hint only; nothing is read or changed."""
     hmask = rec_i.shape[0] - 1
+    flat = rec_f.reshape(rec_f.size)
     for d in range(plen):
         h = _hash(pnode[d], y, hmask)
         prefetch_row(rec_i, h)
-        prefetch_row(rec_f, h)
+        prefetch_row(flat, h * RF + R_MSUM)  # the row's last field: a 40-byte row may span two lines
 
 
 @kernel()
@@ -547,7 +549,7 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, node_top, rec_i, re
         en_j = node_i[j, N_EN]
         E = node_f[j] / en_j if en_j > 0 else 0.0
         ny = rec_i[r, R_N]
-        e = rec_f[r] / ny if ny > 0 else 0.0
+        e = rec_f[r, R_MSUM] / ny if ny > 0 else 0.0
         z = -1.0 if E > e else 1.0
         m = node_i[j, N_MODEL]
         _prefetch_children(lin, idx, st, en, node_i, j)
@@ -568,7 +570,7 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, node_top, rec_i, re
         nt += 1
         node_f[j] += s
         node_i[j, N_EN] = en_j + 1
-        rec_f[r] += s
+        rec_f[r, R_MSUM] += s
         rec_i[r, R_N] = ny + 1
         j = node_i[j, N_LEFT] if s < 0 else node_i[j, N_RIGHT]
         depth += 1
@@ -673,28 +675,28 @@ def insert_records(node_i, rec_i, rec_f, glob, rnode, rlabel, rcnt, rn, rmsum):
             return False
         rec_i[h, R_CNT] = rcnt[q]
         rec_i[h, R_N] = rn[q]
-        rec_f[h] = rmsum[q]
+        rec_f[h, R_MSUM] = rmsum[q]
     return True
 
 
 @jit()
 def live_slots(node_i, rec_i):
-    """Slots of the live records and their keys ``node << 32 | label`` (one pass over the table:
+    """Slots of the live records and their keys (``R_KEY``, ``node << 32 | label``; one pass over the table:
     what ``records`` sorts; numpy masks over the strided columns took 3x longer). Labels are in
     ``1..k`` with ``k < 2^31`` (config, parser and ``load_state`` all enforce it), so the key is
     exact and orders by (node, label)."""
     n = 0
     for r in range(rec_i.shape[0]):
-        nd = rec_i[r, R_NODE]
-        if nd >= 0 and rec_i[r, R_GEN] == node_i[nd, N_GEN]:
+        k = rec_i[r, R_KEY]
+        if k >= 0 and rec_i[r, R_GEN] == node_i[k >> 32, N_GEN]:
             n += 1
     sel = np.empty(n, dtype=np.int64)
     key = np.empty(n, dtype=np.int64)
     q = 0
     for r in range(rec_i.shape[0]):
-        nd = rec_i[r, R_NODE]
-        if nd >= 0 and rec_i[r, R_GEN] == node_i[nd, N_GEN]:
+        k = rec_i[r, R_KEY]
+        if k >= 0 and rec_i[r, R_GEN] == node_i[k >> 32, N_GEN]:
             sel[q] = r
-            key[q] = (nd << 32) | rec_i[r, R_LABEL]
+            key[q] = k
             q += 1
     return sel, key

@@ -199,6 +199,11 @@ class Reduction:
     def state(self) -> dict:
         return {}
 
+    def state_members(self) -> dict:
+        """What a save writes: ``state()``, where a large member may be a ``streamed.Streamed``
+        (made a piece at a time as it is written)."""
+        return self.state()
+
     def meta(self) -> dict:
         return {}
 

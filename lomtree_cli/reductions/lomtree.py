@@ -21,8 +21,12 @@ nodes a tree with ``T`` internal nodes can have), so memory follows the nodes ac
 also for ``T = k-1`` with ``k = 10^6``. The root is node 0.
 
 Class records (``cnt(y)``, ``n(y)``, ``msum(y)`` of one node) live in one open-addressing hash
-table keyed by ``(node, label)``: int64 ``rec_i`` shape (capacity, 5) = ``R_NODE`` (``-1`` = empty
-slot), ``R_GEN``, ``R_LABEL``, ``R_CNT``, ``R_N``; float64 ``rec_f`` = ``msum``. Linear probing from
+table keyed by ``(node, label)``: int64 ``rec_i`` shape (capacity, 5) = ``R_KEY`` (``node << 32 |
+label``, ``-1`` = empty slot), ``R_GEN``, ``R_CNT``, ``R_N`` and ``R_MSUM``, the last read and
+written through ``rec_f``, a float64 view of the same rows: 40 bytes and one or two cache lines a
+record (a separate ``msum`` vector and a node and a label column were 48 bytes and two or three
+lines; at 2.8M records, 300k PyPI summaries, the table is most of LOMtree's memory and its
+look-ups much of its time). Linear probing from
 a SplitMix64 hash of the key; a key occupies at most one slot. A record is *live* iff its
 generation equals its node's ``N_GEN``: a swap resets a node in ``O(1)`` by bumping the
 generation (no scan of the table); a stale record met again under the same key is reset and
@@ -119,6 +123,8 @@ from .base import Reduction, n_distinct
 _NODE_FIELDS = (("parent", LK.N_PARENT), ("left", LK.N_LEFT), ("right", LK.N_RIGHT), ("internal", LK.N_INTERNAL),
                 ("model", LK.N_MODEL), ("C", LK.N_C), ("En", LK.N_EN), ("maxcnt", LK.N_MAXCNT), ("maxlab", LK.N_MAXLAB))
 _CLS_FIELDS = ("cls_ptr", "cls_label", "cls_cnt", "cls_n", "cls_msum")
+#: class records per piece of a saved model's record members (``LomTree.state_members``)
+SAVE_RECORDS = 1 << 18
 
 
 class LomTree(Reduction):
@@ -137,7 +143,7 @@ class LomTree(Reduction):
         self.node_f = np.zeros(node_cap, dtype=np.float64)
         LK.init_leaf(self.node_i, self.node_f, 0)
         self.rec_i = np.full((LK.MIN_HASH_CAP, LK.RF), -1, dtype=np.int64)
-        self.rec_f = np.zeros(LK.MIN_HASH_CAP, dtype=np.float64)
+        self.rec_f = self.rec_i.view(np.float64)
         self.glob = np.zeros(LK.NG, dtype=np.int64)
         self.glob[LK.G_NNODES] = 1
         self.glob[LK.G_T] = self.T
@@ -214,20 +220,58 @@ class LomTree(Reduction):
         """Live class records sorted by (node, label): node, label, cnt, n (int64), msum (float64)."""
         if self._pending is not None:  # loaded and not trained since: already in this form
             return tuple(a.copy() for a in self._pending)
+        sel = self._live_sorted()
         ri = self.rec_i
-        sel, key = LK.live_slots(self.node_i, ri)
-        sel = sel[np.argsort(key)]  # keys are unique, so any sort gives this order
         # fancy indexing copies already (a second copy was a transient array per column at a save)
-        return ri[sel, LK.R_NODE], ri[sel, LK.R_LABEL], ri[sel, LK.R_CNT], ri[sel, LK.R_N], self.rec_f[sel]
+        key = ri[sel, LK.R_KEY]
+        return key >> 32, key & 0xFFFFFFFF, ri[sel, LK.R_CNT], ri[sel, LK.R_N], self.rec_f[sel, LK.R_MSUM]
+
+    def _live_sorted(self) -> np.ndarray:
+        """The record table's slots of the live records, in (node, label) order."""
+        sel, key = LK.live_slots(self.node_i, self.rec_i)
+        order = np.argsort(key)  # keys are unique, so any sort gives this order
+        del key
+        return sel[order]
 
     def state(self) -> dict:
+        from ..streamed import materialize
+
+        return materialize(self.state_members())
+
+    def state_members(self) -> dict:
+        """``state()``, the class records' label, cnt, n and msum as ``streamed.Streamed``: each
+        gathered from the record table ``SAVE_RECORDS`` records at a time as it is written (the
+        five columns at once were 40 bytes a record at the peak of a save, 110 MB on 300k PyPI
+        summaries, more than training's own peak)."""
+        from ..streamed import Streamed
+
         nn = self.n_nodes
         out = {name: self.node_i[:nn, col].copy() for name, col in _NODE_FIELDS}
         out["Esum"] = self.node_f[:nn].copy()
-        node, label, cnt, n, msum = self.records()
+        if self._pending is not None:  # loaded and not trained since: the sorted columns themselves
+            m = self._pending[0].shape[0]
+            cols = [lambda s, e, c=c: c[s:e] for c in self._pending]
+        else:
+            sel = self._live_sorted()
+            m = sel.shape[0]
+            ri, rf = self.rec_i, self.rec_f
+            cols = [lambda s, e: ri[sel[s:e], LK.R_KEY] >> 32, lambda s, e: ri[sel[s:e], LK.R_KEY] & 0xFFFFFFFF]
+            cols += [lambda s, e, c=c: ri[sel[s:e], c] for c in (LK.R_CNT, LK.R_N)]
+            cols.append(lambda s, e: rf[sel[s:e], LK.R_MSUM])
+
+        def pieces(col):
+            for s in range(0, m, SAVE_RECORDS):
+                yield col(s, s + SAVE_RECORDS)
+
+        counts = np.zeros(nn, dtype=np.int64)
+        for node in pieces(cols[0]):
+            counts += np.bincount(node, minlength=nn)
         ptr = np.zeros(nn + 1, dtype=np.int64)
-        np.cumsum(np.bincount(node, minlength=nn), out=ptr[1:])
-        out.update(cls_ptr=ptr, cls_label=label, cls_cnt=cnt, cls_n=n, cls_msum=msum)
+        np.cumsum(counts, out=ptr[1:])
+        out["cls_ptr"] = ptr
+        for name, col in zip(_CLS_FIELDS[1:], cols[1:]):
+            dtype = np.dtype(np.float64 if name == "cls_msum" else np.int64)
+            out[name] = Streamed(dtype, (m,), lambda col=col: pieces(col))
         out["prior_stats"] = self.prior[:LK.NB].copy()
         return out
 
@@ -399,7 +443,7 @@ class LomTree(Reduction):
         while 2 * (lab.shape[0] + int(self.glob[LK.G_DEPTH]) + 2) > hcap:
             hcap *= 2
         rec_i = np.full((hcap, LK.RF), -1, dtype=np.int64)
-        rec_f = np.zeros(hcap, dtype=np.float64)
+        rec_f = rec_i.view(np.float64)
         if not LK.insert_records(self.node_i, rec_i, rec_f, self.glob, rnode, lab, cnt, cn, msum):
             raise ValueError("duplicate class record")
         self.rec_i, self.rec_f, self._pending = rec_i, rec_f, None

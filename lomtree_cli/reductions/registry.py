@@ -47,7 +47,8 @@ class ReductionSpec:
     reduction's own options; ``defaults``: its defaults where they differ from
     ``ReductionConfig``'s and ``LearnerConfig``'s (keys ``loss``, ``power_t``, ``learning_rate``
     (not under ``--sgd``) and reduction fields); ``no_regularization``: why ``--l1``/``--l2``
-    cannot apply (the reduction has no weights), empty when they do. ``label_set_defaults``: the
+    cannot apply (the reduction has no weights), empty when they do; ``no_average``: why
+    ``--average`` cannot (besides ``no_regularization``). ``label_set_defaults``: the
     defaults of a multi-label model (``--multilabel``) where they differ, and
     ``label_set_pass_defaults`` those of a multi-label model trained with ``--passes > 1``
     (keys as ``defaults``, plus ``decay_learning_rate``). ``large_k_defaults``: those of a
@@ -74,6 +75,7 @@ class ReductionSpec:
     options: tuple = ()
     defaults: dict = field(default_factory=dict)
     no_regularization: str = ""
+    no_average: str = ""
     label_set_defaults: dict = field(default_factory=dict)
     label_set_pass_defaults: dict = field(default_factory=dict)
     large_k_defaults: dict = field(default_factory=dict)
@@ -89,11 +91,13 @@ _ARITY = Option("arity", ("--arity",), help="most children of a node")
 _BEAM = Option("beam", ("--beam",), help="beam width of the prediction search (plt with label sets: 16)")
 
 #: multi-label defaults of plt and oaa (bench/multilabel-tuning.md: one pass and 10 passes on
-#: Bibtex and Delicious): a smaller rate and (plt) a beam of 16, as an example's several labels
-#: spread over more of the tree; with several passes a smaller rate still, a slower per-example
-#: decay and 0.6 of the rate at every pass, so that ``--passes N`` alone is the tuned run
-_SET_DEFAULTS = {"learning_rate": 0.25}
-_SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rate": 0.6}
+#: Bibtex, Delicious and Yeast): (plt) a beam of 16, as an example's several labels spread over
+#: more of the tree; in one pass the averaged weights (averaged SGD) of a slowly decaying rate,
+#: 1-2 points of P@k over the last weights on the 4,880 examples of Bibtex; with several passes a
+#: smaller rate, a slower per-example decay and 0.6 of the rate at every pass, so that
+#: ``--passes N`` alone is the tuned run
+_SET_DEFAULTS = {"learning_rate": 0.5, "power_t": 0.1, "average": True}
+_SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rate": 0.6, "average": False}
 
 #: single-label plt from this many classes on (bench/pypi.md, bench/notes/plt-at-scale.md): a
 #: faster-decaying rate, leaves trained against their siblings only, the PLT's path probability and
@@ -107,8 +111,12 @@ _SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rat
 #: path weight 1 and arity 8 train without any beam search (the beam is what the leaf negatives and
 #: the path weight's statistics need): at k = 100,000 2.2x cheaper and better on P@1/3/5; at
 #: k = 10,000 3x cheaper, P@1 -0.1, P@3 -1.2, P@5 equal (``--leaf-negatives`` buys them back).
+#: From k = 4,096 one pass over label sets keeps the last weights of the single-label rate: a
+#: label first seen late has zero weights in all the earlier iterates, so the average (from the
+#: first example) shrinks it (synthetic k = 100,000: P@1 89.4 averaged against 91.0).
 LARGE_K = 4096
 _LARGE_K_TREE = {"leaf_negatives": False, "path_weight": 1.0, "arity": 8}
+_LARGE_K_SETS = {"average": False, "learning_rate": 0.25, "power_t": 0.5}
 _LARGE_K_PLT = {**_LARGE_K_TREE, "power_t": 0.75, "beam": 4}
 #: single-label lomtree from this many classes on (bench/notes/lomtree.md, "At scale"): T = 1,023
 #: internal nodes instead of k-1. With T = k-1 on PyPI next word (k = 20,001) the swaps grow chains
@@ -131,6 +139,7 @@ REGISTRY = {
     "oaa": ReductionSpec("lomtree_cli.reductions.oaa:OneAgainstAll", "OAA",
                          "one-against-all, O(k); label sets: binary relevance",
                          label_set_defaults=_SET_DEFAULTS, label_set_pass_defaults=_SET_PASS_DEFAULTS,
+                         label_set_large_k_defaults=_LARGE_K_SETS,
                          label_sets=True, probabilities=True, dask="fixed", regressors="class",
                          vw_options={"oaa": False, "multilabel_oaa": True}),
     "lomtree": ReductionSpec("lomtree_cli.reductions.lomtree:LomTree", "LOMtree",
@@ -176,7 +185,7 @@ REGISTRY = {
                help=f"train leaves also against the example's beam candidates, not only against their "
                     f"siblings [on; off with -k >= {LARGE_K}]")),
         label_set_defaults={**_SET_DEFAULTS, "beam": 16}, label_set_pass_defaults=_SET_PASS_DEFAULTS,
-        large_k_defaults=_LARGE_K_PLT, label_set_large_k_defaults=_LARGE_K_TREE, label_sets=True, probabilities=True, dask="grown", regressors="tree node",
+        large_k_defaults=_LARGE_K_PLT, label_set_large_k_defaults={**_LARGE_K_TREE, **_LARGE_K_SETS}, label_sets=True, probabilities=True, dask="grown", regressors="tree node",
         vw_options={"plt": True}),
     "mtree": ReductionSpec("lomtree_cli.reductions.mtree:MaryTree", "mtree",
                            "M-ary softmax tree over learned embeddings (Jernite et al. 2017), P(y|x)", options=(
@@ -194,7 +203,8 @@ REGISTRY = {
         Option("linear", ("--linear",), float,
                help="rate factor of the hashed linear weights of the root's children (memory 2^bits x its children "
                     "floats; 0 = none; -1 = 2 on a tree, 0.1 on a flat softmax)")),
-        defaults={"arity": 8}, probabilities=True, regressors="tree node"),
+        defaults={"arity": 8}, probabilities=True, regressors="tree node",
+        no_average="its embeddings and node layers are not the linear learner's weights"),
 }
 
 
@@ -216,7 +226,7 @@ def vw_aliases() -> dict:
 
 def default(name: str, key: str, fallback, multilabel: bool = False, passes: int = 1, k: int | None = None):
     """Reduction ``name``'s default for ``key`` (a config field, ``loss``, ``power_t``,
-    ``learning_rate`` or ``decay_learning_rate``); ``multilabel``, ``passes`` and ``k``: the
+    ``learning_rate``, ``decay_learning_rate`` or ``average``); ``multilabel``, ``passes`` and ``k``: the
     model's, for the defaults of multi-label models and of many classes."""
     spec = REGISTRY.get(name) if isinstance(name, str) else None
     if spec is None:  # the library's callers (the Python API) pass any value
@@ -225,12 +235,12 @@ def default(name: str, key: str, fallback, multilabel: bool = False, passes: int
         raise ConfigError(f"reduction must be one of {', '.join(REGISTRY)}, got {name!r}")
     if multilabel and passes > 1 and key in spec.label_set_pass_defaults:
         return spec.label_set_pass_defaults[key]
-    if multilabel and key in spec.label_set_defaults:
-        return spec.label_set_defaults[key]
     if k is not None and k >= LARGE_K:
         large = spec.label_set_large_k_defaults if multilabel else spec.large_k_defaults
         if key in large:
             return large[key]
+    if multilabel and key in spec.label_set_defaults:
+        return spec.label_set_defaults[key]
     return spec.defaults.get(key, fallback)
 
 
