@@ -180,6 +180,25 @@ def test_plt_sets_online_tree_matches_reference(arity, beam, gamma, negatives, l
     assert red.label_counts[0] == sum(1 for e in ex if e[0] is not None and e[1] > 0)
 
 
+def test_plt_sets_long_examples_match_reference():
+    """Examples of 700 features: the blocks of a node and of the nodes trained before it share
+    rows (2^12 slots), so training scores those nodes afresh instead of taking the beam's scores,
+    and the set of rows an example's training claims (``plt_kernels.claim_rows``) fills up
+    mid-example, after which every further node is scored afresh: the same progressive
+    predictions, tree and weights as the sequential reference."""
+    rng = np.random.default_rng(7)
+    ex = []
+    for ys, iw, idx, val in set_stream(k=10, n=30, seed=7):
+        extra = [int(h) for h in rng.integers(0, 1 << 16, 700)]
+        ex.append((ys, iw, idx + extra, val + [float(np.float32(v)) for v in rng.uniform(0.2, 1.5, 700)]))
+    ref = RefPLT(bits=BITS, arity=3, beam=3, gamma=None, negatives=True)
+    want = ref.process_sets(ex)
+    red = make_plt(10, arity=3, beam=3, tree_buffer=0, path_weight=-1.0, leaf_negatives=True)
+    assert run_sets(red, ex, None) == want
+    assert tree_of(red) == ref_tree(ref)
+    assert_same_weights(red, ref)
+
+
 # -- 2. OAA binary relevance against the reference -----------------------------------------------
 def ref_binary_relevance(examples, k, loss):
     """Sequential reference: predict argmax of the clipped scores (smallest label on ties); a
