@@ -154,9 +154,6 @@ def run_train(p: dict, given: set, start: float) -> None:
             raise ConfigError("-c/--cache cannot be used with --dask (each worker reads its shard)")
         if icfg.multilabel:
             raise ConfigError("--dask does not train label sets yet (--multilabel, --format xmc): train in one process")
-        if p.get("average") or (lcfg is not None and lcfg.average):
-            raise ConfigError("--average cannot be used with --dask (workers merge the online weights only): "
-                              "train in one process")
         from .distributed import train as dask_train
 
         return dask_train(icfg, lcfg, rcfg, opts, p["dask"], p["sync_every"], initial_model=p["initial_model"],

@@ -764,9 +764,9 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
     else:
         model = continued_model(initial_model, input_cfg, explicit or {})
     input_cfg, learner, reduction, passes_before = model.input_config, model.base, model.reduction, model.passes_done
-    if learner.averaging:
-        raise ConfigError("--dask cannot continue a model trained with --average (workers merge the online "
-                          "weights only): train in one process")
+    if learner.averaging:  # a new model's option or a continued model's
+        raise ConfigError("--average cannot be used with --dask (workers merge the online weights only; a model "
+                          "trained with --average cannot continue there): train in one process")
     mode = REGISTRY[reduction.name].dask
     if mode is None:
         able = [n for n, spec in REGISTRY.items() if spec.dask is not None]

@@ -111,6 +111,8 @@ def test_cli_train_predict_and_refusals(tmp_path):
     assert "--average does not apply to --reduction table" in one_error(code, err, 2)
     code, _, err = cli("train", "-r", "oaa", "-k", K_CLASSES, train, "--average", "--dask", "local:1", "--quiet")
     assert "--average cannot be used with --dask" in one_error(code, err, 2)
+    code, _, err = cli("train", "-i", m, train, "--dask", "local:1", "--quiet")  # an averaged model
+    assert "--average cannot be used with --dask" in one_error(code, err, 2)
 
 
 def test_api_average_predicts_with_the_averaged_weights():
