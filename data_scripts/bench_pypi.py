@@ -50,6 +50,10 @@ SYSTEMS = {
     "plt_x5": ("lomtree -r plt, ≤ 5 passes", "lomtree", ["-r", "plt", "--passes", "5"]),
     "plt_b26_x5": ("lomtree -r plt -b 26 --passes 5 --holdout-off", "lomtree",
                    ["-r", "plt", "-b", "26", "--passes", "5", "--holdout-off"]),
+    # KJV next word's multi-pass setting (bench/notes/multipass.md) with power_t 0.5
+    "cpt_b27_x5": ("lomtree -r cpt -b 27 --passes 5 --holdout-off --decay-learning-rate 0.5 --power-t 0.5", "lomtree",
+                   ["-r", "cpt", "-b", "27", "--passes", "5", "--holdout-off", "--decay-learning-rate", "0.5",
+                    "--power-t", "0.5"]),
     "vw_ect": ("VW --ect", "vw", "ect"),
     "vw_log_multi": ("VW --log_multi", "vw", "log_multi"),
     "fasttext_hs1": ("fastText hs, 1 epoch", "fasttext", 1),
@@ -58,7 +62,7 @@ SYSTEMS = {
 }
 DEFAULT_SYSTEMS = list(SYSTEMS)
 #: systems that run on the smallest size only (napkinXC's batch fit; several passes)
-SMALL_ONLY = {"napkinxc_plt", "plt_x5", "plt_b26_x5"}
+SMALL_ONLY = {"napkinxc_plt", "plt_x5", "plt_b26_x5", "cpt_b27_x5"}
 #: projected CPU µs per (training example x class) of a one-pass OAA (measured: 80 µs at k = 20,001)
 OAA_US_PER_CLASS = 0.004
 REDUCTIONS_SWEPT = ["plt", "cpt", "filter", "lomtree", "rtree", "mtree", "oaa"]
