@@ -392,6 +392,9 @@ def continued_model(path: str, input_cfg: InputConfig, explicit: dict) -> Learne
     from . import model_io
 
     loaded = model_io.load_model(path)
+    if loaded.learner.config.solver == "dual":
+        raise ConfigError(f"{path}: a model of --solver dual cannot be trained on: its dual variables are not in "
+                          f"the model file (train it anew with more --passes)")
     _check_model_conflicts(loaded, explicit, input_cfg)
     model = Learner.of(loaded)
     model.input_config = replace(loaded.input_config, skip_invalid=input_cfg.skip_invalid,
@@ -599,7 +602,8 @@ _FIXED = {
     "hash_seed": ("input", "hash_seed"), "noconstant": ("input", "noconstant"),
     "format": ("input", "format"), "label_offset": ("input", "label_offset"),
     "loss": ("learner", "loss"), "sgd": ("learner", "sgd"), "quantile_tau": ("learner", "quantile_tau"),
-    "power_t": ("learner", "power_t"), "average": ("learner", "average"),
+    "power_t": ("learner", "power_t"), "average": ("learner", "average"), "solver": ("learner", "solver"),
+    "cost": ("learner", "cost"), "dual_memory": ("learner", "dual_memory"),
     # feature and label options are fixed by the model
     "interactions": ("input", "interactions"), "ngram": ("input", "ngram"), "skips": ("input", "skips"),
     "ignore": ("input", "ignore"), "keep": ("input", "keep"), "ignore_linear": ("input", "ignore_linear"),
