@@ -42,9 +42,11 @@ class DualState:
         self.first = None
 
     def refuse(self, n: int, what: str) -> None:
+        mb = 4 * n * self.k / 2**20
+        need = f"{mb:,.0f}" if mb >= 10 else f"{mb:.2g}"
         raise ConfigError(f"--solver dual keeps {self.k} dual variables (4 bytes each) per example: {what} "
-                          f"{n:,} examples need {4 * n * self.k / 2**20:,.0f} MB, more than --dual-memory "
-                          f"{self.budget / 2**20:g} MB (raise it, or train with the online solver)")
+                          f"{n:,} examples need {need} MB, more than --dual-memory {self.budget / 2**20:g} MB "
+                          f"(raise it, or train with the online solver)")
 
     def rows(self, n: int) -> int:
         """Room for the next ``n`` examples; the row of the first of them."""
