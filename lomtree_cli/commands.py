@@ -7,7 +7,7 @@ here imports click, numpy or numba at module level.
 
 from __future__ import annotations
 
-from .config import (DUAL_LOSSES, DUAL_MEMORY_MB, InputConfig, LearnerConfig, ReductionConfig, check_average,
+from .config import (DUAL_COST, DUAL_LOSSES, DUAL_MEMORY_MB, InputConfig, LearnerConfig, ReductionConfig, check_average,
                      check_regularization, check_solver)
 from .errors import ConfigError
 from .runtime import end_startup
@@ -224,7 +224,7 @@ def _solver_options(p: dict) -> dict:
         for name, flag in (("cost", "--cost"), ("dual_memory", "--dual-memory")):
             if p.get(name) is not None:
                 raise ConfigError(f"{flag} needs --solver dual")
-    return {"solver": solver, "cost": 1.0 if p.get("cost") is None else float(p["cost"]),
+    return {"solver": solver, "cost": DUAL_COST if p.get("cost") is None else float(p["cost"]),
             "dual_memory": DUAL_MEMORY_MB if p.get("dual_memory") is None else float(p["dual_memory"])}
 
 

@@ -15,8 +15,11 @@ from .errors import ConfigError
 from .reductions.registry import DEFAULT, REGISTRY
 
 LOSSES = ("squared", "logistic", "hinge", "quantile", "squared-hinge")
-#: the losses the dual coordinate descent solver minimises (``--solver dual``), its default first
-DUAL_LOSSES = ("squared-hinge", "hinge")
+#: the losses the dual coordinate descent solver minimises (``--solver dual``), its default first;
+#: and its default C. Five-fold cross-validation on Sector's training file (bench/notes/multipass.md):
+#: the hinge at C = 2 was best after 5 and after 10 passes (squared hinge: C = 2-4, 0.3 points behind)
+DUAL_LOSSES = ("hinge", "squared-hinge")
+DUAL_COST = 2.0
 SOLVERS = ("online", "dual")
 #: ``--dual-memory`` default (MB): the dual variables of the examples (4 bytes per example and regressor)
 DUAL_MEMORY_MB = 1024
@@ -163,7 +166,7 @@ class LearnerConfig:
     l2: float = 0.0
     average: bool = False
     solver: str = "online"
-    cost: float = 1.0
+    cost: float = DUAL_COST
     dual_memory: float = DUAL_MEMORY_MB
 
     def __post_init__(self):
