@@ -242,7 +242,8 @@ def vw_options(f):
 @click.option("--initial-t", "--initial_t", "initial_t", type=float, help="[0; --sgd: 1]")
 @click.option("--loss-function", "--loss_function", "loss",
               type=click.Choice(["squared", "logistic", "hinge", "quantile", "squared-hinge"]),
-              help="[squared; --solver dual: hinge] (squared-hinge: --solver dual only)")
+              help="[squared; --solver dual: hinge, with label sets squared-hinge] (squared-hinge: --solver dual "
+                   "only)")
 @click.option("--quantile-tau", "--quantile_tau", "quantile_tau", type=float, default=0.5, show_default=True)
 @click.option("--l1", "l1", type=float, default=0.0, show_default=True,
               help="L1 regularisation: truncated gradient on the weights an update touches.")
@@ -258,7 +259,7 @@ def vw_options(f):
                    f"a linear SVM (--loss-function squared-hinge or hinge) solved as liblinear's dual solvers do "
                    f"({_names(lambda s: s.dual)}) [online].")
 @click.option("--cost", type=float, default=None,
-              help="--solver dual: C, the weight of the losses against |w|^2/2 (liblinear's -c) [2].")
+              help="--solver dual: C, the weight of the losses against |w|^2/2 (liblinear's -c) [2; label sets: 0.01].")
 @click.option("--dual-memory", "dual_memory", type=float, default=None, metavar="MB",
               help="--solver dual: most MB its dual variables may take, 4 bytes per example and class; a "
                    "larger input is refused before training [1024].")

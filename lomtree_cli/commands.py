@@ -7,7 +7,7 @@ here imports click, numpy or numba at module level.
 
 from __future__ import annotations
 
-from .config import (DUAL_COST, DUAL_LOSSES, DUAL_MEMORY_MB, InputConfig, LearnerConfig, ReductionConfig, check_average,
+from .config import (DUAL_DEFAULTS, DUAL_MEMORY_MB, InputConfig, LearnerConfig, ReductionConfig, check_average,
                      check_regularization, check_solver)
 from .errors import ConfigError
 from .runtime import end_startup
@@ -193,11 +193,11 @@ def new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
     if lr is None and not p["sgd"]:  # the reduction's default (--sgd keeps its own, 10)
         lr = dflt("learning_rate", None)
     decay = p.get("decay_learning_rate")
-    solver = _solver_options(p)
+    solver = _solver_options(p, ml)
     lcfg = LearnerConfig(learning_rate=lr, initial_t=p["initial_t"],
                          power_t=p["power_t"] if p["power_t"] is not None else dflt("power_t", 0.5),
                          loss=p["loss"] if p["loss"] is not None else
-                         DUAL_LOSSES[0] if solver["solver"] == "dual" else dflt("loss", "squared"),
+                         DUAL_DEFAULTS[ml][0] if solver["solver"] == "dual" else dflt("loss", "squared"),
                          quantile_tau=p["quantile_tau"], sgd=p["sgd"],
                          decay_learning_rate=decay if decay is not None else dflt("decay_learning_rate", 1.0),
                          l1=p["l1"], l2=p["l2"],
@@ -210,9 +210,10 @@ def new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
     return rcfg, lcfg
 
 
-def _solver_options(p: dict) -> dict:
-    """``LearnerConfig``'s solver fields from ``p``; ConfigError for the online solver's rate options
-    given with ``--solver dual`` (it has no learning rate) and for the dual's without it."""
+def _solver_options(p: dict, multilabel: bool) -> dict:
+    """``LearnerConfig``'s solver fields from ``p`` (the default C of single labels or of label
+    sets); ConfigError for the online solver's rate options given with ``--solver dual`` (it has no
+    learning rate) and for the dual's without it."""
     solver = p.get("solver") or "online"
     if solver == "dual":
         for name, flag in (("learning_rate", "-l"), ("power_t", "--power-t"), ("initial_t", "--initial-t"),
@@ -224,7 +225,7 @@ def _solver_options(p: dict) -> dict:
         for name, flag in (("cost", "--cost"), ("dual_memory", "--dual-memory")):
             if p.get(name) is not None:
                 raise ConfigError(f"{flag} needs --solver dual")
-    return {"solver": solver, "cost": DUAL_COST if p.get("cost") is None else float(p["cost"]),
+    return {"solver": solver, "cost": DUAL_DEFAULTS[multilabel][1] if p.get("cost") is None else float(p["cost"]),
             "dual_memory": DUAL_MEMORY_MB if p.get("dual_memory") is None else float(p["dual_memory"])}
 
 
