@@ -180,3 +180,16 @@ def test_memory_budget_refused_up_front_and_while_reading(tmp_path):
                           capture_output=True)
     assert proc.returncode == 2 and b"Traceback" not in proc.stderr, proc.stderr
     assert b"more than --dual-memory 0.01 MB" in proc.stderr, proc.stderr
+
+
+def test_defaults_of_single_labels_and_label_sets(tmp_path):
+    single, sets = tmp_path / "s.vw", tmp_path / "m.vw"
+    single.write_text("1 | a\n2 | b\n")
+    sets.write_text("1,2 | a\n2 | b\n")
+    for data, extra, want in ((single, (), ("hinge", 2.0)), (sets, ("--multilabel",), ("squared-hinge", 0.01))):
+        m = tmp_path / "x.lt"
+        code, _, err = cli("train", "-r", "oaa", "-k", 2, data, *extra, "--solver", "dual", "--passes", 2, "-f", m,
+                           "--quiet")
+        assert code == 0, err
+        cfg = Learner.load(str(m)).base.config
+        assert (cfg.loss, cfg.cost, cfg.average) == (*want, False)
