@@ -24,6 +24,9 @@ DUAL_LOSSES = ("hinge", "squared-hinge")
 #: over-fits the rare positives: Bibtex P@1 55 against 64)
 DUAL_DEFAULTS = {False: ("hinge", 2.0), True: ("squared-hinge", 0.01)}
 DUAL_COST = DUAL_DEFAULTS[False][1]
+#: why a model of the dual solver is not trained further (``-i``, the Python API)
+DUAL_NOT_CONTINUED = ("a model of --solver dual cannot be trained on: its dual variables are not in the model file "
+                      "(train it anew with more --passes)")
 SOLVERS = ("online", "dual")
 #: ``--dual-memory`` default (MB): the dual variables of the examples (4 bytes per example and regressor)
 DUAL_MEMORY_MB = 1024

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .batch import ExampleBatch
-from .config import InputConfig, LearnerConfig, ReductionConfig, check_regularization
+from .config import DUAL_NOT_CONTINUED, InputConfig, LearnerConfig, ReductionConfig, check_regularization
 from .core import Learner
 from .errors import ConfigError, InputError, Interrupted
 from .kernels.linear import HP_ETA, HP_L1, HP_L2
@@ -393,8 +393,7 @@ def continued_model(path: str, input_cfg: InputConfig, explicit: dict) -> Learne
 
     loaded = model_io.load_model(path)
     if loaded.learner.config.solver == "dual":
-        raise ConfigError(f"{path}: a model of --solver dual cannot be trained on: its dual variables are not in "
-                          f"the model file (train it anew with more --passes)")
+        raise ConfigError(f"{path}: {DUAL_NOT_CONTINUED}")
     _check_model_conflicts(loaded, explicit, input_cfg)
     model = Learner.of(loaded)
     model.input_config = replace(loaded.input_config, skip_invalid=input_cfg.skip_invalid,

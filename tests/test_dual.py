@@ -130,6 +130,10 @@ def test_saved_model_predicts_the_same_and_runs_repeat(tmp_path):
     top = [m.predict_top(batch, 2) for m in (models[0], loaded)]
     np.testing.assert_array_equal(top[0][0], top[1][0])
     np.testing.assert_allclose(top[0][1], top[1][1])
+    from lomtree_cli.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="cannot be trained on"):  # its table has no room for the online update
+        Learner.load(path).learn(batch)
 
 
 def test_cli_trains_predicts_and_refuses(tmp_path):

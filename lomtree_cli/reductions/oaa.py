@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..config import DUAL_NOT_CONTINUED
 from ..errors import ConfigError
 from ..kernels.oaa_kernels import oaa_process, oaa_scores
 from .base import Reduction
@@ -143,6 +144,9 @@ class OneAgainstAll(Reduction):
         self.check_label_sets(batch, train)
         if self.dual is not None:
             return self._process_dual(batch, train)
+        if self.learner.config.solver == "dual" and np.any(train):
+            # a loaded model (Python API): its table has no G, N for the online update
+            raise ConfigError(DUAL_NOT_CONTINUED)
         return self._process(batch, train)
 
     def _process_dual(self, batch, train):
