@@ -109,6 +109,16 @@ def _warm_commands(d: str) -> list[list[str]]:
                   "-c", os.path.join(d, f"{r}.ml.cache"), "-f", m + "2", "--quiet"],
                  ["predict", "-i", m, mls, "-p", os.path.join(d, "p"), "--quiet"],
                  ["predict", "-i", m, mls, "-p", os.path.join(d, "p"), "--top-k", "3", "--quiet"]]
+    # the dual solver: one pass and several, single-label and label sets, its probabilities
+    for r, spec in REGISTRY.items():
+        if spec.dual:
+            m = os.path.join(d, f"{r}.dual.lt")
+            cmds += [["train", "-r", r, "-k", "5", "-b", "18", vw, "--solver", "dual", "--quiet"],
+                     ["train", "-r", r, "-k", "5", "-b", "18", vw, "--solver", "dual", "--passes", "2", "-c",
+                      os.path.join(d, f"{r}.dual.cache"), "-f", m, "--quiet"],
+                     ["predict", "-i", m, vw, "-p", os.path.join(d, "p"), "--top-k", "3", "--quiet"],
+                     ["train", "-r", r, "--format", "xmc", "-k", "6", "-b", "18", xmc, "--solver", "dual",
+                      "--passes", "2", "--loss-function", "hinge", "--quiet"]]
     for r in REGISTRY:
         if REGISTRY[r].probabilities:
             out = os.path.join(d, "p")

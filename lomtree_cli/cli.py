@@ -53,6 +53,7 @@ TRAIN_HELP_GROUPS = (
                          "max_example_features")),
     ("Update Options", ("learning_rate", "power_t", "decay_learning_rate", "initial_t")),
     ("Gradient Descent Options", ("sgd", "average")),
+    ("Dual Solver Options", ("solver", "cost", "dual_memory")),
     ("Weight Options", ("initial_model",)),
     ("Randomization Options", ("seed",)),
     ("Output Model Options", ("final_model", "readable_model", "invert_hash")),
@@ -240,8 +241,9 @@ def vw_options(f):
 @click.option("--power-t", "--power_t", "power_t", type=float, default=None, help=_defaults_text("power_t", 0.5))
 @click.option("--initial-t", "--initial_t", "initial_t", type=float, help="[0; --sgd: 1]")
 @click.option("--loss-function", "--loss_function", "loss",
-              type=click.Choice(["squared", "logistic", "hinge", "quantile"]),
-              help="[squared]")
+              type=click.Choice(["squared", "logistic", "hinge", "quantile", "squared-hinge"]),
+              help="[squared; --solver dual: hinge, with label sets squared-hinge] (squared-hinge: --solver dual "
+                   "only)")
 @click.option("--quantile-tau", "--quantile_tau", "quantile_tau", type=float, default=0.5, show_default=True)
 @click.option("--l1", "l1", type=float, default=0.0, show_default=True,
               help="L1 regularisation: truncated gradient on the weights an update touches.")
@@ -252,6 +254,15 @@ def vw_options(f):
               help="Predict with the weights averaged over all trained examples (averaged SGD) "
                    f"[off; {_names(lambda s: 'average' in s.label_set_defaults)} with label sets, one pass and -k below "
                    f"{LARGE_K}: on].")
+@click.option("--solver", type=click.Choice(["online", "dual"]), default=None,
+              help="online: the per-example updates; dual: dual coordinate descent over the cached passes, "
+                   f"a linear SVM (--loss-function squared-hinge or hinge) solved as liblinear's dual solvers do "
+                   f"({_names(lambda s: s.dual)}) [online].")
+@click.option("--cost", type=float, default=None,
+              help="--solver dual: C, the weight of the losses against |w|^2/2 (liblinear's -c) [2; label sets: 0.01].")
+@click.option("--dual-memory", "dual_memory", type=float, default=None, metavar="MB",
+              help="--solver dual: most MB its dual variables may take, 4 bytes per example and class; a "
+                   "larger input is refused before training [1024].")
 @click.option("--decay-learning-rate", "--decay_learning_rate", "decay_learning_rate", type=float,
               default=None, help="Learning-rate factor applied after each pass [1; multi-label "
                                  f"{_names(lambda s: 'decay_learning_rate' in s.label_set_pass_defaults)} with "

@@ -7,14 +7,15 @@ here imports click, numpy or numba at module level.
 
 from __future__ import annotations
 
-from .config import InputConfig, LearnerConfig, ReductionConfig, check_average, check_regularization
+from .config import (DUAL_DEFAULTS, DUAL_MEMORY_MB, InputConfig, LearnerConfig, ReductionConfig, check_average,
+                     check_regularization, check_solver)
 from .errors import ConfigError
 from .runtime import end_startup
 
 #: train options a model fixes or records: when given on the command line next to ``-i MODEL``
 #: they are checked against the model (``driver.train``'s ``explicit``), as is every reduction option
 EXPLICIT_TRAIN = ("bits", "hash_seed", "noconstant", "label_offset", "loss", "sgd", "quantile_tau", "power_t",
-                  "learning_rate", "decay_learning_rate", "l1", "l2", "average")
+                  "learning_rate", "decay_learning_rate", "l1", "l2", "average", "solver", "cost", "dual_memory")
 
 
 PROGRESS_INTERVAL_RULE = "must be an integer >= 1 (additive) or a float > 1 (multiplicative)"
@@ -150,6 +151,8 @@ def run_train(p: dict, given: set, start: float) -> None:
                       progress_bar=p["progress_bar"], report=p["report"], chunk_bytes=p["chunk_bytes"],
                       start_time=start, handle_signals=True, on_started=end_startup)
     if p["dask"] is not None:
+        if (lcfg is not None and lcfg.solver == "dual") or p.get("solver") == "dual":
+            raise ConfigError("--solver dual cannot be used with --dask (its dual variables live in one process)")
         if p["cache"] is not None:
             raise ConfigError("-c/--cache cannot be used with --dask (each worker reads its shard)")
         if icfg.multilabel:
@@ -190,16 +193,40 @@ def new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
     if lr is None and not p["sgd"]:  # the reduction's default (--sgd keeps its own, 10)
         lr = dflt("learning_rate", None)
     decay = p.get("decay_learning_rate")
+    solver = _solver_options(p, ml)
     lcfg = LearnerConfig(learning_rate=lr, initial_t=p["initial_t"],
                          power_t=p["power_t"] if p["power_t"] is not None else dflt("power_t", 0.5),
-                         loss=p["loss"] if p["loss"] is not None else dflt("loss", "squared"),
+                         loss=p["loss"] if p["loss"] is not None else
+                         DUAL_DEFAULTS[ml][0] if solver["solver"] == "dual" else dflt("loss", "squared"),
                          quantile_tau=p["quantile_tau"], sgd=p["sgd"],
                          decay_learning_rate=decay if decay is not None else dflt("decay_learning_rate", 1.0),
                          l1=p["l1"], l2=p["l2"],
-                         average=bool(p["average"] if p.get("average") is not None else dflt("average", False)))
+                         average=bool(p["average"] if p.get("average") is not None else
+                                      False if solver["solver"] == "dual" else dflt("average", False)),
+                         **solver)
+    check_solver(name, lcfg)
     check_regularization(name, lcfg.l1, lcfg.l2)
     check_average(name, lcfg.average)
     return rcfg, lcfg
+
+
+def _solver_options(p: dict, multilabel: bool) -> dict:
+    """``LearnerConfig``'s solver fields from ``p`` (the default C of single labels or of label
+    sets); ConfigError for the online solver's rate options given with ``--solver dual`` (it has no
+    learning rate) and for the dual's without it."""
+    solver = p.get("solver") or "online"
+    if solver == "dual":
+        for name, flag in (("learning_rate", "-l"), ("power_t", "--power-t"), ("initial_t", "--initial-t"),
+                           ("decay_learning_rate", "--decay-learning-rate")):
+            if p.get(name) is not None:
+                raise ConfigError(f"{flag} does not apply to --solver dual (it has no learning rate; --cost sets "
+                                  f"its regularisation)")
+    else:
+        for name, flag in (("cost", "--cost"), ("dual_memory", "--dual-memory")):
+            if p.get(name) is not None:
+                raise ConfigError(f"{flag} needs --solver dual")
+    return {"solver": solver, "cost": DUAL_DEFAULTS[multilabel][1] if p.get("cost") is None else float(p["cost"]),
+            "dual_memory": DUAL_MEMORY_MB if p.get("dual_memory") is None else float(p["dual_memory"])}
 
 
 def _explicit(p: dict, given: set) -> dict:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .batch import ExampleBatch
-from .config import InputConfig, LearnerConfig, ReductionConfig, check_regularization
+from .config import DUAL_NOT_CONTINUED, InputConfig, LearnerConfig, ReductionConfig, check_regularization
 from .core import Learner
 from .errors import ConfigError, InputError, Interrupted
 from .kernels.linear import HP_ETA, HP_L1, HP_L2
@@ -392,6 +392,8 @@ def continued_model(path: str, input_cfg: InputConfig, explicit: dict) -> Learne
     from . import model_io
 
     loaded = model_io.load_model(path)
+    if loaded.learner.config.solver == "dual":
+        raise ConfigError(f"{path}: {DUAL_NOT_CONTINUED}")
     _check_model_conflicts(loaded, explicit, input_cfg)
     model = Learner.of(loaded)
     model.input_config = replace(loaded.input_config, skip_invalid=input_cfg.skip_invalid,
@@ -599,7 +601,8 @@ _FIXED = {
     "hash_seed": ("input", "hash_seed"), "noconstant": ("input", "noconstant"),
     "format": ("input", "format"), "label_offset": ("input", "label_offset"),
     "loss": ("learner", "loss"), "sgd": ("learner", "sgd"), "quantile_tau": ("learner", "quantile_tau"),
-    "power_t": ("learner", "power_t"), "average": ("learner", "average"),
+    "power_t": ("learner", "power_t"), "average": ("learner", "average"), "solver": ("learner", "solver"),
+    "cost": ("learner", "cost"), "dual_memory": ("learner", "dual_memory"),
     # feature and label options are fixed by the model
     "interactions": ("input", "interactions"), "ngram": ("input", "ngram"), "skips": ("input", "skips"),
     "ignore": ("input", "ignore"), "keep": ("input", "keep"), "ignore_linear": ("input", "ignore_linear"),

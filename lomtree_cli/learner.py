@@ -61,7 +61,7 @@ class LinearLearner:
     n_models : W, the number of regressors (grows on demand in CPT mode)
     mode : ``K.MODE_STRIDE`` or ``K.MODE_CPT``
     predict_only : keep only the weights (no G, N): a third of the memory, and ``learn`` is a
-        no-op on such a table. Plain SGD needs only the weights too.
+        no-op on such a table. Plain SGD and the dual solver need only the weights too.
 
     With ``lcfg.average`` the kernels add ``c * d`` to ``arrays.avg`` (float64, one per slot) for
     every change ``d`` of a weight made while the clock (the weight of the trained examples
@@ -80,7 +80,7 @@ class LinearLearner:
         self.mode = int(mode)
         self.predict_only = bool(predict_only)
         n = max(1, int(n_models))
-        cols = 1 if (lcfg.sgd or predict_only) else 3
+        cols = 1 if (lcfg.plain_table or predict_only) else 3
         averaging = lcfg.average and not predict_only
         check_memory((1 << self.bits) * (cols * 4 + 8 * averaging) + 16 * n, f"{n} regressors and 2^{self.bits} weights")
         table = np.zeros((1 << self.bits, cols), dtype=np.float32)
@@ -112,7 +112,7 @@ class LinearLearner:
         if n <= cur:
             return
         new = max(n, 2 * cur)
-        fill = self.config.t0 if (not self.config.sgd and self.config.t0 > 0) else 0.0
+        fill = self.config.t0 if (not self.config.plain_table and self.config.t0 > 0) else 0.0
         S = np.full(new, fill, dtype=np.float64)
         T = np.full(new, fill, dtype=np.float64)
         S[:cur] = self.arrays.S
@@ -217,7 +217,7 @@ class LinearLearner:
             return Streamed(np.dtype(dtype), (m,), chunks)
 
         out = {"nz": member("nz", np.int64), "size": np.array([size], dtype=np.int64), "w": member(0, np.float32)}
-        if not self.config.sgd:
+        if not self.config.plain_table:
             out["G"] = member(1, np.float32)
             out["N"] = member(2, np.float32)
         if avg is not None:
@@ -241,7 +241,7 @@ class LinearLearner:
             raise ValueError("bad slot index list")
         if nz.size and (nz[0] < 0 or nz[-1] >= size or np.any(nz[1:] <= nz[:-1])):
             raise ValueError("bad slot index list")
-        cols = ["w"] if self.config.sgd else ["w", "G", "N"]
+        cols = ["w"] if self.config.plain_table else ["w", "G", "N"]
         for i, c in enumerate(cols):
             v = arrays[c]
             if v is None and i >= a.table.shape[1]:

@@ -83,7 +83,8 @@ def test_every_warm_up_command_matches_the_jit_without_numba(aot_built, tmp_path
     from lomtree_cli.reductions.base import get_reduction_class
 
     sets = sum(get_reduction_class(r).label_sets for r in REGISTRY)  # and two more of label sets
-    assert sum(n.endswith(".lt") or n.endswith(".lt2") for n in names) == 2 * len(REGISTRY) + 2 * sets
+    dual = sum(spec.dual for spec in REGISTRY.values())  # and one of --solver dual
+    assert sum(n.endswith(".lt") or n.endswith(".lt2") for n in names) == 2 * len(REGISTRY) + 2 * sets + dual
     for n in names:
         assert (tmp_path / "aot" / n).read_bytes() == (tmp_path / "jit" / n).read_bytes(), n
     assert "exit" in (tmp_path / "aot" / "stdout.txt").read_text()  # the inspects printed and exited 0

@@ -114,7 +114,12 @@ LOSS_SQUARED = 0
 LOSS_LOGISTIC = 1
 LOSS_HINGE = 2
 LOSS_QUANTILE = 3
-LOSS_IDS = {"squared": LOSS_SQUARED, "logistic": LOSS_LOGISTIC, "hinge": LOSS_HINGE, "quantile": LOSS_QUANTILE}
+LOSS_SQUARED_HINGE = 4  # the dual solver's only (``dual_kernels``); config refuses it to the online updates
+LOSS_IDS = {"squared": LOSS_SQUARED, "logistic": LOSS_LOGISTIC, "hinge": LOSS_HINGE, "quantile": LOSS_QUANTILE,
+            "squared-hinge": LOSS_SQUARED_HINGE}
+#: score bounds of a model of the dual solver: its scores are margins, and clipping them to [-1, 1]
+#: would tie every class whose margin passes 1
+DUAL_BOUND = 1e30
 
 MODE_STRIDE = 0
 MODE_CPT = 1
@@ -826,7 +831,9 @@ def make_hp(lcfg, bits: int, n_models: int, mode: int) -> np.ndarray:
     hp[HP_L1] = lcfg.l1
     hp[HP_L2] = lcfg.l2
     hp[HP_AVG] = 1.0 if lcfg.average else 0.0
-    if lcfg.loss == "logistic":
+    if lcfg.solver == "dual":
+        hp[HP_LO], hp[HP_HI] = -DUAL_BOUND, DUAL_BOUND
+    elif lcfg.loss == "logistic":
         hp[HP_LO], hp[HP_HI] = -50.0, 50.0
     else:
         hp[HP_LO], hp[HP_HI] = -1.0, 1.0

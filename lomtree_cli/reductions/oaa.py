@@ -9,14 +9,99 @@ With label sets it is binary relevance (VW's ``--multilabel_oaa``): every regres
 the set is trained toward +1, the others toward -1, and ``P(label i | x)`` is each regressor's own
 probability, ``sigmoid(f_i)`` or ``(clip(f_i)+1)/2``, not normalised. The kernels are in
 ``kernels/oaa_kernels.py``.
+
+With ``--solver dual`` training is dual coordinate descent (``kernels/dual_kernels.py``): one
+float32 dual variable per example and regressor (``DualState``), examples in a seeded order
+within each chunk; prediction is the same, from unclipped scores (probabilities ``sigmoid(f_i)``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..config import DUAL_NOT_CONTINUED
+from ..errors import ConfigError
 from ..kernels.oaa_kernels import oaa_process, oaa_scores
 from .base import Reduction
+
+
+class DualState:
+    """The dual solver's state over a training run: ``alpha`` float32 (rows, k), row i for the
+    i-th example of every pass (the passes read the same examples in the same order: the cache);
+    ``pos``: examples of the current pass so far; ``first``: examples of the first pass. With
+    ``kept`` False (one pass) every example is visited once: its dual variables start at 0 and
+    are dropped after its chunk."""
+
+    def __init__(self, k: int, budget: float, seed: int, kept: bool = True):
+        self.k = k
+        self.kept = kept
+        self.budget = budget  # bytes
+        self.seed = seed
+        self.alpha = np.zeros((0, k), dtype=np.float32)
+        self.pos = 0
+        self.passes = 0
+        self.first = None
+
+    def refuse(self, n: int, what: str) -> None:
+        mb = 4 * n * self.k / 2**20
+        need = f"{mb:,.0f}" if mb >= 10 else f"{mb:.2g}"
+        raise ConfigError(f"--solver dual keeps {self.k} dual variables (4 bytes each) per example: {what} "
+                          f"{n:,} examples need {need} MB, more than --dual-memory {self.budget / 2**20:g} MB "
+                          f"(raise it, or train with the online solver)")
+
+    def rows(self, n: int) -> int:
+        """Room for the next ``n`` examples; the row of the first of them."""
+        if not self.kept:
+            self.alpha = np.zeros((n, self.k), dtype=np.float32)
+            return 0
+        row0, need = self.pos, self.pos + n
+        if need > self.alpha.shape[0]:
+            if self.first is not None:
+                raise ConfigError(f"--solver dual: pass {self.passes + 1} has more examples than the first "
+                                  f"({self.first:,}); every pass must read the same examples")
+            if 4 * need * self.k > self.budget:
+                self.refuse(need, "the first")
+            from ..learner import check_memory
+
+            size = min(max(need, 2 * self.alpha.shape[0], 1024), max(need, int(self.budget // (4 * self.k))))
+            check_memory(4 * size * self.k, "the dual variables of --solver dual")
+            grown = np.zeros((size, self.k), dtype=np.float32)
+            grown[:self.alpha.shape[0]] = self.alpha
+            self.alpha = grown
+        self.pos = need
+        return row0
+
+    def order(self, row0: int, n: int) -> np.ndarray:
+        """The visiting order of the chunk starting at row ``row0``: a permutation seeded by
+        (--seed, pass, row0), so a run is repeatable and each pass visits in a new order."""
+        return np.random.default_rng([self.seed, self.passes, row0]).permutation(n).astype(np.int64)
+
+    def end_pass(self) -> None:
+        if not self.kept:
+            self.passes += 1
+            return
+        if self.first is None:
+            self.first = self.pos
+        elif self.pos != self.first:
+            raise ConfigError(f"--solver dual: pass {self.passes + 1} read {self.pos:,} examples, the first "
+                              f"{self.first:,}; every pass must read the same examples")
+        self.passes += 1
+        self.pos = 0
+
+
+def count_lines(paths) -> int | None:
+    """Lines of the plain files ``paths`` (an upper bound of their examples), or None when one
+    is standard input or compressed (its size is not known before it is read)."""
+    import os
+
+    total = 0
+    for path in paths:
+        if path == "-" or path.endswith((".gz", ".bz2", ".xz")) or not os.path.isfile(path):
+            return None
+        with open(path, "rb") as f:
+            while block := f.read(1 << 22):
+                total += block.count(b"\n")
+    return total
 
 
 class OneAgainstAll(Reduction):
@@ -27,9 +112,57 @@ class OneAgainstAll(Reduction):
     def n_models_for(rcfg) -> int:
         return int(rcfg.k)
 
+    #: the dual solver's state while it trains (``plan``), else None
+    dual = None
+
+    def plan(self, passes: int, paths, batches) -> None:
+        """Before training: with ``--solver dual`` its state, refused up front when the lines of
+        the input files would need more than ``--dual-memory`` for their dual variables (one
+        pass keeps none)."""
+        lcfg = self.learner.config
+        if lcfg.solver != "dual":
+            return
+        self.dual = DualState(self.k, lcfg.dual_memory * 2**20, self.config.seed, kept=passes > 1)
+        if passes < 2:
+            return
+        lines = count_lines(paths)
+        if lines is not None and 4 * lines * self.k > self.dual.budget:
+            self.dual.refuse(lines, "the input's")
+
+    def end_pass(self) -> None:
+        if self.dual is not None:
+            self.dual.end_pass()
+
+    def predict(self, batch):
+        none = np.zeros(len(batch), dtype=bool)
+        self.check_labels(batch.labels, none)
+        self.check_label_sets(batch, none)
+        return self._process(batch, none)[0]
+
     def process(self, batch, train):
         self.check_labels(batch.labels, train)
         self.check_label_sets(batch, train)
+        if self.dual is not None:
+            return self._process_dual(batch, train)
+        if self.learner.config.solver == "dual" and np.any(train):
+            # a loaded model (Python API): its table has no G, N for the online update
+            raise ConfigError(DUAL_NOT_CONTINUED)
+        return self._process(batch, train)
+
+    def _process_dual(self, batch, train):
+        from ..kernels.dual_kernels import dual_process
+
+        n = len(batch)
+        row0 = self.dual.rows(n)
+        preds = np.zeros(n, dtype=np.int64)
+        lptr, lids = batch.label_sets()
+        dual_process(self.learner.arrays, batch.indptr, batch.indices, batch.values, lptr, lids, batch.weights,
+                     np.ascontiguousarray(train, dtype=np.bool_), self.k, self.dual.order(row0, n), self.dual.alpha,
+                     row0, float(self.learner.config.cost), self.learner.config.loss == "squared-hinge", preds,
+                     np.zeros(self.k, dtype=np.float64))
+        return preds, None
+
+    def _process(self, batch, train):
         n = len(batch)
         # let learn_block cache one rate per (feature, class) pair of the longest example (no
         # example is longer than all of them together: then there is room already)
@@ -46,7 +179,9 @@ class OneAgainstAll(Reduction):
     def predict_top(self, batch, n):
         scores = np.zeros((len(batch), self.k), dtype=np.float64)
         oaa_scores(self.learner.arrays, batch.indptr, batch.indices, batch.values, self.k, scores)
-        if self.learner.config.loss == "logistic":
+        if self.learner.config.solver == "dual":  # margins, not clipped: bounded only against overflow
+            np.clip(scores, -50.0, 50.0, out=scores)
+        if self.learner.config.loss == "logistic" or self.learner.config.solver == "dual":
             p = 1.0 / (1.0 + np.exp(-scores))
         else:
             p = (scores + 1.0) / 2.0

@@ -63,6 +63,7 @@ class ReductionSpec:
     ``dask``: how ``train --dask`` trains it: ``"fixed"`` (its structure does not depend on the
     data: data-parallel from the first example), ``"grown"`` (its label tree is complete after one
     pass: pass 1 runs the shards in turn, later passes are data-parallel), None (refused);
+    ``dual``: ``--solver dual`` trains it (dual coordinate descent, ``kernels/dual_kernels.py``);
     ``regressors``: what regressor r is, in ``--invert_hash``'s headings (``"class"``: class r + 1,
     ``"tree node"``: node r, empty: no regressors); ``vw_options``: VW's options that mean this
     reduction (``--oaa K`` is ``-r oaa -k K``), each mapped to whether it implies ``--multilabel``.
@@ -83,6 +84,7 @@ class ReductionSpec:
     label_sets: bool = False
     probabilities: bool = False
     dask: str | None = None
+    dual: bool = False
     regressors: str = ""
     vw_options: dict = field(default_factory=dict)
 
@@ -140,7 +142,7 @@ REGISTRY = {
                          "one-against-all, O(k); label sets: binary relevance",
                          label_set_defaults=_SET_DEFAULTS, label_set_pass_defaults=_SET_PASS_DEFAULTS,
                          label_set_large_k_defaults=_LARGE_K_SETS,
-                         label_sets=True, probabilities=True, dask="fixed", regressors="class",
+                         label_sets=True, probabilities=True, dask="fixed", dual=True, regressors="class",
                          vw_options={"oaa": False, "multilabel_oaa": True}),
     "lomtree": ReductionSpec("lomtree_cli.reductions.lomtree:LomTree", "LOMtree",
                              "LOMtree (Choromanska & Langford 2015) with candidate labels at the leaves", options=(
