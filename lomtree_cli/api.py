@@ -652,7 +652,7 @@ class Classifier:
                  cpt_random_insert=None,
                  arity=None, beam=None, tree_buffer=None, path_weight=None, leaf_negatives=None, dim=None,
                  depth=None, reassign_after=None, tree=None, linear=None, verbose=False, multilabel=False,
-                 average=None):
+                 average=None, solver="online", cost=None, dual_memory=None):
         self.reduction = reduction
         self.classes = classes
         self.bits = bits
@@ -695,6 +695,9 @@ class Classifier:
         self.verbose = verbose
         self.multilabel = multilabel
         self.average = average
+        self.solver = solver
+        self.cost = cost
+        self.dual_memory = dual_memory
 
     # -- scikit-learn's plumbing ---------------------------------------------------------------
     @classmethod
@@ -754,7 +757,7 @@ class Classifier:
                  initial_t=self.initial_t, power_t=self.power_t, loss=self.loss_function,
                  quantile_tau=self.quantile_tau, sgd=bool(self.sgd), decay_learning_rate=self.decay_learning_rate,
                  l1=self.l1, l2=self.l2, multilabel=bool(self.multilabel), passes=int(self.passes or 1),
-                 average=self.average)
+                 average=self.average, solver=self.solver, cost=self.cost, dual_memory=self.dual_memory)
         if fmt == "xmc":  # its header line belongs to a file, not to a list of lines
             raise ValueError("format='xmc' is for files (lomtree train --format xmc); give arrays, or lines "
                              "with format='libsvm' and multilabel=True")
@@ -1177,10 +1180,15 @@ class Classifier:
         icfg, rcfg, lcfg = loaded.input_config, loaded.reduction.config, loaded.learner.config
         labels = Labels.from_model(loaded)
         params = {name: getattr(rcfg, name) for name in _REDUCTION_OPTIONS}
+        # each solver's own options only: the dual solver has no learning rate, the online no C
+        if lcfg.solver == "dual":
+            params.update(solver="dual", cost=lcfg.cost, dual_memory=lcfg.dual_memory)
+        else:
+            params.update(learning_rate=lcfg.learning_rate, power_t=lcfg.power_t, initial_t=lcfg.initial_t,
+                          decay_learning_rate=lcfg.decay_learning_rate)
         clf = cls(reduction=rcfg.name, classes=labels.k if labels.int_offset is not None else labels.names.tolist(),
-                  bits=icfg.bits, learning_rate=lcfg.learning_rate, power_t=lcfg.power_t, initial_t=lcfg.initial_t,
-                  loss_function=lcfg.loss, quantile_tau=lcfg.quantile_tau, sgd=lcfg.sgd,
-                  decay_learning_rate=lcfg.decay_learning_rate, l1=lcfg.l1, l2=lcfg.l2, seed=rcfg.seed, hash_seed=icfg.hash_seed,
+                  bits=icfg.bits, loss_function=lcfg.loss, quantile_tau=lcfg.quantile_tau, sgd=lcfg.sgd,
+                  l1=lcfg.l1, l2=lcfg.l2, seed=rcfg.seed, hash_seed=icfg.hash_seed,
                   noconstant=icfg.noconstant, label_offset=icfg.label_offset, format=icfg.format,
                   verbose=verbose, multilabel=icfg.multilabel, average=lcfg.average, **params)
         from .core import Learner

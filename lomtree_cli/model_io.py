@@ -440,6 +440,7 @@ def inspect_model(path: str, gini_c: float = 1.0) -> dict:
     from . import entropy
 
     m = load_model(path, predict_only=True)
+    dual = m.learner.config.solver == "dual"
     info = {
         "file": path,
         "file_bytes": os.path.getsize(path),
@@ -452,9 +453,9 @@ def inspect_model(path: str, gini_c: float = 1.0) -> dict:
         "noconstant": m.input_config.noconstant,
         "hash_seed": m.input_config.hash_seed,
         "loss": m.learner.config.loss,
-        "update": ("sgd" if m.learner.config.sgd else "adaptive,normalized,invariant") +
+        "update": ("dual" if dual else "sgd" if m.learner.config.sgd else "adaptive,normalized,invariant") +
                   (",averaged" if m.learner.config.average else ""),
-        "learning_rate": m.learner.eta,
+        **({"cost": m.learner.config.cost} if dual else {"learning_rate": m.learner.eta}),
         **{name: getattr(m.learner.config, name) for name in ("l1", "l2") if getattr(m.learner.config, name)},
         "passes_done": m.passes_done,
         "regressors": m.learner.n_models,

@@ -2,6 +2,8 @@
 the dual objective rising and the primal-dual gap closing pass after pass, a saved model predicting
 as the trained one, and the refusals."""
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -197,3 +199,39 @@ def test_defaults_of_single_labels_and_label_sets(tmp_path):
         assert code == 0, err
         cfg = Learner.load(str(m)).base.config
         assert (cfg.loss, cfg.cost, cfg.average) == (*want, False)
+
+
+def test_api_fits_the_cli_model_and_round_trips_its_options(tmp_path):
+    """``Classifier(solver="dual")`` trains the model ``lomtree train --solver dual`` trains on the
+    same lines (the same passes through the same runner), and a loaded dual model gives back its
+    solver options, no learning rate, and refuses to learn further."""
+    from lomtree_cli.api import Classifier
+
+    lines = separable_lines(K, 240, seed=6, noise_feats=5)
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(lines) + "\n")
+    m = tmp_path / "m.lt"
+    code, _, err = cli("train", "-r", "oaa", "-k", K, "-b", 16, data, "--solver", "dual", "--passes", 4,
+                       "--holdout-off", "--cost", 0.5, "-f", m, "--quiet")
+    assert code == 0, err
+    code, out, err = cli("predict", "-i", m, data, "-p", "-", "--quiet")
+    assert code == 0, err
+    code, shown, err = cli("inspect", m, "--json")
+    assert code == 0, err
+    shown = json.loads(shown)
+    assert (shown["update"], shown["cost"], "learning_rate" in shown) == ("dual", 0.5, False)
+    clf = Classifier(reduction="oaa", classes=K, bits=16, solver="dual", cost=0.5, passes=4, holdout_off=True)
+    clf.fit(lines)
+    assert clf.predict(lines).tolist() == [int(x) for x in out.split()]
+    cli_table = Learner.load(str(m)).base.arrays.table
+    np.testing.assert_array_equal(clf._model.base.arrays.table, cli_table)
+
+    loaded = Classifier.load(str(m))
+    params = loaded.get_params()
+    assert (params["solver"], params["cost"], params["learning_rate"], params["power_t"]) == ("dual", 0.5, None, None)
+    with pytest.raises(ValueError, match="cannot be trained on"):
+        loaded.partial_fit(lines[:5])
+    again = Classifier(**params).fit(lines)  # scikit-learn's clone: the same options refit
+    assert again.predict(lines).tolist() == clf.predict(lines).tolist()
+    with pytest.raises(ValueError, match="--cost needs --solver dual"):
+        Classifier(reduction="oaa", classes=K, cost=1.0).fit(lines)
