@@ -77,7 +77,10 @@ LOMTREE_FLAGS = {
     "early_terminate": "--early-terminate", "max_internal_nodes": "--max-internal-nodes",
     "swap_resistance": "--swap-resistance", "cpt_alpha": "--cpt-alpha", "seed": "--seed",
     "decay_learning_rate": "--decay-learning-rate", "holdout_off": "--holdout-off",
+    "solver": "--solver", "cost": "--cost",
 }
+#: options of the online solver's learning rate, left out of a run with ``solver = "dual"`` (it has none)
+RATE_OPTIONS = ("learning_rate", "power_t", "initial_t", "decay_learning_rate")
 #: option name in a config -> VW flag (options VW lacks, e.g. max_internal_nodes, are not passed)
 VW_FLAGS = {
     "bits": "-b", "learning_rate": "-l", "power_t": "--power_t", "initial_t": "--initial_t",
@@ -167,6 +170,10 @@ def load_experiment(path: str | os.PathLike) -> Experiment:
     tuned_opts = {k: v for k, v in tuned.items() if k not in META_KEYS}
     if tuned_opts:
         variants["tuned"] = {**base, **tuned_opts}
+    for opts in variants.values():
+        if opts.get("solver") == "dual":
+            for key in RATE_OPTIONS:
+                opts.pop(key, None)
     vw = run.get("vw", VW_COUNTERPART.get(run["reduction"]))
     k = run.get("k", DATASETS.get(run["dataset"], (None, None, None))[2])
     paper = tuned.get("paper_error", run.get("paper_error", PAPER_ERRORS.get((run["dataset"], run["reduction"]))))

@@ -50,6 +50,28 @@ paper_error = 16.19
     assert e.enabled
 
 
+def test_dual_solver_variant_drops_the_rate_options(tmp_path):
+    """A tuned run of the dual solver keeps no learning-rate option of the one-pass run (lomtree
+    refuses them with --solver dual)."""
+    p = _write(tmp_path, "sector_oaa.toml", """
+[run]
+dataset = "sector"
+reduction = "oaa"
+bits = 24
+learning_rate = 0.5
+power_t = 0.5
+
+[tuned]
+passes = 10
+solver = "dual"
+""")
+    e = bench.load_experiment(p)
+    assert e.variants["1pass"] == {"bits": 24, "passes": 1, "learning_rate": 0.5, "power_t": 0.5}
+    assert e.variants["tuned"] == {"bits": 24, "passes": 10, "solver": "dual"}
+    cmd = bench.lomtree_train_cmd("oaa", 105, e.variants["tuned"], "t.vw", "m", "r.json", "c", ())
+    assert cmd[cmd.index("--solver") + 1] == "dual" and "-l" not in cmd
+
+
 def test_load_experiment_defaults_and_json(tmp_path):
     p = _write(tmp_path, "letter_rtree.json", json.dumps({"run": {"dataset": "letter", "reduction": "rtree"}}))
     e = bench.load_experiment(p)
