@@ -358,6 +358,7 @@ def fit(model: Learner, opts: RunOptions, save, final_model: str | None = None, 
     holdout = Holdout(opts.passes > 1 and not opts.holdout_off, opts.early_terminate)
     stop = StopFlag()
     passes_used = _run_passes(runner, paths, opts, stop, holdout, save, final_model)
+    reduction.end_training()
     # with holdout the file already holds the best pass (also after an interrupt: a half pass is not
     # validated, so the best complete pass is kept); otherwise write the model as it is now
     if not holdout.saved:

@@ -223,6 +223,8 @@ def test_api_fits_the_cli_model_and_round_trips_its_options(tmp_path):
     clf = Classifier(reduction="oaa", classes=K, bits=16, solver="dual", cost=0.5, passes=4, holdout_off=True)
     clf.fit(lines)
     assert clf.predict(lines).tolist() == [int(x) for x in out.split()]
+    with pytest.raises(ValueError, match="cannot be trained on"):  # its dual variables were the fit's
+        clf.partial_fit(lines[:5])
     cli_table = Learner.load(str(m)).base.arrays.table
     np.testing.assert_array_equal(clf._model.base.arrays.table, cli_table)
 

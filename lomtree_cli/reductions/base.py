@@ -192,6 +192,9 @@ class Reduction:
     def end_pass(self) -> None:
         """Hook at the end of each pass (nothing by default)."""
 
+    def end_training(self) -> None:
+        """Hook after a training run's last pass (nothing by default)."""
+
     def settle(self) -> None:
         """Make the model predict from everything learned so far, mid-pass (a stream learned
         example by example is predicted between its examples); nothing by default."""

@@ -133,6 +133,11 @@ class OneAgainstAll(Reduction):
         if self.dual is not None:
             self.dual.end_pass()
 
+    def end_training(self) -> None:
+        # the dual variables belong to the examples just trained: pairing the next examples with
+        # them would be wrong, so a fitted model of the dual solver learns no further (as a loaded one)
+        self.dual = None
+
     def predict(self, batch):
         none = np.zeros(len(batch), dtype=bool)
         self.check_labels(batch.labels, none)
