@@ -157,7 +157,7 @@ class LearnerConfig:
     average : predict with the average of the weights over all trained examples (averaged SGD,
         Polyak & Juditsky 1992; Bottou 2010) instead of the last ones (``LinearLearner``)
     solver : 'online' (the updates above) or 'dual' (dual coordinate descent over the cached
-        passes, Hsieh et al. 2008; ``kernels/dual_kernels.py``, docs/ALGORITHMS.md §2.6)
+        passes, Hsieh et al. 2008; ``kernels/dual_kernels.py``, docs/ALGORITHMS.md §2.7)
     cost : the dual solver's C, the weight of the summed losses against ``|w|^2 / 2``
     dual_memory : MB the dual solver's dual variables may take (4 bytes per example and regressor)
     """

@@ -569,6 +569,30 @@ def _read(readinto, view, name: str) -> int:
                          f"truncated or corrupt compressed stream ({_compression(name)}): {e}") from None
 
 
+def count_lines(paths) -> int:
+    """Lines of the input files (the examples of a pass, blank lines included), or 0 when one is
+    not a readable plain regular file (standard input, a pipe, a compressed file)."""
+    import os
+
+    n = 0
+    for path in paths:
+        if path == "-" or path.endswith((".gz", ".bz2", ".xz")) or not os.path.isfile(path):
+            return 0
+        last = b"\n"
+        try:
+            with open(path, "rb") as f:
+                while True:
+                    buf = f.read(1 << 22)
+                    if not buf:
+                        break
+                    n += buf.count(b"\n")
+                    last = buf[-1:]
+        except OSError:  # unreadable: the driver reports it when it opens the input
+            return 0
+        n += last != b"\n"
+    return n
+
+
 def _compression(name: str) -> str:
     for ext, kind in ((".gz", "gzip"), (".bz2", "bz2"), (".xz", "xz")):
         if name.endswith(ext):

@@ -49,6 +49,7 @@ import numpy as np
 from ..kernels import mtree_kernels as T
 from ..kernels.linear import HP_ETA, HP_L1, HP_L2, MODE_CPT
 from ..learner import check_memory
+from ..parsing import count_lines
 from .base import Reduction, run_resuming
 
 #: a child may take at most SLACK * |I| / M of its parent's labels (balance cap of the assignment)
@@ -61,36 +62,11 @@ ETA_C = 1140.0
 ETA_EXP = 0.6
 ETA_RANGE = (0.05, 2.5)
 ETA_POWER = 0.5
-_COMPRESSED = (".gz", ".bz2", ".xz")
 
 
 def default_eta(total: float) -> float:
     """The default rate of the linear schedule over ``total`` trained examples."""
     return float(min(max(ETA_C * max(total, 1.0) ** -ETA_EXP, ETA_RANGE[0]), ETA_RANGE[1]))
-
-
-def count_lines(paths) -> int:
-    """Lines of the input files (the examples of a pass, blank lines included), or 0 when one is
-    not a readable plain regular file (standard input, a pipe, a compressed file)."""
-    import os
-
-    n = 0
-    for path in paths:
-        if path == "-" or path.endswith(_COMPRESSED) or not os.path.isfile(path):
-            return 0
-        last = b"\n"
-        try:
-            with open(path, "rb") as f:
-                while True:
-                    buf = f.read(1 << 22)
-                    if not buf:
-                        break
-                    n += buf.count(b"\n")
-                    last = buf[-1:]
-        except OSError:  # unreadable: the driver reports it when it opens the input
-            return 0
-        n += last != b"\n"
-    return n
 
 
 #: ``--depth 0`` with k <= max(FLAT_K, FLAT_ARITIES * arity): a flat softmax over the k labels (one

@@ -22,6 +22,7 @@ import numpy as np
 from ..config import DUAL_NOT_CONTINUED
 from ..errors import ConfigError
 from ..kernels.oaa_kernels import oaa_process, oaa_scores
+from ..parsing import count_lines
 from .base import Reduction
 
 
@@ -89,21 +90,6 @@ class DualState:
         self.pos = 0
 
 
-def count_lines(paths) -> int | None:
-    """Lines of the plain files ``paths`` (an upper bound of their examples), or None when one
-    is standard input or compressed (its size is not known before it is read)."""
-    import os
-
-    total = 0
-    for path in paths:
-        if path == "-" or path.endswith((".gz", ".bz2", ".xz")) or not os.path.isfile(path):
-            return None
-        with open(path, "rb") as f:
-            while block := f.read(1 << 22):
-                total += block.count(b"\n")
-    return total
-
-
 class OneAgainstAll(Reduction):
     name = "oaa"
     parallel_predict = True
@@ -125,8 +111,8 @@ class OneAgainstAll(Reduction):
         self.dual = DualState(self.k, lcfg.dual_memory * 2**20, self.config.seed, kept=passes > 1)
         if passes < 2:
             return
-        lines = count_lines(paths)
-        if lines is not None and 4 * lines * self.k > self.dual.budget:
+        lines = count_lines(paths)  # 0: not known before it is read
+        if 4 * lines * self.k > self.dual.budget:
             self.dual.refuse(lines, "the input's")
 
     def end_pass(self) -> None:
