@@ -118,7 +118,7 @@ def test_only(p: dict, start: float) -> None:
 def run_train(p: dict, given: set, start: float) -> None:
     """``lomtree train`` with its parameters ``p`` (as for ``run_predict``); ``given``:
     the names set on the command line (not defaults)."""
-    from .driver import RunOptions, train
+    from .driver import RunOptions, resolve_threads, train
     from .paths import check_outputs
     from .vwopts import apply_vw_options, vw_input_fields
 
@@ -149,8 +149,11 @@ def run_train(p: dict, given: set, start: float) -> None:
                       holdout_off=p["holdout_off"], early_terminate=p["early_terminate"], quiet=p["quiet"],
                       progress_interval=p["progress_interval"],
                       progress_bar=p["progress_bar"], report=p["report"], chunk_bytes=p["chunk_bytes"],
-                      start_time=start, handle_signals=True, on_started=end_startup)
+                      start_time=start, handle_signals=True, on_started=end_startup,
+                      train_threads=resolve_threads(p["threads"]))
     if p["dask"] is not None:
+        if opts.train_threads > 1:
+            raise ConfigError("--threads cannot be used with --dask (each worker trains in one thread)")
         if (lcfg is not None and lcfg.solver == "dual") or p.get("solver") == "dual":
             raise ConfigError("--solver dual cannot be used with --dask (its dual variables live in one process)")
         if p["cache"] is not None:

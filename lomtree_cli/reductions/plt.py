@@ -64,9 +64,10 @@ import numpy as np
 
 from ..kernels import plt_kernels as P
 from ..errors import ConfigError
-from ..kernels.linear import HP_W, MODE_BLOCK
+from ..kernels.linear import HP_CLOCK, HP_NAN, HP_W, MODE_BLOCK
 from ..batch import ExampleBatch
 from ..learner import check_memory
+from ..workers import Pool
 from .base import Reduction, run_resuming
 
 #: most feature entries the tree-building buffer holds (about 12 bytes each)
@@ -75,6 +76,8 @@ BUFFER_FEATURES = 1 << 25
 SKETCH_MAX_BITS = 10
 SKETCH_BYTES = 1 << 28
 KMEANS_ITERS = 12
+#: fewest examples of a batch part that ``--threads`` gives a thread of its own
+MIN_PART = 64
 
 
 #: layout version of the PLT state (1: one regressor per node id in CPT slot mode; 2: blocks)
@@ -199,6 +202,7 @@ class ProbabilisticLabelTree(Reduction):
         self.buffered_features = 0
         self.freq = np.zeros(self.k + 1, dtype=np.int64)
         self._room_labels = 1  # the most labels one example of the running batch may insert
+        self.threads = 1  # train --threads (set_train_threads)
 
     @staticmethod
     def n_models_for(rcfg) -> int:
@@ -225,10 +229,58 @@ class ProbabilisticLabelTree(Reduction):
         lptr, lids = batch.label_sets()  # (one label: a set of one)
         # an example may bring as many new labels as it has: room for all of them at once
         self._room_labels = max(1, int(np.diff(lptr).max())) if n and batch.label_ptr is not None else 1
+        parts = min(self.threads, n // MIN_PART)
+        if parts > 1:
+            return self._run_parts(batch, train, lptr, lids, parts)
         run_resuming(lambda i: P.plt_process(self.learner.arrays, self.tree, self.params, self.gstats, batch.indptr,
                                              batch.indices, batch.values, lptr, lids, batch.weights, train, i, preds),
                      n, self._make_room)
         return preds
+
+    def _run_parts(self, batch, train, lptr, lids, parts: int) -> np.ndarray:
+        """``_run`` in ``parts`` threads, Hogwild style (Recht et al. 2011, as fastText's
+        ``-thread``): consecutive parts of the batch learned at once on the shared weights, G, N
+        and per-regressor normalisers, without locks (an update may overwrite a concurrent one).
+        The tree must not change while the threads read it: the batch's unseen labels are inserted
+        first, in stream order (``plt_insert_unseen``), growing the arrays as needed. Each thread
+        has its own scratch, clock (starting where one thread would reach its first example),
+        NaN count, gamma statistics and parameters; the statistics are summed after."""
+        n = len(batch)
+        run_resuming(lambda i: P.plt_insert_unseen(self.learner.arrays, self.tree, self.params, batch.indptr,
+                                                   batch.indices, batch.values, lptr, lids, train, i),
+                     n, self._make_room)
+        lin = self.learner.arrays
+        cut = [n * j // parts for j in range(parts + 1)]
+        before = np.concatenate([[0.0], np.cumsum(np.where(train, batch.weights, 0.0))])
+        g0, nan0 = self.gstats.copy(), lin.hp[HP_NAN]
+        states = [(lin, self.params, self.gstats)]
+        for j in range(1, parts):
+            hp = lin.hp.copy()
+            hp[HP_CLOCK] += before[cut[j]]
+            states.append((lin._replace(hp=hp, scratch=np.zeros_like(lin.scratch), work=np.zeros_like(lin.work)),
+                           self.params.copy(), g0.copy()))
+
+        def part(j):
+            a, b = cut[j], cut[j + 1]
+            out = np.zeros(b - a, dtype=np.int64)
+            ln, params, gstats = states[j]
+            P.plt_process(ln, self.tree, params, gstats, batch.indptr[a:b + 1], batch.indices, batch.values,
+                          lptr[a:b + 1], lids, batch.weights[a:b], train[a:b], 0, out)
+            return out
+
+        pool = Pool(parts - 1, "lomtree-train")  # (a thread costs ~0.1 ms, a batch part ~100 ms)
+        try:
+            jobs = [pool.submit(part, j) for j in range(1, parts)]
+            preds = [part(0)] + [job.result() for job in jobs]
+        finally:
+            pool.shutdown()
+        lin.hp[HP_CLOCK] = states[-1][0].hp[HP_CLOCK]
+        for ln, _, gstats in states[1:]:
+            lin.hp[HP_NAN] += ln.hp[HP_NAN] - nan0
+            self.gstats += gstats - g0
+        if self.params[P.PAR_AUTO]:
+            self.params[P.PAR_GAMMA] = P.GAMMAS[int(np.argmax(self.gstats))]
+        return np.concatenate(preds)
 
     @property
     def n_blocks(self) -> int:
@@ -369,6 +421,9 @@ class ProbabilisticLabelTree(Reduction):
         tree.counts[P.CT_BLOCKS] = nb
         self.tree = tree
         self.learner.ensure_models(self.W * nb)
+
+    def set_train_threads(self, n: int) -> None:
+        self.threads = max(1, int(n))
 
     def end_pass(self) -> None:
         self.flush()
