@@ -140,3 +140,48 @@ def test_api_threads():
     clf.partial_fit(X[:500], y[:500])
     with pytest.raises(ValueError, match="--threads 2"):
         Classifier(reduction="oaa", classes=10, threads=2).fit(X, y)
+
+
+def _serial_kmeans_tree(labels, X, M, seed):
+    """The depth-first build, each group's first centres drawn when it is split (the build of
+    before the threads)."""
+    from lomtree_cli.reductions.plt import balanced_kmeans
+
+    rng = np.random.default_rng(seed)
+    parent, label = [-1], [0]
+    stack = [(0, np.arange(labels.shape[0]))]
+    while stack:
+        node, idx = stack.pop()
+        n = idx.shape[0]
+        if n <= M:
+            parent.extend([node] * n)
+            label.extend(int(labels[i]) for i in idx)
+            continue
+        depth = 1
+        while M ** depth < n:
+            depth += 1
+        m = -(-n // M ** (depth - 1))
+        assign = balanced_kmeans(X[idx], m, rng.choice(n, m, replace=False))
+        kids = []
+        for c in range(m):
+            parent.append(node)
+            label.append(0)
+            kids.append((len(parent) - 1, idx[assign == c]))
+        stack.extend(reversed(kids))
+    return parent, label
+
+
+@pytest.mark.parametrize("n,M,seed", [(5, 8, 0), (9, 8, 1), (70, 3, 2), (300, 8, 3), (1000, 4, 4), (777, 32, 5)])
+def test_kmeans_tree_in_threads_is_the_depth_first_build(n, M, seed):
+    """The k-means label tree built level by level in 1 or 3 threads (first centres drawn up
+    front) is the depth-first build's, node for node."""
+    from lomtree_cli.reductions.plt import kmeans_tree
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 16)) + rng.normal(size=(1, 16)) * np.arange(n)[:, None] % 3
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    labels = rng.permutation(n) + 1
+    want = _serial_kmeans_tree(labels, X, M, seed)
+    for threads in (1, 3):
+        parent, label = kmeans_tree(labels, X, M, seed, threads)
+        assert (parent.tolist(), label.tolist()) == want

@@ -110,14 +110,21 @@ def _grow(tree: P.PltTree, cap: int) -> P.PltTree:
     return new
 
 
-def balanced_kmeans(X: np.ndarray, m: int, rng: np.random.Generator, iters: int = KMEANS_ITERS) -> np.ndarray:
-    """Cluster ids (int64, (n,)) of the rows of X (L2-normalised) into m clusters whose sizes
-    differ by at most one: spherical k-means, each assignment step greedy over (row, centre)
-    pairs by decreasing cosine similarity under the size caps."""
+def _caps(n: int, m: int) -> np.ndarray:
+    """The sizes of m balanced clusters of n items (int64): they differ by at most one."""
+    cap = np.full(m, n // m, dtype=np.int64)
+    cap[: n % m] += 1
+    return cap
+
+
+def balanced_kmeans(X: np.ndarray, m: int, init: np.ndarray, iters: int = KMEANS_ITERS) -> np.ndarray:
+    """Cluster ids (int64, (n,)) of the rows of X (L2-normalised) into m clusters of the sizes
+    ``_caps(n, m)`` (every cluster is filled to its cap: the caps sum to n): spherical k-means from
+    the centres ``X[init]``, each assignment step greedy over (row, centre) pairs by decreasing
+    cosine similarity under the size caps."""
     n = X.shape[0]
-    cap0 = np.full(m, n // m, dtype=np.int64)
-    cap0[: n % m] += 1
-    centers = X[rng.choice(n, m, replace=False)]
+    cap0 = _caps(n, m)
+    centers = X[init]
     assign = np.full(n, -1, dtype=np.int64)
     for _ in range(iters):
         S = X @ centers.T
@@ -135,33 +142,69 @@ def balanced_kmeans(X: np.ndarray, m: int, rng: np.random.Generator, iters: int 
     return assign
 
 
-def kmeans_tree(labels: np.ndarray, X: np.ndarray, M: int, seed: int):
+def _groups(n: int, M: int) -> int:
+    """Into how many clusters a group of n > M labels is split: ``ceil(n / M**(depth-1))``,
+    depth = ``ceil(log_M n)``."""
+    depth = 1
+    while M ** depth < n:
+        depth += 1
+    return -(-n // M ** (depth - 1))
+
+
+def kmeans_tree(labels: np.ndarray, X: np.ndarray, M: int, seed: int, threads: int = 1):
     """Parent and label arrays (creation order, root 0) of a balanced M-ary label tree over
     ``labels`` (int64, (n,)) by recursive balanced k-means on their centroids X (n, d): a group
-    of more than M labels is split into ``ceil(n / M**(depth-1))`` clusters, depth =
-    ``ceil(log_M n)``, so the tree has the minimal depth of an M-ary tree over n leaves."""
+    of more than M labels is split into ``_groups(n, M)`` clusters, so the tree has the minimal
+    depth of an M-ary tree over n leaves.
+
+    The sizes of every group follow from n and M alone (``balanced_kmeans`` fills each cluster to
+    its cap), so the random first centres are drawn up front, in the order of a depth-first build
+    (node by node, first child first); the splits then run level by level, ``threads`` at once,
+    and the tree is the same for any number of threads."""
     rng = np.random.default_rng(seed)
+    init = {}  # path of child positions from the root -> the rows of its first centres
+    stack = [((), labels.shape[0])]
+    while stack:
+        path, n = stack.pop()
+        if n > M:
+            m = _groups(n, M)
+            init[path] = rng.choice(n, m, replace=False)
+            stack.extend((path + (c,), int(size)) for c, size in reversed(list(enumerate(_caps(n, m)))))
+    assign = {}
+    level = [((), np.arange(labels.shape[0]))]
+    pool = Pool(threads, "lomtree-kmeans") if threads > 1 else None
+    try:
+        while level:
+            level = [(path, idx) for path, idx in level if path in init]
+            if pool is None:
+                got = [balanced_kmeans(X[idx], init[path].shape[0], init[path]) for path, idx in level]
+            else:
+                jobs = [pool.submit(lambda p, i: balanced_kmeans(X[i], init[p].shape[0], init[p]), path, idx)
+                        for path, idx in level]
+                got = [job.result() for job in jobs]
+            nxt = []
+            for (path, idx), a in zip(level, got):
+                assign[path] = a
+                nxt.extend((path + (c,), idx[a == c]) for c in range(init[path].shape[0]))
+            level = nxt
+    finally:
+        if pool is not None:
+            pool.shutdown()
     parent = [-1]
     label = [0]
-    stack = [(0, np.arange(labels.shape[0]))]
+    stack = [(0, (), np.arange(labels.shape[0]))]
     while stack:
-        node, idx = stack.pop()
-        n = idx.shape[0]
-        if n <= M:
+        node, path, idx = stack.pop()
+        if path not in assign:
             for i in idx:
                 parent.append(node)
                 label.append(int(labels[i]))
             continue
-        depth = 1
-        while M ** depth < n:
-            depth += 1
-        m = -(-n // M ** (depth - 1))
-        assign = balanced_kmeans(X[idx], m, rng)
         kids = []
-        for c in range(m):
+        for c in range(init[path].shape[0]):
             parent.append(node)
             label.append(0)
-            kids.append((len(parent) - 1, idx[assign == c]))
+            kids.append((len(parent) - 1, path + (c,), idx[assign[path] == c]))
         stack.extend(reversed(kids))
     return np.array(parent, dtype=np.int64), np.array(label, dtype=np.int64)
 
@@ -376,7 +419,7 @@ class ProbabilisticLabelTree(Reduction):
         nrm = np.linalg.norm(X, axis=1, keepdims=True)
         nrm[nrm == 0] = 1.0
         X /= nrm
-        parent, label = kmeans_tree(seen, X, self.M, int(self.config.seed))
+        parent, label = kmeans_tree(seen, X, self.M, int(self.config.seed), self.threads)
         self._set_structure(parent, label)
 
     def _set_structure(self, parent: np.ndarray, label: np.ndarray, child: np.ndarray | None = None,
