@@ -80,25 +80,37 @@ def test_two_threads_learn_as_well_as_one(negatives):
     assert abs(acc[2] - acc[1]) <= 0.03, acc
 
 
-def test_label_sets_in_two_threads(tmp_path):
-    """Label sets (the union of the labels' paths) learn in two threads: every label of the
-    stream is in the tree and P@1 on a separable multi-label stream stays high."""
-    rng = np.random.default_rng(0)
-    lines = []
-    for _ in range(3000):
-        ys = sorted({int(y) for y in rng.integers(1, 31, 2)})
-        lines.append(",".join(map(str, ys)) + " | " + " ".join(f"c{y}" for y in ys))
-    (tmp_path / "t.vw").write_text("\n".join(lines) + "\n")
-    m = tmp_path / "m.lt"
-    code, _, err = cli("train", "-r", "plt", "--multilabel", "-k", "30", str(tmp_path / "t.vw"), "-f", m,
-                       "--threads", "2", "--passes", "3", "--quiet")
-    assert code == 0, err
-    rep = tmp_path / "r.json"
-    code, _, err = cli("predict", "-i", m, str(tmp_path / "t.vw"), "-p", tmp_path / "p", "--quiet", "--report", rep)
-    assert code == 0, err
+@pytest.mark.parametrize("passes", [1, 3])
+def test_label_sets_in_two_threads(tmp_path, passes):
+    """Label sets (the union of the labels' paths) learn in two threads as well as in one, in one
+    pass (averaged weights: each thread's clock starts at the batch's; with the clock of its part's
+    place in the stream the later part's updates weighed less: 97.0 and 93.1 here, 60.4 and 49.0 on
+    Bibtex) and in three (the last weights)."""
     import json
 
-    assert json.loads(rep.read_text())["p@1"] >= 0.9
+    rng = np.random.default_rng(0)
+    proto = {y: rng.integers(0, 400, 8) for y in range(1, 61)}  # each label's features, each present at 40%
+    lines = []
+    for _ in range(4000):
+        ys = sorted({int(y) for y in rng.integers(1, 61, 3)})
+        feats = [f"f{int(h)}" for y in ys for h in proto[y][rng.random(8) < 0.4]]
+        noise = [f"f{int(h)}" for h in rng.integers(0, 400, 10)]
+        lines.append(",".join(map(str, ys)) + " | " + " ".join(feats + noise))
+    (tmp_path / "t.vw").write_text("\n".join(lines[:3200]) + "\n")
+    (tmp_path / "s.vw").write_text("\n".join(lines[3200:]) + "\n")
+    p1 = {}
+    for threads in (1, 2):
+        m = tmp_path / f"m{threads}.lt"
+        code, _, err = cli("train", "-r", "plt", "--multilabel", "-k", "60", str(tmp_path / "t.vw"), "-f", m,
+                           "--threads", threads, "--passes", passes, "--quiet")
+        assert code == 0, err
+        rep = tmp_path / "r.json"
+        code, _, err = cli("predict", "-i", m, str(tmp_path / "s.vw"), "-p", tmp_path / "p", "--quiet",
+                           "--report", rep)
+        assert code == 0, err
+        p1[threads] = json.loads(rep.read_text())["p@1"]
+    assert p1[1] >= 0.9
+    assert p1[2] >= p1[1] - 0.02, p1  # (97.0 and 93.1 with the stream-place clocks)
 
 
 def test_cli_threads_trains_a_model_that_predicts(tmp_path):
@@ -117,7 +129,8 @@ def test_cli_threads_trains_a_model_that_predicts(tmp_path):
 
 
 @pytest.mark.parametrize("args,names", [
-    (("-r", "oaa", "-k", "3", "--threads", "2"), "--threads 2: -r oaa trains in one thread (--threads > 1 trains -r plt)"),
+    (("-r", "oaa", "-k", "3", "--threads", "2"),
+     "--threads 2: -r oaa trains in one thread (--threads > 1 trains -r plt)"),
     (("-r", "plt", "-k", "3", "--threads", "2", "--dask", "local:1"), "--threads cannot be used with --dask"),
 ])
 def test_threads_refused_where_training_cannot_use_them(tmp_path, args, names):

@@ -286,22 +286,21 @@ class ProbabilisticLabelTree(Reduction):
         and per-regressor normalisers, without locks (an update may overwrite a concurrent one).
         The tree must not change while the threads read it: the batch's unseen labels are inserted
         first, in stream order (``plt_insert_unseen``), growing the arrays as needed. Each thread
-        has its own scratch, clock (starting where one thread would reach its first example),
-        NaN count, gamma statistics and parameters; the statistics are summed after."""
+        has its own scratch, SGD clock, NaN count, gamma statistics and parameters; the counts are
+        summed after. Every thread's clock starts at the batch's: the parts are learned at the same
+        time (with the clock of a part's place in the stream, ``--average`` weighed the later parts'
+        updates down: 10 points of P@1 lost on Bibtex)."""
         n = len(batch)
         run_resuming(lambda i: P.plt_insert_unseen(self.learner.arrays, self.tree, self.params, batch.indptr,
                                                    batch.indices, batch.values, lptr, lids, train, i),
                      n, self._make_room)
         lin = self.learner.arrays
         cut = [n * j // parts for j in range(parts + 1)]
-        before = np.concatenate([[0.0], np.cumsum(np.where(train, batch.weights, 0.0))])
-        g0, nan0 = self.gstats.copy(), lin.hp[HP_NAN]
+        g0, nan0, clock0 = self.gstats.copy(), lin.hp[HP_NAN], lin.hp[HP_CLOCK]
         states = [(lin, self.params, self.gstats)]
-        for j in range(1, parts):
-            hp = lin.hp.copy()
-            hp[HP_CLOCK] += before[cut[j]]
-            states.append((lin._replace(hp=hp, scratch=np.zeros_like(lin.scratch), work=np.zeros_like(lin.work)),
-                           self.params.copy(), g0.copy()))
+        for _ in range(1, parts):
+            states.append((lin._replace(hp=lin.hp.copy(), scratch=np.zeros_like(lin.scratch),
+                                        work=np.zeros_like(lin.work)), self.params.copy(), g0.copy()))
 
         def part(j):
             a, b = cut[j], cut[j + 1]
@@ -317,8 +316,8 @@ class ProbabilisticLabelTree(Reduction):
             preds = [part(0)] + [job.result() for job in jobs]
         finally:
             pool.shutdown()
-        lin.hp[HP_CLOCK] = states[-1][0].hp[HP_CLOCK]
         for ln, _, gstats in states[1:]:
+            lin.hp[HP_CLOCK] += ln.hp[HP_CLOCK] - clock0
             lin.hp[HP_NAN] += ln.hp[HP_NAN] - nan0
             self.gstats += gstats - g0
         if self.params[P.PAR_AUTO]:
