@@ -122,8 +122,9 @@ def run_train(p: dict, given: set, start: float) -> None:
     """``lomtree train`` with its parameters ``p`` (as for ``run_predict``); ``given``:
     the names set on the command line (not defaults)."""
     if p["threads"] != 1 and "numpy" not in sys.modules:
-        # --threads splits the work (plt's k-means tree among them); OpenBLAS's own threads on top
-        # made its products 3x slower on two busy cores (PyPI 100,000 words: 14 s against 4.6 s)
+        # the threads share the work (plt's k-means splits too); OpenBLAS's own threads on top of
+        # them made the k-means slower (PyPI, 100,000 words: 5.4 s against 3.9 s; 14 s against
+        # 4.6 s while another process ran)
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .driver import RunOptions, resolve_threads, train
     from .paths import check_outputs
