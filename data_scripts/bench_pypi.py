@@ -47,6 +47,8 @@ SYSTEMS = {
     # millions of examples fill a 2^24 table: the two most accurate with four times the slots
     "plt_b26": ("lomtree -r plt -b 26", "lomtree", ["-r", "plt", "-b", "26"]),
     "cpt_b26": ("lomtree -r cpt -b 26", "lomtree", ["-r", "cpt", "-b", "26"]),
+    # both cores, as fastText's 2 threads (Hogwild; runs are not repeatable)
+    "plt_b26_t2": ("lomtree -r plt -b 26 --threads 2", "lomtree", ["-r", "plt", "-b", "26", "--threads", "2"]),
     "plt_x5": ("lomtree -r plt, ≤ 5 passes", "lomtree", ["-r", "plt", "--passes", "5"]),
     "plt_b26_x5": ("lomtree -r plt -b 26 --passes 5 --holdout-off", "lomtree",
                    ["-r", "plt", "-b", "26", "--passes", "5", "--holdout-off"]),

@@ -94,6 +94,15 @@ def _warm_commands(d: str) -> list[list[str]]:
     for r, spec in REGISTRY.items():
         if any(o.field == "arity" for o in spec.options):
             cmds.append(["train", "-r", r, "-k", "5", "-b", "18", vw, "--arity", "2", "--quiet"])
+    # train --threads 2 (batches of at least two parts of MIN_PART examples: a longer file)
+    many = os.path.join(d, "many.vw")
+    with open(many, "w") as f:
+        f.write("\n".join(lines * 8) + "\n")
+    for r, spec in REGISTRY.items():
+        if spec.train_threads:
+            cmds.append(["train", "-r", r, "-k", "5", "-b", "18", many, "--threads", "2", "--quiet"])
+            cmds.append(["train", "-r", r, "-k", "5", "-b", "18", many, "--threads", "2", "--tree-buffer", "0",
+                         "--quiet"])
     # label sets: every reduction that learns them, on the three formats that carry them
     xmc, mls = os.path.join(d, "w.xmc"), os.path.join(d, "w.mls")
     with open(xmc, "w") as f:

@@ -652,7 +652,7 @@ class Classifier:
                  cpt_random_insert=None,
                  arity=None, beam=None, tree_buffer=None, path_weight=None, leaf_negatives=None, dim=None,
                  depth=None, reassign_after=None, tree=None, linear=None, verbose=False, multilabel=False,
-                 average=None, solver="online", cost=None, dual_memory=None):
+                 average=None, solver="online", cost=None, dual_memory=None, threads=1):
         self.reduction = reduction
         self.classes = classes
         self.bits = bits
@@ -698,6 +698,7 @@ class Classifier:
         self.solver = solver
         self.cost = cost
         self.dual_memory = dual_memory
+        self.threads = threads
 
     # -- scikit-learn's plumbing ---------------------------------------------------------------
     @classmethod
@@ -858,7 +859,7 @@ class Classifier:
 
         return RunOptions(passes=int(passes), holdout_period=int(self.holdout_period),
                           holdout_off=bool(self.holdout_off), early_terminate=int(self.early_terminate),
-                          quiet=not self.verbose, err=sys.stderr, source=source)
+                          quiet=not self.verbose, err=sys.stderr, source=source, train_threads=int(self.threads))
 
     def _train(self, batch: ExampleBatch, passes: int):
         """``passes`` passes over ``batch`` through the command line's runner (``driver.fit``:
@@ -898,6 +899,7 @@ class Classifier:
         model = self._model
         model.reduction.set_need_predictions(False)  # nobody reads the progressive predictions
         try:
+            model.reduction.set_train_threads(int(self.threads))
             if len(batch) <= CHUNK:
                 model.learn(batch)
                 return

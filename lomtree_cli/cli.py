@@ -297,6 +297,9 @@ def vw_options(f):
               help="--dask: workers keep the learning rate in the early rounds (by default they learn at "
                    "W^(1-power_t) times it, W workers, for tree nodes fading as the rounds lengthen: an "
                    "average of W workers goes less far than one process).")
+@click.option("--threads", type=click.IntRange(min=0), default=1, show_default=True,
+              help="-r plt: threads that learn parts of each batch at once on the shared weights, Hogwild "
+                   "style (0 = one per CPU, at most 4); with more than 1 a run is not repeatable.")
 @click.option("--shards", "shards", type=click.IntRange(min=1), default=None,
               help="--dask: split the data into N shards [one per worker]; more shards than workers run "
                    "a few at a time (N machines simulated on fewer).")

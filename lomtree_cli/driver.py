@@ -63,6 +63,7 @@ class RunOptions:
     start_time: float | None = None
     handle_signals: bool = False
     threads: int = 1  # predict: threads that parse chunks and share each batch (train: 1)
+    train_threads: int = 1  # train: threads that learn parts of each batch at once (plt; one parser thread)
     max_line_bytes: int | None = None  # predict: --max-line-bytes (None: the default)
     max_example_features: int | None = None  # predict: --max-example-features (None: the model's)
     on_started: object = None  # called before the first example (the CLI: ``runtime.end_startup``)
@@ -345,6 +346,7 @@ def fit(model: Learner, opts: RunOptions, save, final_model: str | None = None, 
     check_train_options(opts)
     paths = list(opts.inputs) or ["-"]
     input_cfg, reduction = model.input_config, model.reduction
+    reduction.set_train_threads(opts.train_threads)
     runner = Runner(input_cfg, model, opts, learn=True)
     runner.need_predictions = opts.predictions is not None or not (opts.quiet or opts.progress_bar)
     reduction.set_need_predictions(runner.need_predictions)

@@ -513,6 +513,50 @@ def train_beam_negatives(lin, tree, indices, values, s, e, cn, nc, mark, stamp, 
         K.learn_block(lin, indices, values, s, e, ms, na, ys, iw, yh, work, act, distinct, mult, off - r0)
 
 
+@kernel(inline="always")
+def unseen_labels(tree, lids, ls, le):
+    """How many labels of ``lids[ls:le]`` are not in the tree yet."""
+    new = 0
+    for j in range(ls, le):
+        if tree.leaf_of[lids[j]] < 0:
+            new += 1
+    return new
+
+
+@kernel(inline="always")
+def lacks_room(lin, tree, new, W):
+    """True when inserting ``new`` labels may need more nodes or regressors than there are."""
+    return new > 0 and (tree.counts[CT_NODES] + ROOM * new > tree.parent.shape[0]
+                        or (tree.counts[CT_BLOCKS] + 2 * new) * W > lin.S.shape[0])
+
+
+@jit(nogil=True)
+def plt_insert_unseen(lin, tree, params, indptr, indices, values, lptr, lids, train, start):
+    """Insert the labels of the trained examples ``start:`` that are not in the tree yet, in stream
+    order, each guided by its example (``insert_label``, as ``plt_process`` does right before it
+    learns the example), without learning anything: the tree is then complete for the batch, whose
+    parts several threads learn at once while it must not change (``reductions/plt.py``).
+    Returns n, or the index of the first example whose insertions need more room (as
+    ``plt_process``)."""
+    n = train.shape[0]
+    M = np.int64(params[PAR_ARITY])
+    logistic = params[PAR_LOGISTIC] != 0.0
+    W = np.int64(lin.hp[K.HP_W])
+    fb = np.empty(M, dtype=np.float64)
+    for i in range(start, n):
+        if not train[i]:
+            continue
+        new = unseen_labels(tree, lids, lptr[i], lptr[i + 1])
+        if new == 0:
+            continue
+        if lacks_room(lin, tree, new, W):
+            return i
+        for j in range(lptr[i], lptr[i + 1]):
+            if tree.leaf_of[lids[j]] < 0:
+                insert_label(lin, tree, logistic, M, indices, values, indptr[i], indptr[i + 1], lids[j], fb)
+    return n
+
+
 @jit(nogil=True)
 def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, weights, train, start, preds):
     """Progressive predict-then-learn over examples ``start:`` of a chunk; example i's labels are
@@ -574,12 +618,8 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, 
             preds[i] = tree.label[cn[t]] if t >= 0 else 0
         if not train[i]:
             continue
-        new = 0
-        for j in range(ls, le):
-            if tree.leaf_of[lids[j]] < 0:
-                new += 1
-        if new > 0 and (tree.counts[CT_NODES] + ROOM * new > cap
-                        or (tree.counts[CT_BLOCKS] + 2 * new) * W > lin.S.shape[0]):
+        new = unseen_labels(tree, lids, ls, le)
+        if lacks_room(lin, tree, new, W):
             return i
         stamp += 1
         if auto and nc > 0:

@@ -71,6 +71,9 @@ class Reduction:
     #: the GIL and keeps no state between examples), so parts of a batch may be predicted in
     #: parallel threads (``lomtree predict --threads``)
     parallel_predict: ClassVar[bool] = False
+    #: from the registry entry: ``process`` can learn a batch in several threads at once
+    #: (``set_train_threads``)
+    train_threads: ClassVar[bool] = False
     #: from the registry entry: ``process`` learns label sets (multi-label input)
     label_sets: ClassVar[bool] = False
     #: a multi-label model: labels counted over the trained examples, index = label (0: examples)
@@ -83,6 +86,7 @@ class Reduction:
             cls.needs_k = spec.needs_k
             cls.default_loss = spec.defaults.get("loss", "squared")
             cls.label_sets = spec.label_sets
+            cls.train_threads = spec.train_threads
 
     def __init__(self, rcfg: ReductionConfig, learner):
         self.config = rcfg
@@ -188,6 +192,13 @@ class Reduction:
 
     def set_need_predictions(self, need: bool) -> None:
         """Whether ``process`` must compute progressive predictions (no-op where they are free)."""
+
+    def set_train_threads(self, n: int) -> None:
+        """Learn each batch in ``n`` threads sharing the weights (``train --threads``);
+        ConfigError for n > 1 unless the reduction can (``parallel_train``)."""
+        if int(n) > 1 and not self.train_threads:
+            able = " or ".join(f"-r {r}" for r, spec in REGISTRY.items() if spec.train_threads)
+            raise ConfigError(f"--threads {n}: -r {self.name} trains in one thread (--threads > 1 trains {able})")
 
     def end_pass(self) -> None:
         """Hook at the end of each pass (nothing by default)."""

@@ -63,7 +63,8 @@ class ReductionSpec:
     ``dask``: how ``train --dask`` trains it: ``"fixed"`` (its structure does not depend on the
     data: data-parallel from the first example), ``"grown"`` (its label tree is complete after one
     pass: pass 1 runs the shards in turn, later passes are data-parallel), None (refused);
-    ``dual``: ``--solver dual`` trains it (dual coordinate descent, ``kernels/dual_kernels.py``);
+    ``train_threads``: ``train --threads N`` learns each batch in N threads sharing the weights
+    (Hogwild); ``dual``: ``--solver dual`` trains it (dual coordinate descent, ``kernels/dual_kernels.py``);
     ``regressors``: what regressor r is, in ``--invert_hash``'s headings (``"class"``: class r + 1,
     ``"tree node"``: node r, empty: no regressors); ``vw_options``: VW's options that mean this
     reduction (``--oaa K`` is ``-r oaa -k K``), each mapped to whether it implies ``--multilabel``.
@@ -85,6 +86,7 @@ class ReductionSpec:
     probabilities: bool = False
     dask: str | None = None
     dual: bool = False
+    train_threads: bool = False
     regressors: str = ""
     vw_options: dict = field(default_factory=dict)
 
@@ -187,8 +189,8 @@ REGISTRY = {
                help=f"train leaves also against the example's beam candidates, not only against their "
                     f"siblings [on; off with -k >= {LARGE_K}]")),
         label_set_defaults={**_SET_DEFAULTS, "beam": 16}, label_set_pass_defaults=_SET_PASS_DEFAULTS,
-        large_k_defaults=_LARGE_K_PLT, label_set_large_k_defaults={**_LARGE_K_TREE, **_LARGE_K_SETS}, label_sets=True, probabilities=True, dask="grown", regressors="tree node",
-        vw_options={"plt": True}),
+        large_k_defaults=_LARGE_K_PLT, label_set_large_k_defaults={**_LARGE_K_TREE, **_LARGE_K_SETS}, label_sets=True, probabilities=True, dask="grown", train_threads=True,
+        regressors="tree node", vw_options={"plt": True}),
     "mtree": ReductionSpec("lomtree_cli.reductions.mtree:MaryTree", "mtree",
                            "M-ary softmax tree over learned embeddings (Jernite et al. 2017), P(y|x)", options=(
         _ARITY, _BEAM,
