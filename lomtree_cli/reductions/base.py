@@ -195,7 +195,7 @@ class Reduction:
 
     def set_train_threads(self, n: int) -> None:
         """Learn each batch in ``n`` threads sharing the weights (``train --threads``);
-        ConfigError for n > 1 unless the reduction can (``parallel_train``)."""
+        ConfigError for n > 1 unless its registry entry says it can (``train_threads``)."""
         if int(n) > 1 and not self.train_threads:
             able = " or ".join(f"-r {r}" for r, spec in REGISTRY.items() if spec.train_threads)
             raise ConfigError(f"--threads {n}: -r {self.name} trains in one thread (--threads > 1 trains {able})")
