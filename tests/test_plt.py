@@ -147,6 +147,42 @@ def test_top_k_and_probabilities_match_reference():
 
 
 # -- the label tree ---------------------------------------------------------------------------
+def _greedy_walk(S, cap):
+    """The balanced assignment by its definition: every (item, cluster) pair, most similar first
+    (ties: the smaller flat index ``item * m + cluster``), gives the item the cluster while it is
+    unassigned and the cluster has room."""
+    n, m = S.shape
+    pairs = sorted(range(n * m), key=lambda f: (-S[f // m, f % m], f))
+    out, cap = [-1] * n, list(cap)
+    for f in pairs:
+        i, c = divmod(f, m)
+        if out[i] < 0 and cap[c] > 0:
+            out[i], cap[c] = c, cap[c] - 1
+    return out, cap
+
+
+@settings(deadline=None, max_examples=60)
+@given(n=st.integers(1, 60), m=st.integers(1, 9), levels=st.integers(1, 4), seed=st.integers(0, 10**6),
+       spare=st.integers(-3, 3))
+def test_greedy_balanced_assign_is_the_sorted_walk(n, m, levels, seed, spare):
+    """The heap's assignment equals the walk over all pairs, ties (few similarity levels, signed
+    zeros) and clusters short of room included."""
+    from lomtree_cli.kernels.plt_kernels import greedy_balanced_assign
+    rng = np.random.default_rng(seed)
+    S = rng.integers(-levels, levels + 1, size=(n, m)).astype(np.float64) / levels
+    S[rng.random((n, m)) < 0.1] = -0.0
+    cap = np.full(m, n // m, dtype=np.int64)
+    cap[: n % m] += 1
+    cap[rng.integers(m)] += spare
+    cap = np.maximum(cap, 0)
+    got = np.empty(n, dtype=np.int64)
+    left = cap.copy()
+    greedy_balanced_assign(S, left, got)
+    want, want_cap = _greedy_walk(S, cap)
+    assert got.tolist() == want
+    assert left.tolist() == want_cap
+
+
 @settings(deadline=None, max_examples=25)
 @given(n=st.integers(1, 300), M=st.integers(2, 17), seed=st.integers(0, 5))
 def test_kmeans_tree_is_balanced_and_complete(n, M, seed):

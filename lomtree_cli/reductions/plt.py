@@ -128,9 +128,8 @@ def balanced_kmeans(X: np.ndarray, m: int, init: np.ndarray, iters: int = KMEANS
     assign = np.full(n, -1, dtype=np.int64)
     for _ in range(iters):
         S = X @ centers.T
-        order = np.argsort(-S, axis=None, kind="stable").astype(np.int64)
         new = np.empty(n, dtype=np.int64)
-        P.greedy_balanced_assign(order, m, cap0.copy(), new)
+        P.greedy_balanced_assign(S, cap0.copy(), new)
         if np.array_equal(new, assign):
             break
         assign = new
