@@ -190,30 +190,30 @@ class LinearLearner:
         size = bits.shape[0]
         starts = range(0, size, SAVE_ROWS)
         avg = a.avg if self.averaging else None
+        none = np.zeros(0, dtype=np.float64)
 
-        def kept(s):
-            """The kept slots of rows ``s:s + SAVE_ROWS`` (from ``s``) and their rows by column: a
-            nonzero bit pattern, or with --average a nonzero average (a plain-SGD weight can come
-            back to exactly 0 after it moved)."""
-            nz, cols = K.sparse_rows(bits[s:s + SAVE_ROWS])
-            if avg is not None:
-                moved = np.flatnonzero(avg[s:s + SAVE_ROWS])
-                if moved.size and not np.isin(moved, nz, assume_unique=True).all():
-                    nz = np.union1d(nz, moved)
-                    cols = np.ascontiguousarray(bits[s:s + SAVE_ROWS][nz].T)
-            return nz, cols
+        def piece(s):
+            return bits[s:s + SAVE_ROWS], none if avg is None else avg[s:s + SAVE_ROWS]
 
-        # the kept slots per block of rows, counted once: each member's length must be known
-        # before its first byte is written
-        counts = [kept(s)[0].shape[0] for s in starts]
+        # the kept slots per piece, counted once: each member's length must be known before its
+        # first byte is written
+        counts = [K.kept_count(*piece(s)) for s in starts]
         m = sum(counts)
 
         def member(col, dtype):
             def chunks():
                 for s, c in zip(starts, counts):
-                    if c:
-                        nz, cols = kept(s)
-                        yield nz + s if col == "nz" else avg[nz + s] if col == "avg" else cols[col].view(dtype)
+                    if not c:
+                        continue
+                    b, v = piece(s)
+                    if col == "nz" or col == "avg":
+                        nz = np.empty(c + 1, dtype=np.int64)
+                        K.kept_slots(b, v, nz)
+                        yield nz[:c] + s if col == "nz" else v[nz[:c]]
+                    else:
+                        out = np.empty(c + 1, dtype=np.uint32)
+                        K.kept_column(b, v, col, out)
+                        yield out[:c].view(dtype)
             return Streamed(np.dtype(dtype), (m,), chunks)
 
         out = {"nz": member("nz", np.int64), "size": np.array([size], dtype=np.int64), "w": member(0, np.float32)}

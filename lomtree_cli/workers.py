@@ -104,7 +104,7 @@ class Prefetch:
             close()
 
 
-def prefetch(iterable, depth: int = 2, should_stop=None, eager: bool = False):
+def prefetch(iterable, depth: int = 2, should_stop=None, eager: bool = False, name: str = "lomtree-parser"):
     """Iterate ``iterable`` in a background thread, up to ``depth`` items ahead (VW's parser thread).
 
     The parse kernels and the reductions' chunk kernels are compiled with ``nogil=True``, and
@@ -140,7 +140,7 @@ def prefetch(iterable, depth: int = 2, should_stop=None, eager: bool = False):
         except BaseException as e:  # noqa: BLE001 - handed to the consumer
             put((_END, e))
 
-    t = threading.Thread(target=work, name="lomtree-parser", daemon=True)
+    t = threading.Thread(target=work, name=name, daemon=True)
 
     def drain():
         if not t.is_alive() and t.ident is None:

@@ -392,3 +392,28 @@ def test_learn_rescore_equals_learn_then_score(exs, loss, sgd, power_t, bits, t0
             K.end_example(b, iw)
         assert_same_state(a, b)
         assert a.hp.tobytes() == b.hp.tobytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3), st.integers(0, 40), st.booleans(), st.randoms(use_true_random=False))
+def test_kept_rows_are_numpys_selection(cols, size, averaged, rnd):
+    """``kept_count``/``kept_slots``/``kept_column``: the rows with a non-zero bit pattern (a -0.0
+    included) or, when averaged, a non-zero average, in order, as numpy selects them."""
+    choices = [0.0, -0.0, 1.5, 0.0, 0.0]
+    table = np.array([[rnd.choice(choices) for _ in range(cols)] for _ in range(size)], dtype=np.float32)
+    table = table.reshape(size, cols)
+    avg = np.array([rnd.choice([0.0, 0.0, 2.0]) for _ in range(size)]) if averaged else np.zeros(0)
+    bits = table.view(np.uint32)
+    want = (bits != 0).any(axis=1)
+    if averaged:
+        want |= avg != 0
+    nz = np.flatnonzero(want)
+    m = K.kept_count(bits, avg)
+    assert m == nz.size
+    slots = np.full(m + 1, -7, dtype=np.int64)
+    assert K.kept_slots(bits, avg, slots) == m
+    np.testing.assert_array_equal(slots[:m], nz)
+    for c in range(cols):
+        out = np.zeros(m + 1, dtype=np.uint32)
+        assert K.kept_column(bits, avg, c, out) == m
+        np.testing.assert_array_equal(out[:m], bits[nz, c])

@@ -2,6 +2,7 @@
 
 import json
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -223,3 +224,5 @@ def test_streamed_save_refuses_a_diverged_table(tmp_path, monkeypatch):
         model_io.save_model(str(path), ICFG, red.learner, red)
     assert path.read_bytes() == b"old"
     assert sorted(os.listdir(tmp_path)) == ["m.lt"]
+    # the threads that made the pieces and flushed the file have stopped
+    assert not [t.name for t in threading.enumerate() if t.name in ("lomtree-save", "lomtree-flush")]

@@ -1088,59 +1088,75 @@ def averaged_rows(table, nz, avg, T):
             table[nz[i], 0] = np.float32(np.float64(table[nz[i], 0]) - avg[i] / T)
 
 
-@jit(nogil=True)
-def sparse_rows(bits):
-    """Slots whose row of ``bits`` (the table viewed as uint32, shape (size, cols)) is not all
-    zero bits, and the rows at those slots by column: ``(nz int64 (m,), cols uint32 (cols, m))``,
-    each column contiguous (what ``LinearLearner.state`` saves as ``w``, ``G``, ``N`` without a
-    copy: a copy was 12 bytes per kept slot more at the peak of a save, 96 MB on a k = 20,001
-    LOMtree).
+@kernel(inline="always")
+def _row_kept(flat, s, cols, avg):
+    acc = np.uint32(0)
+    for c in range(cols):
+        acc |= flat[s * cols + c]
+    return acc != 0 or (avg.shape[0] > 0 and avg[s] != 0.0)
 
-    One pass to count and one to copy; faster than numpy's mask + flatnonzero + fancy indexing on
-    a 2**24-row table.
-    """
+
+@kernel(nogil=True)
+def kept_count(bits, avg):
+    """How many rows of ``bits`` (a piece of the table viewed as uint32, shape (size, cols)) a
+    model file keeps: those not all zero bits, and with ``--average`` (``avg``: the piece's
+    averages; empty without) those whose average is not 0 either (a plain-SGD weight can come back
+    to exactly 0 after it moved). A save counts them first (each member's length precedes its
+    bytes), then takes one column at a time (``kept_slots``, ``kept_column``): a member is written
+    whole before the next begins, and a column is a quarter of a row's bytes."""
     size, cols = bits.shape
     flat = bits.reshape(size * cols)
     m = 0
-    if cols == 3:  # the training table: a fixed-width OR, which LLVM vectorises
+    if avg.shape[0] == 0 and cols == 3:  # the training table: a fixed-width OR, which LLVM vectorises
         for s in range(size):
             m += (flat[3 * s] | flat[3 * s + 1] | flat[3 * s + 2]) != 0
     else:
         for s in range(size):
-            acc = np.uint32(0)
-            for c in range(cols):
-                acc |= flat[s * cols + c]
-            m += acc != 0
-    # branch-free compaction: every row is written at i, and i advances past the kept ones
-    # (one spare row at the end takes the writes after the last kept row)
-    nz1 = np.empty(m + 1, dtype=np.int64)
-    out = np.empty((cols, m + 1), dtype=np.uint32)
+            m += _row_kept(flat, s, cols, avg)
+    return m
+
+
+@kernel(nogil=True)
+def kept_slots(bits, avg, out):
+    """The kept rows' numbers (``kept_count``), in order, into ``out`` (int64, at least their
+    count + 1: every row is written at the next place, which advances past the kept ones)."""
+    size, cols = bits.shape
+    flat = bits.reshape(size * cols)
     i = 0
-    if cols == 3:
+    if avg.shape[0] == 0 and cols == 3:
+        for s in range(size):
+            out[i] = s
+            i += (flat[3 * s] | flat[3 * s + 1] | flat[3 * s + 2]) != 0
+    else:
+        for s in range(size):
+            out[i] = s
+            i += _row_kept(flat, s, cols, avg)
+    return i
+
+
+@kernel(nogil=True)
+def kept_column(bits, avg, col, out):
+    """Column ``col`` of the kept rows (``kept_count``), in order, into ``out`` (uint32, at least
+    their count + 1, as ``kept_slots``)."""
+    size, cols = bits.shape
+    flat = bits.reshape(size * cols)
+    i = 0
+    if avg.shape[0] == 0 and cols == 3:
         for s in range(size):
             a = flat[3 * s]
             b = flat[3 * s + 1]
             c = flat[3 * s + 2]
-            nz1[i] = s
-            out[0, i] = a
-            out[1, i] = b
-            out[2, i] = c
+            out[i] = flat[3 * s + col]
             i += (a | b | c) != 0
     else:
         for s in range(size):
-            o = s * cols
-            acc = np.uint32(0)
-            for c in range(cols):
-                v = flat[o + c]
-                out[c, i] = v
-                acc |= v
-            nz1[i] = s
-            i += acc != 0
-    return nz1[:m], out[:, :m]
+            out[i] = flat[s * cols + col]
+            i += _row_kept(flat, s, cols, avg)
+    return i
 
 
 @kernel(nogil=True)
 def scatter_rows(table, nz, vals, col):
-    """``table[nz, col] = vals`` (the inverse of ``sparse_rows`` for one column)."""
+    """``table[nz, col] = vals`` (the inverse of ``kept_slots`` and ``kept_column``)."""
     for i in range(nz.shape[0]):
         table[nz[i], col] = vals[i]
