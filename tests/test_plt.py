@@ -80,6 +80,38 @@ def test_online_tree_matches_reference(arity, beam, gamma, negatives):
     assert red.n_labels == 11
 
 
+@pytest.mark.parametrize("buf", [0, 120])
+@pytest.mark.parametrize("gamma,negatives", [(1.0, False), (None, False), (0.5, True)])
+def test_unread_progressive_predictions_change_nothing_else(buf, gamma, negatives):
+    """``set_need_predictions(False)`` (``train --quiet``): the same tree and weights bit for bit
+    and the same predictions of held-out examples (every 5th here); trained examples are not
+    predicted (0) exactly when their beam serves nothing else (no negatives, a fixed path weight)."""
+    ex = stream(k=11, n=400, seed=7)
+    reds, preds = [], []
+    for need in (True, False):
+        red = make_plt(11, arity=3, beam=2, tree_buffer=buf, path_weight=-1.0 if gamma is None else gamma,
+                       leaf_negatives=negatives)
+        red.set_need_predictions(need)
+        out = []
+        for s in range(0, len(ex), 50):
+            part = ex[s:s + 50]
+            b = make_batch([list(zip(e[2], e[3])) for e in part], [e[0] for e in part], bits=12)
+            train = np.arange(s, s + len(part)) % 5 != 0
+            out.extend(red.process(b, train)[0].tolist())
+        reds.append(red)
+        preds.append(np.array(out))
+    assert tree_of(reds[0]) == tree_of(reds[1])
+    np.testing.assert_array_equal(reds[0].learner.arrays.table.view(np.uint32),
+                                  reds[1].learner.arrays.table.view(np.uint32))
+    held = np.arange(len(ex)) % 5 == 0
+    np.testing.assert_array_equal(preds[0][held], preds[1][held])
+    late = ~held & (np.arange(len(ex)) > buf + 1)  # (buffered ones are predicted by label frequency; 0 by an empty tree)
+    skipped = gamma is not None and not negatives
+    assert (preds[1][late] == 0).all() == skipped and (preds[0][late] > 0).all()
+    if not skipped:
+        np.testing.assert_array_equal(preds[0], preds[1])
+
+
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 @pytest.mark.parametrize("arity,beam,gamma", [(2, 1, 1.0), (3, 2, 0.5), (4, 3, 0.0), (5, 2, 0.25)])
 def test_predictions_without_training_match_reference(loss, arity, beam, gamma):

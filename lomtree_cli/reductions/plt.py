@@ -232,6 +232,7 @@ class ProbabilisticLabelTree(Reduction):
         self.params[P.PAR_BEAM] = int(rcfg.beam)
         self.params[P.PAR_LOGISTIC] = 1.0 if learner.config.loss == "logistic" else 0.0
         self.params[P.PAR_NEED_PRED] = 1.0
+        self.need_predictions = True
         auto = float(rcfg.path_weight) < 0.0
         self.params[P.PAR_AUTO] = 1.0 if auto else 0.0
         self.params[P.PAR_GAMMA] = P.GAMMAS[0] if auto else float(rcfg.path_weight)
@@ -391,7 +392,14 @@ class ProbabilisticLabelTree(Reduction):
             for b, t in buf:
                 self._run(b, t)
         finally:
-            self.params[P.PAR_NEED_PRED] = 1.0
+            self.params[P.PAR_NEED_PRED] = 1.0 if self.need_predictions else 0.0
+
+    def set_need_predictions(self, need: bool) -> None:
+        """Without a reader of the progressive predictions, a trained example whose beam serves
+        nothing else (no leaf negatives, a fixed path weight: the k >= 4,096 defaults) is not
+        predicted at all (``PAR_NEED_PRED``); held-out examples always are."""
+        self.need_predictions = bool(need)
+        self.params[P.PAR_NEED_PRED] = 1.0 if need else 0.0
 
     def _build_tree(self, buf) -> None:
         if not buf:
@@ -414,7 +422,7 @@ class ProbabilisticLabelTree(Reduction):
             np.add.at(cnt, rows, 1.0)
         X /= cnt[:, None]
         X -= X.mean(axis=0)
-        nrm = np.linalg.norm(X, axis=1, keepdims=True)
+        nrm = np.sqrt(np.einsum("ij,ij->i", X, X))[:, None]  # (linalg.norm squares X into a copy first)
         nrm[nrm == 0] = 1.0
         X /= nrm
         parent, label = kmeans_tree(seen, X, self.M, int(self.config.seed), self.threads)
