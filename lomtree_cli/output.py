@@ -158,7 +158,7 @@ def summary(progress, reduction, input_cfg, passes: int, start: float, holdout_l
     """The JSON report of a run: ``progress`` (``metrics.Progress``) totals and the model's sizes."""
     pr = progress
     seconds = max(time.time() - start, 1e-9)
-    avg = pr.average_loss
+    avg = None if (reduction.skips_progressive and not reduction.own_loss) else pr.average_loss
     s = {
         "examples": pr.ex,
         "weighted_examples": pr.wl + pr.wu,

@@ -368,3 +368,25 @@ def test_chosen_path_weight_is_saved_and_used(chunk):
     fixed = make_plt(12, arity=4, beam=3, tree_buffer=100, path_weight=0.5)
     run(fixed, ex, chunk)
     assert fixed.gstats.sum() == 0 and fixed.meta()["path_weight"] == 0.5
+
+
+def test_quiet_report_has_no_loss_of_skipped_predictions(tmp_path):
+    """``train --quiet --report``: where plt skips the trained examples' predictions (no negatives,
+    a fixed path weight) the report says null, not the loss of unmade predictions; with the
+    progress table, or with leaf negatives (the beam runs anyway), the progressive 0/1 loss."""
+    import json
+
+    from .helpers import cli, separable_lines
+
+    data = tmp_path / "t.vw"
+    data.write_text("\n".join(separable_lines(9, 600, seed=3, noise_feats=2)) + "\n")
+    losses = {}
+    for name, extra in (("quiet", ["--quiet"]), ("table", []), ("negatives", ["--quiet", "--leaf-negatives"])):
+        rep = tmp_path / f"{name}.json"
+        opts = ["--no-leaf-negatives"] if name != "negatives" else []
+        code, _, err = cli("train", data, "-k", 9, "-r", "plt", "--path-weight", 1, "--tree-buffer", 50, *opts,
+                           "--report", rep, *extra)
+        assert code == 0, err
+        losses[name] = json.loads(rep.read_text())["average_loss"]
+    assert losses["quiet"] is None
+    assert 0.0 <= losses["table"] < 0.5 and 0.0 <= losses["negatives"] < 0.5

@@ -193,6 +193,12 @@ class Reduction:
     def set_need_predictions(self, need: bool) -> None:
         """Whether ``process`` must compute progressive predictions (no-op where they are free)."""
 
+    @property
+    def skips_progressive(self) -> bool:
+        """``process`` leaves trained examples unpredicted (``set_need_predictions(False)`` took
+        effect): a 0/1 loss read from its predictions would be wrong, so none is reported."""
+        return False
+
     def set_train_threads(self, n: int) -> None:
         """Learn each batch in ``n`` threads sharing the weights (``train --threads``);
         ConfigError for n > 1 unless its registry entry says it can (``train_threads``)."""

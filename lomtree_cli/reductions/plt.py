@@ -401,6 +401,11 @@ class ProbabilisticLabelTree(Reduction):
         self.need_predictions = bool(need)
         self.params[P.PAR_NEED_PRED] = 1.0 if need else 0.0
 
+    @property
+    def skips_progressive(self) -> bool:
+        # plt_process's rule: the beam still runs for the leaf negatives or the path weight's counts
+        return not (self.need_predictions or self.params[P.PAR_NEGATIVES] or self.params[P.PAR_AUTO])
+
     def _build_tree(self, buf) -> None:
         if not buf:
             return
