@@ -49,6 +49,10 @@ SYSTEMS = {
     "cpt_b26": ("lomtree -r cpt -b 26", "lomtree", ["-r", "cpt", "-b", "26"]),
     # both cores, as fastText's 2 threads (Hogwild; runs are not repeatable)
     "plt_b26_t2": ("lomtree -r plt -b 26 --threads 2", "lomtree", ["-r", "plt", "-b", "26", "--threads", "2"]),
+    # the full stream's setting: twice the slots again, and the rate progressive validation picks on
+    # the streams longer than the tree buffer (bench/notes/plt-at-scale.md)
+    "plt_b27_t2": ("lomtree -r plt -b 27 --threads 2 -l 0.75", "lomtree",
+                   ["-r", "plt", "-b", "27", "--threads", "2", "-l", "0.75"]),
     "plt_x5": ("lomtree -r plt, ≤ 5 passes", "lomtree", ["-r", "plt", "--passes", "5"]),
     "plt_b26_x5": ("lomtree -r plt -b 26 --passes 5 --holdout-off", "lomtree",
                    ["-r", "plt", "-b", "26", "--passes", "5", "--holdout-off"]),
