@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lomtree_cli.errors import InputError
 from lomtree_cli.kernels import lomtree_kernels as LT
 from lomtree_cli.reductions.lomtree import LomTree
 from tests.test_lomtree import CONST, _assert_same, _stream, make, run
@@ -198,7 +199,7 @@ def test_counts_reach_the_limit_exactly_then_training_refuses():
     assert (c1, n1) == (LT.CNT_MAX, n0 + 3) and m1 != m0
     twin = _near_the_limit(3)
     run(twin, [(1, [CONST], 1.0)] * 3 + [(2, [CONST], 1.0)])
-    with pytest.raises(ValueError, match=r"cannot train on label 1: .*4,294,967,295"):
+    with pytest.raises(InputError, match=r"<stdin>:2: lomtree cannot train on label 1: .*4,294,967,295"):
         run(red, [(2, [CONST], 1.0), (1, [CONST], 1.0)])
     _assert_same(red, twin)  # the refused example changed nothing
     run(red, [(2, [CONST], 1.0)])  # other labels go on

@@ -27,7 +27,7 @@ the same rows), ``R_GEN`` and ``R_CN`` (``cnt | n << 32``): 32 bytes a record (a
 300k PyPI summaries, the table is most of LOMtree's memory and its look-ups much of its time).
 Counts are 32-bit, as VW's ``log_multi`` keeps them: every example counts its label at the root,
 whose records are never reset, so ``n(y) <= cnt(y) <= cnt_root(y)`` at every node, and training
-refuses (ValueError, nothing of the example learned) an example whose label the root has counted
+refuses (``InputError``, nothing of the example learned) an example whose label the root has counted
 ``CNT_MAX = 2^32 - 1`` times; a stream within that is trained exactly as with 64-bit counts.
 Linear probing from a SplitMix64 hash of the key; a key occupies at most one slot. A record is
 *live* iff its generation equals its node's ``N_GEN``: a swap resets a node in ``O(1)`` by
@@ -119,6 +119,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..entropy import depths_from_parents
+from ..errors import InputError
 from ..kernels import lomtree_kernels as LK
 from .base import Reduction, n_distinct
 
@@ -221,7 +222,8 @@ class LomTree(Reduction):
             if status == LK.DONE:
                 return preds, None
             if status == LK.FULL:
-                raise ValueError(f"lomtree: cannot train on label {int(batch.labels[start])}: the tree has counted "
+                raise InputError(batch.source, int(batch.line_numbers[start]), "class_count",
+                                 f"lomtree cannot train on label {int(batch.labels[start])}: the tree has counted "
                                  f"{LK.CNT_MAX:,} examples of it, the most its 32-bit class records hold")
             self._grow_records(int(self.glob[LK.G_DEPTH]) + 2)
 
