@@ -170,19 +170,35 @@ def _record(node_i, rec_i, rec_f, glob, j, y):
         h = (h + 1) & hmask
 
 
+@kernel(inline="always")
+def _find(rec_i, j, y):
+    """Slot of the record (j, y), live or stale, or -1; reads only."""
+    hmask = rec_i.shape[0] - 1
+    key = (j << 32) | y
+    h = _hash(j, y, hmask)
+    while True:
+        kh = rec_i[h, R_KEY]
+        if kh == key:
+            return h
+        if kh == -1:
+            return -1
+        h = (h + 1) & hmask
+
+
 @kernel()
 def root_count(node_i, rec_i, y):
     """cnt of the root's live record of label ``y`` (0 if none); reads only."""
-    hmask = rec_i.shape[0] - 1
-    key = np.int64(y)  # node 0
-    h = _hash(0, y, hmask)
-    while True:
-        kh = rec_i[h, R_KEY]
-        if kh == -1:
-            return 0
-        if kh == key:
-            return rec_i[h, R_CN] & CNT_MAX if rec_i[h, R_GEN] == node_i[0, N_GEN] else 0
-        h = (h + 1) & hmask
+    h = _find(rec_i, np.int64(0), np.int64(y))
+    if h < 0 or rec_i[h, R_GEN] != node_i[0, N_GEN]:
+        return 0
+    return rec_i[h, R_CN] & CNT_MAX
+
+
+@kernel()
+def find_slots(rec_i, keys, out):
+    """``out[q]`` = the slot of the record of key ``keys[q]`` (``node << 32 | label``, present)."""
+    for q in range(keys.shape[0]):
+        out[q] = _find(rec_i, keys[q] >> 32, keys[q] & 0xFFFFFFFF)
 
 
 @jit()
@@ -748,23 +764,21 @@ def insert_records(node_i, rec_i, rec_f, glob, rnode, rlabel, rcnt, rn, rmsum):
 
 
 @jit()
-def live_slots(node_i, rec_i):
-    """Slots of the live records and their keys (``R_KEY``, ``node << 32 | label``; one pass over the table:
-    what ``records`` sorts; numpy masks over the strided columns took 3x longer). Labels are in
-    ``1..k`` with ``k < 2^31`` (config, parser and ``load_state`` all enforce it), so the key is
-    exact and orders by (node, label)."""
+def live_keys(node_i, rec_i):
+    """The keys (``R_KEY``, ``node << 32 | label``) of the live records, in table order: what a
+    save sorts, then finds again piece by piece (``find_slots``); 8 bytes a record where their
+    slots too, sorted, were 24-32. Labels are in ``1..k`` with ``k < 2^31`` (config, parser and
+    ``load_state`` all enforce it), so the key is exact and orders by (node, label)."""
     n = 0
     for r in range(rec_i.shape[0]):
         k = rec_i[r, R_KEY]
         if k >= 0 and rec_i[r, R_GEN] == node_i[k >> 32, N_GEN]:
             n += 1
-    sel = np.empty(n, dtype=np.int64)
     key = np.empty(n, dtype=np.int64)
     q = 0
     for r in range(rec_i.shape[0]):
         k = rec_i[r, R_KEY]
         if k >= 0 and rec_i[r, R_GEN] == node_i[k >> 32, N_GEN]:
-            sel[q] = r
             key[q] = k
             q += 1
-    return sel, key
+    return key

@@ -253,19 +253,18 @@ class LomTree(Reduction):
         """Live class records sorted by (node, label): node, label, cnt, n (int64), msum (float64)."""
         if self._pending is not None:  # loaded and not trained since: already in this form
             return tuple(a.copy() for a in self._pending)
-        sel = self._live_sorted()
+        key, sel = self._live_sorted()
         ri = self.rec_i
-        # fancy indexing copies already (a second copy was a transient array per column at a save)
-        key = ri[sel, LK.R_KEY]
         cn = ri[sel, LK.R_CN]
         return key >> 32, key & 0xFFFFFFFF, cn & LK.CNT_MAX, (cn >> 32) & LK.CNT_MAX, self.rec_f[sel, LK.R_MSUM]
 
-    def _live_sorted(self) -> np.ndarray:
-        """The record table's slots of the live records, in (node, label) order."""
-        sel, key = LK.live_slots(self.node_i, self.rec_i)
-        order = np.argsort(key)  # keys are unique, so any sort gives this order
-        del key
-        return sel[order]
+    def _live_sorted(self):
+        """The live records' keys, sorted ((node, label) order), and their slots."""
+        key = LK.live_keys(self.node_i, self.rec_i)
+        key.sort()  # in place; keys are unique
+        sel = np.empty_like(key)
+        LK.find_slots(self.rec_i, key, sel)
+        return key, sel
 
     def state(self) -> dict:
         from ..streamed import materialize
@@ -286,12 +285,21 @@ class LomTree(Reduction):
             m = self._pending[0].shape[0]
             cols = [lambda s, e, c=c: c[s:e] for c in self._pending]
         else:
-            sel = self._live_sorted()
-            m = sel.shape[0]
+            # the sorted keys alone (8 bytes a record); each piece finds its records' slots again
+            key = LK.live_keys(self.node_i, self.rec_i)
+            key.sort()
+            m = key.shape[0]
             ri, rf = self.rec_i, self.rec_f
-            cols = [lambda s, e: ri[sel[s:e], LK.R_KEY] >> 32, lambda s, e: ri[sel[s:e], LK.R_KEY] & 0xFFFFFFFF]
-            cols += [lambda s, e: ri[sel[s:e], LK.R_CN] & LK.CNT_MAX, lambda s, e: (ri[sel[s:e], LK.R_CN] >> 32) & LK.CNT_MAX]
-            cols.append(lambda s, e: rf[sel[s:e], LK.R_MSUM])
+
+            def slots(s, e):
+                out = np.empty(min(e, m) - s, dtype=np.int64)
+                LK.find_slots(ri, key[s:e], out)
+                return out
+
+            cols = [lambda s, e: key[s:e] >> 32, lambda s, e: key[s:e] & 0xFFFFFFFF]
+            cols += [lambda s, e: ri[slots(s, e), LK.R_CN] & LK.CNT_MAX,
+                     lambda s, e: (ri[slots(s, e), LK.R_CN] >> 32) & LK.CNT_MAX,
+                     lambda s, e: rf[slots(s, e), LK.R_MSUM]]
 
         def pieces(col):
             for s in range(0, m, SAVE_RECORDS):
