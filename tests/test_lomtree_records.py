@@ -22,6 +22,7 @@ def _table():
     red = make(1 << 20, T=NODES)  # node rows for nodes 0..NODES-1, none of them linked: the table alone
     for v in range(NODES):
         LT.init_leaf(red.node_i, red.node_f, v)
+    red.glob[LT.G_NNODES] = NODES
     return red
 
 

@@ -195,10 +195,10 @@ def root_count(node_i, rec_i, y):
 
 
 @kernel()
-def find_slots(rec_i, keys, out):
-    """``out[q]`` = the slot of the record of key ``keys[q]`` (``node << 32 | label``, present)."""
-    for q in range(keys.shape[0]):
-        out[q] = _find(rec_i, keys[q] >> 32, keys[q] & 0xFFFFFFFF)
+def find_slots(rec_i, nodes, labels, out):
+    """``out[q]`` = the slot of the live record (``nodes[q]``, ``labels[q]``), which exists."""
+    for q in range(nodes.shape[0]):
+        out[q] = _find(rec_i, nodes[q], np.int64(labels[q]))
 
 
 @jit()
@@ -764,21 +764,27 @@ def insert_records(node_i, rec_i, rec_f, glob, rnode, rlabel, rcnt, rn, rmsum):
 
 
 @jit()
-def live_keys(node_i, rec_i):
-    """The keys (``R_KEY``, ``node << 32 | label``) of the live records, in table order: what a
-    save sorts, then finds again piece by piece (``find_slots``); 8 bytes a record where their
-    slots too, sorted, were 24-32. Labels are in ``1..k`` with ``k < 2^31`` (config, parser and
-    ``load_state`` all enforce it), so the key is exact and orders by (node, label)."""
-    n = 0
+def live_labels(node_i, rec_i, nn):
+    """The live records in (node, label) order, as what a save writes: ``ptr`` (int64, nn + 1;
+    node v's records are ``ptr[v]:ptr[v+1]``) and their labels (int32: labels are below 2^31);
+    4 bytes a record, where their keys and slots (``find_slots`` finds those a piece at a time)
+    were 8-32. Two passes over the table: count per node, then place (nodes from ``nn`` on, which
+    hold no live record, are skipped)."""
+    ptr = np.zeros(nn + 1, dtype=np.int64)
     for r in range(rec_i.shape[0]):
         k = rec_i[r, R_KEY]
-        if k >= 0 and rec_i[r, R_GEN] == node_i[k >> 32, N_GEN]:
-            n += 1
-    key = np.empty(n, dtype=np.int64)
-    q = 0
+        if k >= 0 and (k >> 32) < nn and rec_i[r, R_GEN] == node_i[k >> 32, N_GEN]:
+            ptr[(k >> 32) + 1] += 1
+    for v in range(nn):
+        ptr[v + 1] += ptr[v]
+    pos = ptr[:nn].copy()
+    lab = np.empty(ptr[nn], dtype=np.int32)
     for r in range(rec_i.shape[0]):
         k = rec_i[r, R_KEY]
-        if k >= 0 and rec_i[r, R_GEN] == node_i[k >> 32, N_GEN]:
-            key[q] = k
-            q += 1
-    return key
+        if k >= 0 and (k >> 32) < nn and rec_i[r, R_GEN] == node_i[k >> 32, N_GEN]:
+            v = k >> 32
+            lab[pos[v]] = k & 0xFFFFFFFF
+            pos[v] += 1
+    for v in range(nn):
+        lab[ptr[v]:ptr[v + 1]].sort()
+    return ptr, lab

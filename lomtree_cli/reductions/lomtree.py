@@ -253,18 +253,16 @@ class LomTree(Reduction):
         """Live class records sorted by (node, label): node, label, cnt, n (int64), msum (float64)."""
         if self._pending is not None:  # loaded and not trained since: already in this form
             return tuple(a.copy() for a in self._pending)
-        key, sel = self._live_sorted()
-        ri = self.rec_i
-        cn = ri[sel, LK.R_CN]
-        return key >> 32, key & 0xFFFFFFFF, cn & LK.CNT_MAX, (cn >> 32) & LK.CNT_MAX, self.rec_f[sel, LK.R_MSUM]
+        ptr, lab = LK.live_labels(self.node_i, self.rec_i, self.n_nodes)
+        node = np.repeat(np.arange(self.n_nodes, dtype=np.int64), np.diff(ptr))
+        sel = self._slots(node, lab)
+        cn = self.rec_i[sel, LK.R_CN]
+        return node, lab.astype(np.int64), cn & LK.CNT_MAX, (cn >> 32) & LK.CNT_MAX, self.rec_f[sel, LK.R_MSUM]
 
-    def _live_sorted(self):
-        """The live records' keys, sorted ((node, label) order), and their slots."""
-        key = LK.live_keys(self.node_i, self.rec_i)
-        key.sort()  # in place; keys are unique
-        sel = np.empty_like(key)
-        LK.find_slots(self.rec_i, key, sel)
-        return key, sel
+    def _slots(self, node, lab):
+        out = np.empty(node.shape[0], dtype=np.int64)
+        LK.find_slots(self.rec_i, node, lab, out)
+        return out
 
     def state(self) -> dict:
         from ..streamed import materialize
@@ -284,32 +282,29 @@ class LomTree(Reduction):
         if self._pending is not None:  # loaded and not trained since: the sorted columns themselves
             m = self._pending[0].shape[0]
             cols = [lambda s, e, c=c: c[s:e] for c in self._pending]
+            ptr = np.zeros(nn + 1, dtype=np.int64)
+            np.cumsum(np.bincount(self._pending[0], minlength=nn), out=ptr[1:])
         else:
-            # the sorted keys alone (8 bytes a record); each piece finds its records' slots again
-            key = LK.live_keys(self.node_i, self.rec_i)
-            key.sort()
-            m = key.shape[0]
-            ri, rf = self.rec_i, self.rec_f
+            # the labels alone, grouped by node and sorted (4 bytes a record); each piece finds
+            # its records' slots again
+            ptr, lab = LK.live_labels(self.node_i, self.rec_i, nn)
+            m = lab.shape[0]
+            rf = self.rec_f
 
-            def slots(s, e):
-                out = np.empty(min(e, m) - s, dtype=np.int64)
-                LK.find_slots(ri, key[s:e], out)
-                return out
+            def node(s, e):
+                return np.searchsorted(ptr, np.arange(s, min(e, m), dtype=np.int64), side="right") - 1
 
-            cols = [lambda s, e: key[s:e] >> 32, lambda s, e: key[s:e] & 0xFFFFFFFF]
-            cols += [lambda s, e: ri[slots(s, e), LK.R_CN] & LK.CNT_MAX,
-                     lambda s, e: (ri[slots(s, e), LK.R_CN] >> 32) & LK.CNT_MAX,
-                     lambda s, e: rf[slots(s, e), LK.R_MSUM]]
+            def cn(s, e):
+                return self.rec_i[self._slots(node(s, e), lab[s:e]), LK.R_CN]
+
+            cols = [node, lambda s, e: lab[s:e].astype(np.int64), lambda s, e: cn(s, e) & LK.CNT_MAX,
+                    lambda s, e: (cn(s, e) >> 32) & LK.CNT_MAX,
+                    lambda s, e: rf[self._slots(node(s, e), lab[s:e]), LK.R_MSUM]]
 
         def pieces(col):
             for s in range(0, m, SAVE_RECORDS):
                 yield col(s, s + SAVE_RECORDS)
 
-        counts = np.zeros(nn, dtype=np.int64)
-        for node in pieces(cols[0]):
-            counts += np.bincount(node, minlength=nn)
-        ptr = np.zeros(nn + 1, dtype=np.int64)
-        np.cumsum(counts, out=ptr[1:])
         out["cls_ptr"] = ptr
         for name, col in zip(_CLS_FIELDS[1:], cols[1:]):
             dtype = np.dtype(np.float64 if name == "cls_msum" else np.int64)
