@@ -103,6 +103,13 @@ def _warm_commands(d: str) -> list[list[str]]:
             cmds.append(["train", "-r", r, "-k", "5", "-b", "18", many, "--threads", "2", "--quiet"])
             cmds.append(["train", "-r", r, "-k", "5", "-b", "18", many, "--threads", "2", "--tree-buffer", "0",
                          "--quiet"])
+    # many labels: the tables a reduction grows from Python between kernel calls (LOMtree's class
+    # records) grow at least once
+    wide = os.path.join(d, "wide.vw")
+    with open(wide, "w") as f:
+        f.write("".join(f"{1 + i % 97} |a f{i % 13} g{i % 5}\n" for i in range(400)))
+    for r in REGISTRY:
+        cmds.append(["train", "-r", r, "-k", "97", "-b", "18", wide, "--quiet"])
     # label sets: every reduction that learns them, on the three formats that carry them
     xmc, mls = os.path.join(d, "w.xmc"), os.path.join(d, "w.mls")
     with open(xmc, "w") as f:

@@ -26,13 +26,16 @@ N_NCLS = 9
 N_GEN = 10
 NF = 11
 
-# record columns: one int64 row a record, msum read through a float64 view of the same rows
+# record columns: one int64 row of 32 bytes a record, msum read through a float64 view of the rows
 R_KEY = 0  # node << 32 | label; -1 = empty slot
-R_GEN = 1
-R_CNT = 2
-R_N = 3
-R_MSUM = 4
-RF = 5
+R_MSUM = 1
+R_GEN = 2
+R_CN = 3  # cnt | n << 32, both below 2^32 (``CNT_MAX``)
+RF = 4
+#: the most examples of one label a class record counts (32-bit counts, as VW's ``log_multi``):
+#: training refuses an example whose label the root has counted this often (``lomtree_process``)
+CNT_MAX = 0xFFFFFFFF
+N_ONE = 1 << 32  # n's unit in R_CN
 
 # glob: counters, int64
 G_NNODES = 0
@@ -150,8 +153,7 @@ def _record(node_i, rec_i, rec_f, glob, j, y):
         if kh == -1:
             rec_i[h, R_KEY] = key
             rec_i[h, R_GEN] = g
-            rec_i[h, R_CNT] = 0
-            rec_i[h, R_N] = 0
+            rec_i[h, R_CN] = 0
             rec_f[h, R_MSUM] = 0.0
             glob[G_OCC] += 1
             glob[G_LIVE] += 1
@@ -160,8 +162,7 @@ def _record(node_i, rec_i, rec_f, glob, j, y):
         if kh == key:
             if rec_i[h, R_GEN] != g:
                 rec_i[h, R_GEN] = g
-                rec_i[h, R_CNT] = 0
-                rec_i[h, R_N] = 0
+                rec_i[h, R_CN] = 0
                 rec_f[h, R_MSUM] = 0.0
                 glob[G_LIVE] += 1
                 node_i[j, N_NCLS] += 1
@@ -169,34 +170,100 @@ def _record(node_i, rec_i, rec_f, glob, j, y):
         h = (h + 1) & hmask
 
 
+@kernel(inline="always")
+def _find(rec_i, j, y):
+    """Slot of the record (j, y), live or stale, or -1; reads only."""
+    hmask = rec_i.shape[0] - 1
+    key = (j << 32) | y
+    h = _hash(j, y, hmask)
+    while True:
+        kh = rec_i[h, R_KEY]
+        if kh == key:
+            return h
+        if kh == -1:
+            return -1
+        h = (h + 1) & hmask
+
+
+@kernel()
+def root_count(node_i, rec_i, y):
+    """cnt of the root's live record of label ``y`` (0 if none); reads only."""
+    h = _find(rec_i, np.int64(0), np.int64(y))
+    if h < 0 or rec_i[h, R_GEN] != node_i[0, N_GEN]:
+        return 0
+    return rec_i[h, R_CN] & CNT_MAX
+
+
+@kernel()
+def find_slots(rec_i, nodes, labels, out):
+    """``out[q]`` = the slot of the live record (``nodes[q]``, ``labels[q]``), which exists."""
+    for q in range(nodes.shape[0]):
+        out[q] = _find(rec_i, nodes[q], np.int64(labels[q]))
+
+
 @jit()
-def _rehash(node_i, rec_i, rec_f, glob, need):
-    """New table holding the live records with load <= 1/2 after adding ``need`` more: called at
-    load 3/4, one doubling (to 3/8) unless stale records are many, when the size stays."""
+def rehash_in_place(node_i, rec_i, old, glob):
+    """Rehash the table's first ``old`` rows (a table of ``old`` slots) into all of ``rec_i``
+    (``old`` or a power-of-two multiple of it slots: the caller enlarged the array in place),
+    dropping the stale records; no second table.
+
+    The old slots are visited once, cyclically from an empty one; each record is taken out and
+    inserted again from its new hash. A record whose new home is in the old range has the same
+    home as before, and every slot from that home to its old slot was occupied, so visited
+    already: it lands there or before, or past the old range (which holds only records inserted
+    again). A record whose probe would wrap from the last slot to the first (where records not yet
+    visited may be) waits in a small spill buffer and is inserted last. So no probe chain ever
+    crosses a slot that is emptied later, and every look-up finds its record."""
     cap = rec_i.shape[0]
-    live = glob[G_LIVE]
-    while 2 * (live + need) > cap:
-        cap *= 2
-    ni = np.empty((cap, RF), dtype=np.int64)
-    ni[:, R_KEY] = -1
     hmask = cap - 1
-    occ = 0
-    for r in range(rec_i.shape[0]):
+    for r in range(old, cap):
+        rec_i[r, R_KEY] = -1
+    e = 0
+    while rec_i[e, R_KEY] != -1:  # load < 1: there is one
+        e += 1
+    spill = np.empty((16, RF), dtype=np.int64)
+    ns = 0
+    live = 0
+    for t in range(1, old + 1):
+        r = e + t if e + t < old else e + t - old
         key = rec_i[r, R_KEY]
         if key == -1:
             continue
+        rec_i[r, R_KEY] = -1
         nd = key >> 32
         if rec_i[r, R_GEN] != node_i[nd, N_GEN]:
             continue
+        live += 1
         h = _hash(nd, key & 0xFFFFFFFF, hmask)
-        while ni[h, R_KEY] != -1:
+        wrap = False
+        while rec_i[h, R_KEY] != -1:
             h = (h + 1) & hmask
-        for c in range(RF):  # msum's bits with the rest
-            ni[h, c] = rec_i[r, c]
-        occ += 1
-    glob[G_OCC] = occ
-    glob[G_LIVE] = occ
-    return ni, ni.view(np.float64)
+            if h == 0 and cap > old:
+                wrap = True
+                break
+        if wrap:
+            if ns == spill.shape[0]:
+                more = np.empty((2 * ns, RF), dtype=np.int64)
+                more[:ns] = spill
+                spill = more
+            for c in range(RF):
+                spill[ns, c] = rec_i[r, c]
+            spill[ns, R_KEY] = key
+            ns += 1
+            continue
+        if h != r:
+            for c in range(1, RF):  # msum's bits with the rest
+                rec_i[h, c] = rec_i[r, c]
+        rec_i[h, R_KEY] = key
+    for q in range(ns):
+        key = spill[q, R_KEY]
+        h = _hash(key >> 32, key & 0xFFFFFFFF, hmask)
+        while rec_i[h, R_KEY] != -1:
+            h = (h + 1) & hmask
+        for c in range(RF):
+            rec_i[h, c] = spill[q, c]
+    glob[G_OCC] = live
+    glob[G_LIVE] = live
 
 
 @jit()
@@ -480,7 +547,7 @@ def _prefetch_records(rec_i, rec_f, pnode, plen, y):
     for d in range(plen):
         h = _hash(pnode[d], y, hmask)
         prefetch_row(rec_i, h)
-        prefetch_row(flat, h * RF + R_MSUM)  # the row's last field: a 40-byte row may span two lines
+        prefetch_row(flat, h * RF + RF - 1)  # the row's last field: rows start 16 bytes into a line
 
 
 @kernel()
@@ -506,8 +573,10 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, node_top, rec_i, re
     _prefetch_records(rec_i, rec_f, pnode, plen, y)
     while True:
         r = _record(node_i, rec_i, rec_f, glob, j, y)
-        cnt = rec_i[r, R_CNT] + 1
-        rec_i[r, R_CNT] = cnt
+        # cnt(j, y) <= cnt(root, y) < CNT_MAX (lomtree_process): no carry into n
+        cn = rec_i[r, R_CN] + 1
+        rec_i[r, R_CN] = cn
+        cnt = cn & CNT_MAX
         if cnt > node_i[j, N_MAXCNT]:
             node_i[j, N_MAXCNT] = cnt
             node_i[j, N_MAXLAB] = y
@@ -548,7 +617,7 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, node_top, rec_i, re
         # j is internal: train its regressor toward the routing target
         en_j = node_i[j, N_EN]
         E = node_f[j] / en_j if en_j > 0 else 0.0
-        ny = rec_i[r, R_N]
+        ny = (rec_i[r, R_CN] >> 32) & CNT_MAX
         e = rec_f[r, R_MSUM] / ny if ny > 0 else 0.0
         z = -1.0 if E > e else 1.0
         m = node_i[j, N_MODEL]
@@ -571,7 +640,7 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, node_top, rec_i, re
         node_f[j] += s
         node_i[j, N_EN] = en_j + 1
         rec_f[r, R_MSUM] += s
-        rec_i[r, R_N] = ny + 1
+        rec_i[r, R_CN] += N_ONE  # n <= cnt
         j = node_i[j, N_LEFT] if s < 0 else node_i[j, N_RIGHT]
         depth += 1
     node_i[j, N_C] += 1
@@ -617,13 +686,23 @@ def _prefetch_next(lin, idx, st, en, node_i, glob):
             K.prefetch_block(lin, idx, st, en, W0 + r, 1)
 
 
+#: ``lomtree_process``'s status: the chunk is done; the record table must grow before example
+#: ``stop`` (``LomTree._grow_records``, then call again from ``stop``); example ``stop``'s label has
+#: ``CNT_MAX`` examples at the root (nothing of it was predicted or learned)
+DONE = 0
+GROW = 1
+FULL = 2
+
+
 @jit(nogil=True)
 def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i, node_f, node_top, rec_i,
-                    rec_f, glob, prior, lw, preds):
-    """Progressive predict-then-learn over one chunk (``prior``: see ``_prior_stats``; ``lw``:
-    ``LeafWork``).
+                    rec_f, glob, prior, lw, preds, start):
+    """Progressive predict-then-learn over examples ``start..`` of one chunk (``prior``: see
+    ``_prior_stats``; ``lw``: ``LeafWork``).
 
-    preds : int64, shape (n,) out. Returns the (possibly regrown) node, leaf-list and record arrays.
+    preds : int64, shape (n,) out. Returns the (possibly regrown) node and leaf-list arrays, the
+    example it stopped before (n when done) and a status (``DONE``, ``GROW``, ``FULL``). The record
+    table is grown by the caller, in place (the kernel cannot resize an array it was handed).
     """
     n = labels.shape[0]
     L = max(1, glob[G_LEAFL])
@@ -632,13 +711,22 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
     pnode = np.empty(glob[G_DEPTH] + 1, dtype=np.int64)
     pscore = np.empty(glob[G_DEPTH] + 1, dtype=np.float64)
     trained = np.empty(glob[G_DEPTH] + 2 + L, dtype=np.int64)
-    for i in range(n):
+    for i in range(start, n):
         st = indptr[i]
         en = indptr[i + 1]
         if glob[G_DEPTH] >= pnode.shape[0]:
             pnode = np.empty(2 * glob[G_DEPTH] + 1, dtype=np.int64)
             pscore = np.empty(2 * glob[G_DEPTH] + 1, dtype=np.float64)
             trained = np.empty(2 * glob[G_DEPTH] + 2 + L, dtype=np.int64)
+        if train[i]:
+            # checked before the prediction (which the progressive prior counts): a stop here
+            # leaves example i untouched; the tables do not change until its training
+            if 4 * (glob[G_OCC] + glob[G_DEPTH] + 2) > 3 * rec_i.shape[0]:
+                return node_i, node_f, node_top, i, GROW
+            # every example counts its label at the root, whose records are never reset, so
+            # cnt(j, y) <= cnt(root, y); the root's maxcnt bounds them all and is checked first
+            if node_i[0, N_MAXCNT] >= CNT_MAX and root_count(node_i, rec_i, labels[i]) >= CNT_MAX:
+                return node_i, node_f, node_top, i, FULL
         preds[i], plen, leaf = predict_path(lin, indices, values, st, en, node_i, node_top, glob, prior, lw, pnode,
                                             pscore)
         if i + 1 < n:
@@ -647,13 +735,10 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
             _prior_stats(node_i, node_top, glob, prior, lw.fs, leaf, labels[i])
             if glob[G_NNODES] + 2 > node_i.shape[0] and node_i.shape[0] < glob[G_NODECAP_MAX]:
                 node_i, node_f, node_top = _grow_nodes(node_i, node_f, node_top, glob)
-            need = glob[G_DEPTH] + 2
-            if 4 * (glob[G_OCC] + need) > 3 * rec_i.shape[0]:
-                rec_i, rec_f = _rehash(node_i, rec_i, rec_f, glob, need)
             _train_one(lin, indices, values, st, en, labels[i], weights[i], node_i, node_f, node_top, rec_i, rec_f,
                        glob, pnode, pscore, plen, lw, trained)
             K.end_example(lin, weights[i])
-    return node_i, node_f, node_top, rec_i, rec_f
+    return node_i, node_f, node_top, n, DONE
 
 
 @kernel(nogil=True)
@@ -673,30 +758,33 @@ def insert_records(node_i, rec_i, rec_f, glob, rnode, rlabel, rcnt, rn, rmsum):
         h = _record(node_i, rec_i, rec_f, glob, j, rlabel[q])
         if glob[G_LIVE] == before:
             return False
-        rec_i[h, R_CNT] = rcnt[q]
-        rec_i[h, R_N] = rn[q]
+        rec_i[h, R_CN] = rcnt[q] | (rn[q] << 32)  # both below 2^32 (load_state checks)
         rec_f[h, R_MSUM] = rmsum[q]
     return True
 
 
 @jit()
-def live_slots(node_i, rec_i):
-    """Slots of the live records and their keys (``R_KEY``, ``node << 32 | label``; one pass over the table:
-    what ``records`` sorts; numpy masks over the strided columns took 3x longer). Labels are in
-    ``1..k`` with ``k < 2^31`` (config, parser and ``load_state`` all enforce it), so the key is
-    exact and orders by (node, label)."""
-    n = 0
+def live_labels(node_i, rec_i, nn):
+    """The live records in (node, label) order, as what a save writes: ``ptr`` (int64, nn + 1;
+    node v's records are ``ptr[v]:ptr[v+1]``) and their labels (int32: labels are below 2^31);
+    4 bytes a record, where their keys and slots (``find_slots`` finds those a piece at a time)
+    were 8-32. Two passes over the table: count per node, then place (nodes from ``nn`` on, which
+    hold no live record, are skipped)."""
+    ptr = np.zeros(nn + 1, dtype=np.int64)
     for r in range(rec_i.shape[0]):
         k = rec_i[r, R_KEY]
-        if k >= 0 and rec_i[r, R_GEN] == node_i[k >> 32, N_GEN]:
-            n += 1
-    sel = np.empty(n, dtype=np.int64)
-    key = np.empty(n, dtype=np.int64)
-    q = 0
+        if k >= 0 and (k >> 32) < nn and rec_i[r, R_GEN] == node_i[k >> 32, N_GEN]:
+            ptr[(k >> 32) + 1] += 1
+    for v in range(nn):
+        ptr[v + 1] += ptr[v]
+    pos = ptr[:nn].copy()
+    lab = np.empty(ptr[nn], dtype=np.int32)
     for r in range(rec_i.shape[0]):
         k = rec_i[r, R_KEY]
-        if k >= 0 and rec_i[r, R_GEN] == node_i[k >> 32, N_GEN]:
-            sel[q] = r
-            key[q] = k
-            q += 1
-    return sel, key
+        if k >= 0 and (k >> 32) < nn and rec_i[r, R_GEN] == node_i[k >> 32, N_GEN]:
+            v = k >> 32
+            lab[pos[v]] = k & 0xFFFFFFFF
+            pos[v] += 1
+    for v in range(nn):
+        lab[ptr[v]:ptr[v + 1]].sort()
+    return ptr, lab

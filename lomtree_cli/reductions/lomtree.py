@@ -21,23 +21,26 @@ nodes a tree with ``T`` internal nodes can have), so memory follows the nodes ac
 also for ``T = k-1`` with ``k = 10^6``. The root is node 0.
 
 Class records (``cnt(y)``, ``n(y)``, ``msum(y)`` of one node) live in one open-addressing hash
-table keyed by ``(node, label)``: int64 ``rec_i`` shape (capacity, 5) = ``R_KEY`` (``node << 32 |
-label``, ``-1`` = empty slot), ``R_GEN``, ``R_CNT``, ``R_N`` and ``R_MSUM``, the last read and
-written through ``rec_f``, a float64 view of the same rows: 40 bytes and one or two cache lines a
-record (a separate ``msum`` vector and a node and a label column were 48 bytes and two or three
-lines; at 2.8M records, 300k PyPI summaries, the table is most of LOMtree's memory and its
-look-ups much of its time). Linear probing from
-a SplitMix64 hash of the key; a key occupies at most one slot. A record is *live* iff its
-generation equals its node's ``N_GEN``: a swap resets a node in ``O(1)`` by bumping the
-generation (no scan of the table); a stale record met again under the same key is reset and
-reused, other stale records are dropped at the next rehash. Before each example the kernel
-guarantees ``occupied + depth_bound + 2 <= 3/4 capacity`` (one example touches at most
+table keyed by ``(node, label)``: int64 ``rec_i`` shape (capacity, 4) = ``R_KEY`` (``node << 32 |
+label``, ``-1`` = empty slot), ``R_MSUM`` (read and written through ``rec_f``, a float64 view of
+the same rows), ``R_GEN`` and ``R_CN`` (``cnt | n << 32``): 32 bytes a record (at 2.8M records,
+300k PyPI summaries, the table is most of LOMtree's memory and its look-ups much of its time).
+Counts are 32-bit, as VW's ``log_multi`` keeps them: every example counts its label at the root,
+whose records are never reset, so ``n(y) <= cnt(y) <= cnt_root(y)`` at every node, and training
+refuses (``InputError``, nothing of the example learned) an example whose label the root has counted
+``CNT_MAX = 2^32 - 1`` times; a stream within that is trained exactly as with 64-bit counts.
+Linear probing from a SplitMix64 hash of the key; a key occupies at most one slot. A record is
+*live* iff its generation equals its node's ``N_GEN``: a swap resets a node in ``O(1)`` by
+bumping the generation (no scan of the table); a stale record met again under the same key is
+reset and reused, other stale records are dropped at the next rehash. Before each example the
+kernel guarantees ``occupied + depth_bound + 2 <= 3/4 capacity`` (one example touches at most
 ``depth + 1`` records; ``depth_bound`` is the deepest depth ever created, an upper bound because
-swaps only move subtrees up), rehashing the live records into a table with load <= 1/2 (doubling
-as needed: once, to load 3/8; with 1/2 into 1/4, which doubled twice at a time, the table was
-200 MB of a k = 20,001 model's 600 MB peak). So one statistics look-up is ``O(1)`` expected, and
-no step ever scans the labels of a node: training costs ``O(depth)`` regressor calls plus ``O(depth)`` look-ups and
-``UPDATE_C``/``SWAP`` walks. Memory grows with (node, label) pairs actually seen.
+swaps only move subtrees up); else it stops, and ``_grow_records`` rehashes the live records
+within the table, enlarged in place to load <= 1/2 (``LK.rehash_in_place``; once doubled, to load
+3/8, unless stale records are many): no second table is alive beside it. So one statistics
+look-up is ``O(1)`` expected, and no step ever scans the labels of a node: training costs
+``O(depth)`` regressor calls plus ``O(depth)`` look-ups and ``UPDATE_C``/``SWAP`` walks. Memory
+grows with (node, label) pairs actually seen; the layout of the table never changes a result.
 
 * ``T`` default ``k - 1`` (``--max-internal-nodes``; VW hard-codes ``k-1``): enough internal
   nodes for a tree with one leaf per class; more (the paper explores up to ``64k-1``) lets
@@ -116,6 +119,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..entropy import depths_from_parents
+from ..errors import InputError
 from ..kernels import lomtree_kernels as LK
 from .base import Reduction, n_distinct
 
@@ -209,29 +213,56 @@ class LomTree(Reduction):
         if self.L > 0 and n and \
                 min((int(batch.indptr[-1]) - int(batch.indptr[0])) * self.L, 1 << 20) > self.learner.scratch_features:
             self.learner.ensure_scratch(min(int(batch.n_features.max()) * self.L, 1 << 20))
-        self.node_i, self.node_f, self.node_top, self.rec_i, self.rec_f = LK.lomtree_process(
-            self.learner.arrays, batch.indptr, batch.indices, batch.values, batch.labels, batch.weights, train,
-            self.node_i, self.node_f, self.node_top, self.rec_i, self.rec_f, self.glob, self.prior,
-            self.train_work, preds)
-        return preds, None
+        start = 0
+        while True:
+            self.node_i, self.node_f, self.node_top, start, status = LK.lomtree_process(
+                self.learner.arrays, batch.indptr, batch.indices, batch.values, batch.labels, batch.weights, train,
+                self.node_i, self.node_f, self.node_top, self.rec_i, self.rec_f, self.glob, self.prior,
+                self.train_work, preds, start)
+            if status == LK.DONE:
+                return preds, None
+            if status == LK.FULL:
+                raise InputError(batch.source, int(batch.line_numbers[start]), "class_count",
+                                 f"lomtree cannot train on label {int(batch.labels[start])}: the tree has counted "
+                                 f"{LK.CNT_MAX:,} examples of it, the most its 32-bit class records hold")
+            self._grow_records(int(self.glob[LK.G_DEPTH]) + 2)
+
+    def _grow_records(self, need: int) -> None:
+        """Make room for ``need`` more records at load <= 1/2: the live records rehashed within
+        the table, enlarged in place (``ndarray.resize``, a ``realloc``: the C library moves the
+        pages of a large block without copying them) by doubling unless stale records were many.
+        A new table beside the old one was 1.5x the new table at the peak (300k PyPI: 4M slots
+        of 40 bytes next to 2M, 240 MB)."""
+        old = self.rec_i.shape[0]
+        cap = old
+        while 2 * (int(self.glob[LK.G_LIVE]) + need) > cap:
+            cap *= 2
+        self.rec_f = None  # a view would keep the array from resizing
+        if cap > old:
+            try:
+                self.rec_i.resize((cap, LK.RF))
+            except ValueError:  # another reference to the table (a caller's): copy instead
+                grown = np.empty((cap, LK.RF), dtype=np.int64)
+                grown[:old] = self.rec_i
+                self.rec_i = grown
+        LK.rehash_in_place(self.node_i, self.rec_i, old, self.glob)
+        self.rec_f = self.rec_i.view(np.float64)
 
     # -- state -----------------------------------------------------------------------------
     def records(self):
         """Live class records sorted by (node, label): node, label, cnt, n (int64), msum (float64)."""
         if self._pending is not None:  # loaded and not trained since: already in this form
             return tuple(a.copy() for a in self._pending)
-        sel = self._live_sorted()
-        ri = self.rec_i
-        # fancy indexing copies already (a second copy was a transient array per column at a save)
-        key = ri[sel, LK.R_KEY]
-        return key >> 32, key & 0xFFFFFFFF, ri[sel, LK.R_CNT], ri[sel, LK.R_N], self.rec_f[sel, LK.R_MSUM]
+        ptr, lab = LK.live_labels(self.node_i, self.rec_i, self.n_nodes)
+        node = np.repeat(np.arange(self.n_nodes, dtype=np.int64), np.diff(ptr))
+        sel = self._slots(node, lab)
+        cn = self.rec_i[sel, LK.R_CN]
+        return node, lab.astype(np.int64), cn & LK.CNT_MAX, (cn >> 32) & LK.CNT_MAX, self.rec_f[sel, LK.R_MSUM]
 
-    def _live_sorted(self) -> np.ndarray:
-        """The record table's slots of the live records, in (node, label) order."""
-        sel, key = LK.live_slots(self.node_i, self.rec_i)
-        order = np.argsort(key)  # keys are unique, so any sort gives this order
-        del key
-        return sel[order]
+    def _slots(self, node, lab):
+        out = np.empty(node.shape[0], dtype=np.int64)
+        LK.find_slots(self.rec_i, node, lab, out)
+        return out
 
     def state(self) -> dict:
         from ..streamed import materialize
@@ -251,23 +282,29 @@ class LomTree(Reduction):
         if self._pending is not None:  # loaded and not trained since: the sorted columns themselves
             m = self._pending[0].shape[0]
             cols = [lambda s, e, c=c: c[s:e] for c in self._pending]
+            ptr = np.zeros(nn + 1, dtype=np.int64)
+            np.cumsum(np.bincount(self._pending[0], minlength=nn), out=ptr[1:])
         else:
-            sel = self._live_sorted()
-            m = sel.shape[0]
-            ri, rf = self.rec_i, self.rec_f
-            cols = [lambda s, e: ri[sel[s:e], LK.R_KEY] >> 32, lambda s, e: ri[sel[s:e], LK.R_KEY] & 0xFFFFFFFF]
-            cols += [lambda s, e, c=c: ri[sel[s:e], c] for c in (LK.R_CNT, LK.R_N)]
-            cols.append(lambda s, e: rf[sel[s:e], LK.R_MSUM])
+            # the labels alone, grouped by node and sorted (4 bytes a record); each piece finds
+            # its records' slots again
+            ptr, lab = LK.live_labels(self.node_i, self.rec_i, nn)
+            m = lab.shape[0]
+            rf = self.rec_f
+
+            def node(s, e):
+                return np.searchsorted(ptr, np.arange(s, min(e, m), dtype=np.int64), side="right") - 1
+
+            def cn(s, e):
+                return self.rec_i[self._slots(node(s, e), lab[s:e]), LK.R_CN]
+
+            cols = [node, lambda s, e: lab[s:e].astype(np.int64), lambda s, e: cn(s, e) & LK.CNT_MAX,
+                    lambda s, e: (cn(s, e) >> 32) & LK.CNT_MAX,
+                    lambda s, e: rf[self._slots(node(s, e), lab[s:e]), LK.R_MSUM]]
 
         def pieces(col):
             for s in range(0, m, SAVE_RECORDS):
                 yield col(s, s + SAVE_RECORDS)
 
-        counts = np.zeros(nn, dtype=np.int64)
-        for node in pieces(cols[0]):
-            counts += np.bincount(node, minlength=nn)
-        ptr = np.zeros(nn + 1, dtype=np.int64)
-        np.cumsum(counts, out=ptr[1:])
         out["cls_ptr"] = ptr
         for name, col in zip(_CLS_FIELDS[1:], cols[1:]):
             dtype = np.dtype(np.float64 if name == "cls_msum" else np.int64)
@@ -361,11 +398,17 @@ class LomTree(Reduction):
             raise ValueError("bad cls_ptr")
         if cnt.shape[0] != nrec or cn.shape[0] != nrec or msum.shape[0] != nrec:
             raise ValueError("class record arrays differ in length")
-        if ((lab < 1) | (lab > k) | (cnt < 1) | (cn < 0) | (cn > cnt)).any():
+        if ((lab < 1) | (lab > k) | (cnt < 1) | (cnt > LK.CNT_MAX) | (cn < 0) | (cn > cnt)).any():
             raise ValueError("bad class records")
         rnode = np.repeat(np.arange(nn, dtype=np.int64), np.diff(ptr))
         if nrec > 1 and ((rnode[1:] == rnode[:-1]) & (lab[1:] <= lab[:-1])).any():
             raise ValueError("class records of a node are not sorted by label")
+        # every example counts its label at the root, never reset: training's count limit
+        # (LK.CNT_MAX, checked at the root only) holds for every node only if this does
+        root_lab, root_cnt = lab[:ptr[1]], cnt[:ptr[1]]
+        pos = np.minimum(np.searchsorted(root_lab, lab), root_lab.shape[0] - 1) if ptr[1] else None
+        if nrec and (pos is None or (root_lab[pos] != lab).any() or (root_cnt[pos] < cnt).any()):
+            raise ValueError("a class record counts more examples than the root's record of its label")
         if (np.bincount(rnode, weights=cn, minlength=nn) != En).any():
             raise ValueError("En does not match the class records")
         mx = np.zeros(nn, dtype=np.int64)
