@@ -171,16 +171,17 @@ def kmeans_tree(labels: np.ndarray, X: np.ndarray, M: int, seed: int, threads: i
             stack.extend((path + (c,), int(size)) for c, size in reversed(list(enumerate(_caps(n, m)))))
     assign = {}
     level = [((), np.arange(labels.shape[0]))]
+    def split(path, idx):
+        return balanced_kmeans(X[idx], init[path].shape[0], init[path])
+
     pool = Pool(threads, "lomtree-kmeans") if threads > 1 else None
     try:
         while level:
             level = [(path, idx) for path, idx in level if path in init]
             if pool is None:
-                got = [balanced_kmeans(X[idx], init[path].shape[0], init[path]) for path, idx in level]
+                got = [split(path, idx) for path, idx in level]
             else:
-                jobs = [pool.submit(lambda p, i: balanced_kmeans(X[i], init[p].shape[0], init[p]), path, idx)
-                        for path, idx in level]
-                got = [job.result() for job in jobs]
+                got = [job.result() for job in [pool.submit(split, path, idx) for path, idx in level]]
             nxt = []
             for (path, idx), a in zip(level, got):
                 assign[path] = a
