@@ -206,11 +206,14 @@ class LinearLearner:
                     if not c:
                         continue
                     b, v = piece(s)
-                    rows = col == "nz" or col == "avg"
-                    out = np.empty(c + 1, dtype=np.int64 if rows else np.uint32)
-                    K.kept_column(b, v, -1 if rows else col, out)
-                    out = out[:c]
-                    yield out + s if col == "nz" else v[out] if col == "avg" else out.view(dtype)
+                    if col == "nz" or col == "avg":
+                        nz = np.empty(c + 1, dtype=np.int64)
+                        K.kept_slots(b, v, nz)
+                        yield nz[:c] + s if col == "nz" else v[nz[:c]]
+                    else:
+                        out = np.empty(c + 1, dtype=np.uint32)
+                        K.kept_column(b, v, col, out)
+                        yield out[:c].view(dtype)
             return Streamed(np.dtype(dtype), (m,), chunks)
 
         out = {"nz": member("nz", np.int64), "size": np.array([size], dtype=np.int64), "w": member(0, np.float32)}

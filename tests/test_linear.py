@@ -397,7 +397,7 @@ def test_learn_rescore_equals_learn_then_score(exs, loss, sgd, power_t, bits, t0
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 3), st.integers(0, 40), st.booleans(), st.randoms(use_true_random=False))
 def test_kept_rows_are_numpys_selection(cols, size, averaged, rnd):
-    """``kept_count``/``kept_column``: the rows with a non-zero bit pattern (a -0.0
+    """``kept_count``/``kept_slots``/``kept_column``: the rows with a non-zero bit pattern (a -0.0
     included) or, when averaged, a non-zero average, in order, as numpy selects them."""
     choices = [0.0, -0.0, 1.5, 0.0, 0.0]
     table = np.array([[rnd.choice(choices) for _ in range(cols)] for _ in range(size)], dtype=np.float32)
@@ -411,7 +411,7 @@ def test_kept_rows_are_numpys_selection(cols, size, averaged, rnd):
     m = K.kept_count(bits, avg)
     assert m == nz.size
     slots = np.full(m + 1, -7, dtype=np.int64)
-    assert K.kept_column(bits, avg, -1, slots) == m
+    assert K.kept_slots(bits, avg, slots) == m
     np.testing.assert_array_equal(slots[:m], nz)
     for c in range(cols):
         out = np.zeros(m + 1, dtype=np.uint32)

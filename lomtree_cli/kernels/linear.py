@@ -1102,7 +1102,7 @@ def kept_count(bits, avg):
     model file keeps: those not all zero bits, and with ``--average`` (``avg``: the piece's
     averages; empty without) those whose average is not 0 either (a plain-SGD weight can come back
     to exactly 0 after it moved). A save counts them first (each member's length precedes its
-    bytes), then takes one column at a time (``kept_column``): a member is written
+    bytes), then takes one column at a time (``kept_slots``, ``kept_column``): a member is written
     whole before the next begins, and a column is a quarter of a row's bytes."""
     size, cols = bits.shape
     flat = bits.reshape(size * cols)
@@ -1117,26 +1117,46 @@ def kept_count(bits, avg):
 
 
 @kernel(nogil=True)
-def kept_column(bits, avg, col, out):
-    """Column ``col`` of the kept rows (``kept_count``), in order, into ``out`` (uint32), or with
-    ``col = -1`` their row numbers (``out`` int64); ``out`` holds at least their count + 1: every
-    row is written at the next place, which advances past the kept ones."""
+def kept_slots(bits, avg, out):
+    """The kept rows' numbers (``kept_count``), in order, into ``out`` (int64, at least their
+    count + 1: every row is written at the next place, which advances past the kept ones)."""
     size, cols = bits.shape
     flat = bits.reshape(size * cols)
     i = 0
     if avg.shape[0] == 0 and cols == 3:
         for s in range(size):
-            out[i] = s if col < 0 else flat[3 * s + col]
+            out[i] = s
             i += (flat[3 * s] | flat[3 * s + 1] | flat[3 * s + 2]) != 0
     else:
         for s in range(size):
-            out[i] = s if col < 0 else flat[s * cols + col]
+            out[i] = s
+            i += _row_kept(flat, s, cols, avg)
+    return i
+
+
+@kernel(nogil=True)
+def kept_column(bits, avg, col, out):
+    """Column ``col`` of the kept rows (``kept_count``), in order, into ``out`` (uint32, at least
+    their count + 1, as ``kept_slots``)."""
+    size, cols = bits.shape
+    flat = bits.reshape(size * cols)
+    i = 0
+    if avg.shape[0] == 0 and cols == 3:
+        for s in range(size):
+            a = flat[3 * s]
+            b = flat[3 * s + 1]
+            c = flat[3 * s + 2]
+            out[i] = flat[3 * s + col]
+            i += (a | b | c) != 0
+    else:
+        for s in range(size):
+            out[i] = flat[s * cols + col]
             i += _row_kept(flat, s, cols, avg)
     return i
 
 
 @kernel(nogil=True)
 def scatter_rows(table, nz, vals, col):
-    """``table[nz, col] = vals`` (the inverse of ``kept_column``)."""
+    """``table[nz, col] = vals`` (the inverse of ``kept_slots`` and ``kept_column``)."""
     for i in range(nz.shape[0]):
         table[nz[i], col] = vals[i]
