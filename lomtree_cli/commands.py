@@ -51,8 +51,12 @@ def run_predict(p: dict, given: set, start: float) -> None:
         return _run_daemon(p, given)
     if given & {"port", "socket_path", "host", "idle_timeout"}:
         raise ConfigError("--port, --socket, --host and --idle-timeout need --daemon")
-    check_outputs([("-p", p["predictions"]), ("--report", p["report"])],
-                  [("input", x) for x in p["inputs"]] + [("-i", p["model"])])
+    preds = [("-p", p["predictions"])]
+    if p["dask"] is not None:  # -p DIR/: a file per input, each checked as -p would be
+        from .distributed import prediction_paths
+
+        preds = [("-p", x) for x in dict.fromkeys(prediction_paths(p["predictions"], list(p["inputs"])).values())]
+    check_outputs(preds + [("--report", p["report"])], [("input", x) for x in p["inputs"]] + [("-i", p["model"])])
     flush = p["flush"]
     chunk_bytes = p["chunk_bytes"]
     opts = RunOptions(inputs=list(p["inputs"]), predictions=p["predictions"], quiet=p["quiet"],

@@ -598,7 +598,7 @@ def predict(model_path: str, opts, address: str, skip_invalid: bool = False) -> 
         from .batch import ExampleBatch
 
         loaded.reduction.predict_top(ExampleBatch.empty(), max(1, opts.top_k))  # unsupported: fail now
-    outputs = _outputs(opts.predictions, paths)
+    outputs = prediction_paths(opts.predictions, paths)
     key = _model_key(data)
     err = opts.err if opts.err is not None else sys.stderr
     input_cfg = predict_input(loaded.input_config, skip_invalid, opts)
@@ -653,13 +653,17 @@ def predict(model_path: str, opts, address: str, skip_invalid: bool = False) -> 
     return report
 
 
-def _outputs(predictions: str | None, paths: list) -> dict:
+def prediction_paths(predictions: str | None, paths: list) -> dict:
     """input path -> where its predictions go: ``-p DIR/`` (or an existing directory) gives
-    ``DIR/<file name>.pred`` per input, otherwise every input goes to ``predictions``."""
+    ``DIR/<file name>.pred`` per input (the directory is made if need be), otherwise every input
+    goes to ``predictions``. ``run_predict`` checks these paths before anything is read."""
     if predictions is None:
         return {p: None for p in paths}
     if predictions != "-" and (predictions.endswith(os.sep) or os.path.isdir(predictions)):
-        os.makedirs(predictions, exist_ok=True)
+        try:
+            os.makedirs(predictions, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"-p {predictions}: cannot make the directory: {e.strerror or e}") from None
         out = {p: os.path.join(predictions, os.path.basename(p) + ".pred") for p in paths}
         if len(set(out.values())) != len(out):
             raise ConfigError("-p DIR/: two inputs have the same file name (their predictions would share a file)")

@@ -87,6 +87,25 @@ def test_predict_one_file_per_input(cluster, data, tmp_path, monkeypatch):
         assert (out / f"{name}.pred").read_bytes() == (tmp_path / f"{name}.local").read_bytes()
 
 
+def test_predict_into_an_existing_directory(cluster, data, tmp_path):
+    """``-p DIR`` names an existing directory with or without the slash; each file in it is
+    checked as ``-p`` is: one that is also an input is refused before anything is read."""
+    m = str(tmp_path / "m.lt")
+    cli(["train", "-r", "oaa", "-k", "12", str(data / "train.vw"), "-f", m, "--quiet"])
+    cli(["predict", "-i", m, str(data / "test2.vw"), "-p", str(tmp_path / "local"), "--quiet"])
+    out = tmp_path / "preds"
+    out.mkdir()
+    for target in (str(out), str(out) + "/"):
+        cli(["predict", "-i", m, str(data / "test2.vw"), "-p", target, "--quiet", "--dask", cluster])
+        assert (out / "test2.vw.pred").read_bytes() == (tmp_path / "local").read_bytes()
+    (out / "x.vw").write_bytes((data / "test2.vw").read_bytes())
+    (out / "x.vw.pred").write_bytes((data / "test2.vw").read_bytes())
+    r = cli(["predict", "-i", m, str(out / "x.vw"), str(out / "x.vw.pred"), "-p", str(out), "--quiet",
+             "--dask", cluster], code=2)
+    assert "x.vw.pred is also an input" in r.output
+    assert (out / "x.vw.pred").read_bytes() == (data / "test2.vw").read_bytes()
+
+
 def test_line_ranges_cover_the_file(data):
     from lomtree_cli.distributed import line_ranges
 
