@@ -614,6 +614,10 @@ _FIXED = {
 }
 
 
+#: the flags of the fixed options whose parameter name is not the flag's
+_SPELLED = {"k": "-k", "loss": "--loss-function"}
+
+
 def _check_model_conflicts(loaded, explicit: dict, input_cfg: InputConfig):
     """ConfigError when an option given next to ``-i`` differs from the model's value."""
     from .reductions.registry import reduction_options
@@ -628,7 +632,7 @@ def _check_model_conflicts(loaded, explicit: dict, input_cfg: InputConfig):
         have = getattr(where[part], attr)
         if have != value:
             opt = options[name][0] if name in options else None
-            given = f"--{name.replace('_', '-')}" if opt is None else \
+            given = _SPELLED.get(name, f"--{name.replace('_', '-')}") if opt is None else \
                 opt.off if value is False and opt.off else opt.flags[0]
             if not isinstance(value, bool) or name not in options:
                 given += f" {value}"

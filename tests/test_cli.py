@@ -72,6 +72,11 @@ def test_continue_training_from_initial_model(data, tmp_path):
     run(["train", "-i", m1, str(data / "train.vw"), "-f", m2, "--quiet"], check=0)
     p = run(["train", "-i", m1, "-b", "20", str(data / "train.vw"), "--quiet"], check=2)
     assert "conflicts with the initial model" in p.stderr
+    # the message names the options as they are spelled on the command line
+    p = run(["train", "-i", m1, "-k", "9", str(data / "train.vw"), "--quiet"], check=2)
+    assert "error: -k 9 conflicts with the initial model (k = 8)" in p.stderr
+    p = run(["train", "-i", m1, "--loss-function", "hinge", str(data / "train.vw"), "--quiet"], check=2)
+    assert "error: --loss-function hinge conflicts with the initial model (loss = squared)" in p.stderr
 
 
 def test_closed_pipe_is_quiet(data, tmp_path):
