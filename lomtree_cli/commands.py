@@ -137,6 +137,8 @@ def run_train(p: dict, given: set, start: float) -> None:
     apply_vw_options(p, given)
     if p.get("testonly"):
         return test_only(p, start)
+    if p["k"] is None and p["initial_model"] is None and p["fmt"] == "xmc":
+        p["k"] = _xmc_labels(p["inputs"])
     cache_path = p["cache"]
     if cache_path == "" and p["final_model"]:
         cache_path = p["final_model"] + ".cache"
@@ -186,6 +188,20 @@ def run_train(p: dict, given: set, start: float) -> None:
         from .readable import write_readable
 
         write_readable(p, icfg)
+
+
+def _xmc_labels(inputs) -> int | None:
+    """The label count ``L`` of the first input file's XMC header (``-k`` when not given, as
+    napkinXC and Omikuji take it); None for standard input, which cannot be read twice."""
+    from .parsing import open_input, read_xmc_header
+
+    files = [x for x in inputs if x != "-"]
+    if not files or len(files) < len(inputs):
+        return None
+    f, name = open_input(files[0])
+    with f:
+        labels = read_xmc_header(f, name)[2]
+    return labels if labels >= 1 else None
 
 
 def new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:

@@ -501,6 +501,29 @@ def test_bad_label_sets_are_one_line_errors(tmp_path, name, text, opts, line, wo
         assert w in msg, msg
 
 
+def test_xmc_header_gives_k(tmp_path):
+    """Without -k, an XMC file's header gives the label count (as napkinXC and Omikuji read it),
+    compressed or not; standard input cannot be read twice, so there -k stays required."""
+    import gzip
+
+    text = "3 4 7\n0,2 0:1\n1 1:1 3:0.5\n6 2:1\n"
+    f = tmp_path / "d.xmc.gz"
+    with gzip.open(f, "wt") as fh:
+        fh.write(text)
+    m = tmp_path / "m.lt"
+    for r in ("plt", "oaa"):
+        code, _, err = cli("train", "-r", r, "--format", "xmc", "-b", "10", "--quiet", f, "-f", m)
+        assert code == 0, err
+        code, out, err = cli("inspect", m, "--json")
+        assert code == 0 and json.loads(out)["k"] == 7, out
+    g = tmp_path / "bad.xmc"
+    g.write_text("3 4\n0 0:1\n")
+    msg = one_error(*cli("train", "-r", "plt", "--format", "xmc", "--quiet", g)[::2], 1)
+    assert msg.startswith(f"error: {g}:1: ") and "N F L" in msg, msg
+    msg = one_error(*cli("train", "-r", "plt", "--format", "xmc", "--quiet", "-")[::2], 2)
+    assert "needs -k" in msg, msg
+
+
 def test_set_given_to_a_single_label_model_names_multilabel(tmp_path):
     f = tmp_path / "s.vw"
     f.write_text("1 | a\n1,3 | b\n")
