@@ -43,6 +43,7 @@ def run_predict(p: dict, given: set, start: float) -> None:
     already read by ``progress_interval``); ``given``: the names set on the command line;
     ``start``: when the process started (``runtime.process_start_time``)."""
     from .driver import RunOptions, predict, resolve_threads
+    from .parsing import check_inputs
     from .paths import check_outputs
 
     if p["daemon"]:
@@ -51,6 +52,7 @@ def run_predict(p: dict, given: set, start: float) -> None:
         return _run_daemon(p, given)
     if given & {"port", "socket_path", "host", "idle_timeout"}:
         raise ConfigError("--port, --socket, --host and --idle-timeout need --daemon")
+    check_inputs(p["inputs"])
     preds = [("-p", p["predictions"])]
     if p["dask"] is not None:  # -p DIR/: a file per input, each checked as -p would be
         from .distributed import prediction_paths
@@ -131,10 +133,12 @@ def run_train(p: dict, given: set, start: float) -> None:
         # 4.6 s while another process ran)
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .driver import RunOptions, resolve_threads, train
+    from .parsing import check_inputs
     from .paths import check_outputs
     from .vwopts import apply_vw_options, vw_input_fields
 
     apply_vw_options(p, given)
+    check_inputs(p["inputs"])
     if p.get("testonly"):
         return test_only(p, start)
     if p["k"] is None and p["initial_model"] is None and p["fmt"] == "xmc":

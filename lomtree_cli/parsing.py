@@ -31,6 +31,7 @@ included).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import deque
 from typing import BinaryIO, Iterator
@@ -101,6 +102,25 @@ def open_input(path: str) -> tuple[BinaryIO, str]:
     except OSError as exc:
         raise InputError(path, 0, "open", f"cannot open input: {exc.strerror or exc}") from None
     return f, path
+
+
+def check_inputs(paths) -> None:
+    """InputError, as ``open_input`` gives it, for the first named input that cannot be read,
+    checked before a command reads any: a typo in the last of several files must not end a run
+    after it has trained on the others (and saved nothing)."""
+    import stat
+
+    for path in paths:
+        if path == "-":
+            continue
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise InputError(path, 0, "open", f"cannot open input: {exc.strerror or exc}") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(path, 0, "open", "cannot open input: Is a directory")
+        if not os.access(path, os.R_OK):
+            raise InputError(path, 0, "open", "cannot open input: Permission denied")
 
 
 def _quote(tok: bytes) -> str:

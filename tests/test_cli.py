@@ -65,6 +65,20 @@ def test_predict_reads_stdin_and_dash(data, tmp_path):
     assert a == b and len(a.splitlines()) == 60
 
 
+def test_an_unreadable_input_stops_the_run_before_it_reads_any(data, tmp_path):
+    """A missing file or a directory among the inputs is the one error before the first line is
+    read, in train and predict alike (before, the files ahead of it were trained on and lost)."""
+    model = str(tmp_path / "m.lt")
+    missing = str(tmp_path / "missing.vw")
+    p = run(["train", "-r", "oaa", "-k", "8", str(data / "train.vw"), missing, "-f", model], check=1)
+    assert p.stderr.strip().splitlines()[-1] == f"error: {missing}: cannot open input: No such file or directory"
+    assert "Reading datafile" not in p.stderr and not os.path.exists(model)
+    run(["train", "-r", "oaa", "-k", "8", str(data / "train.vw"), "-f", model, "--quiet"], check=0)
+    p = run(["predict", "-i", model, str(data / "test.vw"), str(tmp_path), "-p", str(tmp_path / "p.txt")], check=1)
+    assert p.stderr.strip().splitlines() == [f"error: {tmp_path}: cannot open input: Is a directory"]
+    assert not os.path.exists(tmp_path / "p.txt")
+
+
 def test_continue_training_from_initial_model(data, tmp_path):
     m1 = str(tmp_path / "a.lt")
     m2 = str(tmp_path / "b.lt")
