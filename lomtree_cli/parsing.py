@@ -82,7 +82,7 @@ def open_input(path: str) -> tuple[BinaryIO, str]:
     if path == "-":
         if sys.stdin is None:  # fd 0 closed (``<&-``)
             raise InputError("<stdin>", 0, "open", "cannot read standard input: it is closed")
-        return sys.stdin.buffer, "<stdin>"
+        return _decompressed(sys.stdin.buffer), "<stdin>"
     try:
         # the decompressors are imported only when used (a few ms of every start otherwise)
         if path.endswith(".gz"):
@@ -102,6 +102,30 @@ def open_input(path: str) -> tuple[BinaryIO, str]:
     except OSError as exc:
         raise InputError(path, 0, "open", f"cannot open input: {exc.strerror or exc}") from None
     return f, path
+
+
+#: the first bytes of the compressed streams ``open_input`` reads (gzip, bzip2, xz)
+_MAGIC = ((b"\x1f\x8b", "gzip"), (b"\xfd7zXZ\x00", "lzma"))
+#: bzip2: "BZh", the block size 1-9, then the first block's magic or the empty stream's end marker
+#: (a line may start with "BZh", never with all of this)
+_BZ2_BLOCKS = (b"1AY&SY", b"\x17rE8P\x90")
+
+
+def _decompressed(stream):
+    """Standard input, decompressed when its first bytes are a gzip, bzip2 or xz header (a
+    ``.gz`` file piped in is read as the file would be; text never starts with these bytes)."""
+    peek = getattr(stream, "peek", None)
+    head = peek(10)[:10] if peek is not None else b""
+    if head[:3] == b"BZh" and head[3:4] in b"123456789" and head[3:4] and head[4:10] in _BZ2_BLOCKS:
+        import bz2
+
+        return bz2.open(stream, "rb")
+    for magic, module in _MAGIC:
+        if head.startswith(magic):
+            import importlib
+
+            return importlib.import_module(module).open(stream, "rb")
+    return stream
 
 
 def check_inputs(paths) -> None:
@@ -577,16 +601,16 @@ def _read(readinto, view, name: str) -> int:
     try:
         return readinto(view)
     except EOFError:
-        raise InputError(name, 0, "compressed", "truncated or corrupt compressed stream "
-                         f"({_compression(name)}): it ends before its end marker") from None
+        raise InputError(name, 0, "compressed", f"truncated or corrupt compressed stream{_compression(name)}: "
+                         "it ends before its end marker") from None
     except OSError as e:  # gzip.BadGzipFile, an I/O error, ...
         if e.errno is None:
             raise InputError(name, 0, "compressed",
-                             f"truncated or corrupt compressed stream ({_compression(name)}): {e}") from None
+                             f"truncated or corrupt compressed stream{_compression(name)}: {e}") from None
         raise InputError(name, 0, "read", f"cannot read input: {e.strerror or e}") from None
     except Exception as e:  # noqa: BLE001 - lzma.LZMAError, zlib.error, ValueError of bz2, ...
         raise InputError(name, 0, "compressed",
-                         f"truncated or corrupt compressed stream ({_compression(name)}): {e}") from None
+                         f"truncated or corrupt compressed stream{_compression(name)}: {e}") from None
 
 
 def count_lines(paths) -> int:
@@ -614,10 +638,11 @@ def count_lines(paths) -> int:
 
 
 def _compression(name: str) -> str:
+    """`` (gzip)`` etc. by the file's name; empty for standard input (known by its first bytes)."""
     for ext, kind in ((".gz", "gzip"), (".bz2", "bz2"), (".xz", "xz")):
         if name.endswith(ext):
-            return kind
-    return "input"
+            return f" ({kind})"
+    return ""
 
 
 def _drop_line(readinto, buf: bytearray, filled: int, name: str) -> tuple[int, bool]:

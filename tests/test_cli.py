@@ -79,6 +79,29 @@ def test_an_unreadable_input_stops_the_run_before_it_reads_any(data, tmp_path):
     assert not os.path.exists(tmp_path / "p.txt")
 
 
+def test_compressed_standard_input_is_read_as_its_file(data, tmp_path):
+    """A .gz, .bz2 or .xz stream piped in is known by its first bytes and read as the file would
+    be; a truncated one is a one-line error; a text line that starts with "BZh" stays text."""
+    import bz2
+    import gzip
+    import lzma
+
+    model = str(tmp_path / "m.lt")
+    run(["train", "-r", "oaa", "-k", "8", str(data / "train.vw"), "-f", model, "--quiet"], check=0)
+    raw = (data / "test.vw").read_bytes()
+    want = run(["predict", "-i", model, str(data / "test.vw"), "--quiet"], check=0).stdout
+    for pack in (gzip.compress, bz2.compress, lzma.compress):
+        p = subprocess.run(LOMTREE + ["predict", "-i", model, "--quiet"], input=pack(raw), capture_output=True,
+                           timeout=300)
+        assert p.returncode == 0 and p.stdout.decode() == want, (pack, p.stderr)
+    p = subprocess.run(LOMTREE + ["predict", "-i", model, "--quiet"], input=gzip.compress(raw)[:200],
+                       capture_output=True, timeout=300)
+    assert p.returncode == 1
+    assert p.stderr.decode().strip().splitlines()[-1].startswith("error: <stdin>: truncated or corrupt compressed")
+    p = run(["predict", "-i", model, "--quiet"], stdin="BZh91 | c1\n", check=1)
+    assert "error: <stdin>:1: bad label 'BZh91'" in p.stderr
+
+
 def test_continue_training_from_initial_model(data, tmp_path):
     m1 = str(tmp_path / "a.lt")
     m2 = str(tmp_path / "b.lt")
