@@ -86,7 +86,7 @@ class Predictor:
         self.top_k = min(int(top_k), self.reduction.top_k_bound()) if top_k else 0
         # a multi-label model answers as ``lomtree predict`` does (its metrics are never read:
         # labels are ignored, so none are counted)
-        self.sets = set_predictor(self.reduction, top_k, threshold, self.label_dict)
+        self.sets = set_predictor(self.reduction, top_k, threshold, self.label_dict, probabilities)
         self.fields = self.sets is None and (probabilities or top_k > 0)
         self.lock = (threading.Lock() if (self.fields or self.sets is not None or not self.reduction.parallel_predict)
                      else None)

@@ -572,7 +572,7 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
             stop.install()
         from .multilabel import set_predictor
 
-        runner.sets = set_predictor(model.reduction, opts.top_k, opts.threshold, label_dict)
+        runner.sets = set_predictor(model.reduction, opts.top_k, opts.threshold, label_dict, opts.probabilities)
         if runner.sets is None and (opts.probabilities or opts.top_k) and writer.f is not None:
             model.predict_top(ExampleBatch.empty(), max(1, opts.top_k))  # fail early if unsupported
         if batches is None:

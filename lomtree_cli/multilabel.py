@@ -44,11 +44,12 @@ def label_text(batch, i: int, label_dict=None) -> str:
     return ",".join(map(str, ids)) if label_dict is None else ",".join(label_dict.strings(ids))
 
 
-def set_predictor(reduction, top_k: int = 0, threshold: float | None = None, label_dict=None):
+def set_predictor(reduction, top_k: int = 0, threshold: float | None = None, label_dict=None,
+                  probabilities: bool = False):
     """The ``SetPredictor`` of a multi-label model, None for a single-label one (where
     ``threshold`` is a ConfigError): ``lomtree predict`` and the daemon decide alike."""
     if reduction.multilabel:
-        return SetPredictor(reduction, top_k, threshold, label_dict)
+        return SetPredictor(reduction, top_k, threshold, label_dict, probabilities)
     if threshold is not None:
         from .errors import ConfigError
 
@@ -60,9 +61,11 @@ def set_predictor(reduction, top_k: int = 0, threshold: float | None = None, lab
 class SetPredictor:
     """Prediction lines and test metrics of a multi-label model over a run's batches."""
 
-    def __init__(self, reduction, top_k: int = 0, threshold: float | None = None, label_dict=None):
+    def __init__(self, reduction, top_k: int = 0, threshold: float | None = None, label_dict=None,
+                 probabilities: bool = False):
         self.reduction = reduction
         self.top_k = int(top_k)
+        self.probabilities = probabilities  # thresholded sets as ``label:P``, as ``--top-k`` prints them
         self.threshold = threshold if threshold is not None else (None if top_k else DEFAULT_THRESHOLD)
         self.label_dict = label_dict
         inv = None
@@ -115,6 +118,10 @@ class SetPredictor:
         if self.top_k:
             for row_l, row_p in zip(labs[:, :self.top_k].tolist(), probs[:, :self.top_k].tolist()):
                 out.append(" ".join(f"{name(l)}:{p:.6f}" for l, p in zip(row_l, row_p) if l > 0))
+            return out
+        if self.probabilities:
+            for row_l, row_p, row_c in zip(labs.tolist(), probs.tolist(), chosen.tolist()):
+                out.append(" ".join(f"{name(l)}:{p:.6f}" for l, p, c in zip(row_l, row_p, row_c) if c))
             return out
         for row_l, row_c in zip(labs.tolist(), chosen.tolist()):
             out.append(",".join(name(l) for l, c in zip(row_l, row_c) if c))

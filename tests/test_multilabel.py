@@ -641,6 +641,27 @@ def test_cache_round_trips_label_sets(tmp_path):
     assert not ExampleCache.open(str(tmp_path / "c.cache"), InputConfig(bits=BITS), [str(f)]).ready
 
 
+def test_probabilities_print_the_thresholded_set_with_p(mldata, tmp_path):
+    """--probabilities with a threshold: the labels of the thresholded line, in the same order,
+    each as 'label:P' with the P that --top-k prints for it."""
+    m = tmp_path / "m.lt"
+    assert cli("train", *PLT, mldata / "ab.vw", "-f", m)[0] == 0
+    base = ("predict", "-i", m, mldata / "test.vw", "-p", "-", "--quiet")
+    code, sets, err = cli(*base, "--threshold", "0.3")
+    assert code == 0, err
+    code, probs, err = cli(*base, "--threshold", "0.3", "--probabilities")
+    assert code == 0, err
+    code, top, err = cli(*base, "--top-k", "32")
+    assert code == 0, err
+    lines = list(zip(sets.splitlines(), probs.splitlines(), top.splitlines()))
+    assert len(lines) == len((mldata / "test.vw").read_text().splitlines()) and any(s for s, _, _ in lines)
+    for ln_s, ln_p, ln_k in lines:
+        pairs = [t.split(":") for t in ln_p.split()]
+        assert [lab for lab, _ in pairs] == (ln_s.split(",") if ln_s else []), (ln_s, ln_p)
+        shown = dict(t.split(":") for t in ln_k.split())
+        assert all(shown[lab] == p and float(p) >= 0.3 for lab, p in pairs), (ln_p, ln_k)
+
+
 def test_top_k_threshold_lines_and_report_metrics(mldata, tmp_path):
     """--top-k 5: up to 5 distinct 'label:P' (best ranked first); --threshold 0.3: comma-joined labels, each
     with P >= 0.3 in the top-k lines; the --report metrics equal mlmetrics on the printed top-5
