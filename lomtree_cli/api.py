@@ -650,7 +650,8 @@ class Classifier:
                  noconstant=False, label_offset=0, format=None, max_internal_nodes=None, swap_resistance=None,
                  leaf_labels=None, candidates_up=None, label_prior=None, cpt_alpha=None, cpt_predict=None,
                  cpt_random_insert=None,
-                 arity=None, beam=None, tree_buffer=None, path_weight=None, leaf_negatives=None, dim=None,
+                 arity=None, beam=None, tree_buffer=None, path_weight=None, leaf_negatives=None, block_group=None,
+                 dim=None,
                  depth=None, reassign_after=None, tree=None, linear=None, verbose=False, multilabel=False,
                  average=None, solver="online", cost=None, dual_memory=None, threads=1):
         self.reduction = reduction
@@ -687,6 +688,7 @@ class Classifier:
         self.tree_buffer = tree_buffer
         self.path_weight = path_weight
         self.leaf_negatives = leaf_negatives
+        self.block_group = block_group
         self.dim = dim
         self.depth = depth
         self.reassign_after = reassign_after

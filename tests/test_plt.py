@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lomtree_cli.config import LearnerConfig, ReductionConfig
+from lomtree_cli.errors import ConfigError
 from lomtree_cli.learner import LinearLearner
 from lomtree_cli.reductions.plt import ProbabilisticLabelTree, _validate, kmeans_tree
 
@@ -61,6 +62,33 @@ def ref_tree(ref):
 
 
 # -- kernels against the reference --------------------------------------------------------------
+@pytest.mark.parametrize("group", [2, 5])
+def test_block_groups_match_reference(group):
+    """With G blocks a feature region (``--block-group G``) the slots move, nothing else: the
+    kernels' predictions and tree equal the reference's slot formula with the same G."""
+    ex = stream(k=11, n=300, seed=group)
+    ref = RefPLT(bits=12, arity=3, beam=2, gamma=0.5, negatives=True, group=group)
+    want = ref.process(ex)
+    red = make_plt(11, arity=3, beam=2, tree_buffer=0, path_weight=0.5, leaf_negatives=True, block_group=group)
+    assert run(red, ex, 7) == want
+    assert tree_of(red) == ref_tree(ref)
+
+
+def test_block_group_default_is_the_balanced_trees_blocks():
+    """0 (the default): the internal nodes of a balanced tree of k leaves at arity M, so a
+    feature's region holds the tree and no more; never more than the table's 2^bits / W."""
+    from lomtree_cli.reductions.plt import block_group
+
+    assert block_group(0, 983, 32, 32, 24) == 32  # Delicious
+    assert block_group(0, 105, 32, 32, 24) == 4  # Sector
+    assert block_group(0, 14, 32, 32, 24) == 1  # Yeast: one node
+    assert block_group(0, 20001, 8, 8, 24) == 2858
+    assert block_group(0, 20001, 8, 8, 12) == 512  # clamped to the table
+    assert block_group(7, 983, 32, 32, 24) == 7
+    with pytest.raises(ConfigError, match="--block-group must be >= 0"):
+        block_group(-1, 983, 32, 32, 24)
+
+
 @pytest.mark.parametrize("arity,beam,gamma,negatives", [(2, 1, 1.0, False), (3, 2, 0.5, True), (4, 3, 0.0, True),
                                                         (5, 3, None, True), (3, 4, 1.0, False)])
 def test_online_tree_matches_reference(arity, beam, gamma, negatives):

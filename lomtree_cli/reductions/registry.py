@@ -187,7 +187,12 @@ REGISTRY = {
                     "-1 = chosen by progressive validation among 0, 0.25, 0.5, 0.75, 1)"),
         Option("leaf_negatives", ("--leaf-negatives",), bool, off="--no-leaf-negatives",
                help=f"train leaves also against the example's beam candidates, not only against their "
-                    f"siblings [on; off with -k >= {LARGE_K}]")),
+                    f"siblings [on; off with -k >= {LARGE_K}]"),
+        Option("block_group", ("--block-group",),
+               help="blocks of node regressors that share a feature's region of the weight table [0: as "
+                    "many as a balanced tree of k labels has; 1: each block hashed apart, the layout of "
+                    "models made before this option]")),
+        defaults={"block_group": 0},
         label_set_defaults={**_SET_DEFAULTS, "beam": 16}, label_set_pass_defaults=_SET_PASS_DEFAULTS,
         large_k_defaults=_LARGE_K_PLT, label_set_large_k_defaults={**_LARGE_K_TREE, **_LARGE_K_SETS}, label_sets=True, probabilities=True, dask="grown", train_threads=True,
         regressors="tree node", vw_options={"plt": True}),

@@ -30,7 +30,7 @@ def f32(x: float) -> float:
 
 class RefLinear:
     def __init__(self, bits=18, n_models=1, loss="squared", eta=None, power_t=0.5, initial_t=None,
-                 tau=0.5, sgd=False, mode="stride", l1=0.0, l2=0.0):
+                 tau=0.5, sgd=False, mode="stride", l1=0.0, l2=0.0, group=1):
         self.mask = (1 << bits) - 1
         self.W = max(1, n_models)
         self.loss = loss
@@ -40,6 +40,7 @@ class RefLinear:
         self.tau = tau
         self.sgd = sgd
         self.mode = mode
+        self.group = group  # block mode: blocks per feature region
         self.l1 = l1
         self.l2 = l2
         self.w = {}
@@ -57,10 +58,11 @@ class RefLinear:
         if self.mode == "stride":
             return (h * self.W + m) % (self.mask + 1)
         if self.mode == "block":  # regressor m = child m % W of the node owning block m // W
-            x = (m // self.W + 1) * 0x9E3779B1
+            R = self.W * self.group  # a feature's rows of `group` consecutive blocks are adjacent
+            x = (m // R + 1) * 0x9E3779B1
             K = ((x >> 8) & 0xFFFFF) | 1
             C = (x * 0x85EBCA77) & 0xFFFFFF
-            return ((h * K + C) * self.W + m % self.W) % (self.mask + 1)
+            return ((h * K + C) * R + m % R) % (self.mask + 1)
         return (h + m * 0x9E3779B1) % (self.mask + 1)
 
     def _G(self, s):

@@ -22,11 +22,11 @@ TIE = 1e-6
 class RefPLT:
     GAMMAS = (0.25, 0.0, 0.5, 0.75, 1.0)  # gamma=None: chosen by progressive validation, first wins ties
 
-    def __init__(self, bits=18, loss="squared", eta=None, arity=4, beam=3, gamma=0.5, negatives=True):
+    def __init__(self, bits=18, loss="squared", eta=None, arity=4, beam=3, gamma=0.5, negatives=True, group=1):
         self.W = 1
         while self.W < arity:
             self.W *= 2
-        self.lin = RefLinear(bits=bits, n_models=self.W, loss=loss, eta=eta, mode="block")
+        self.lin = RefLinear(bits=bits, n_models=self.W, loss=loss, eta=eta, mode="block", group=group)
         self.M = arity
         self.B = beam
         self.auto = gamma is None
