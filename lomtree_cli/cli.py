@@ -279,7 +279,7 @@ def vw_options(f):
 @click.option("--hash-seed", "--hash_seed", "hash_seed", type=int, default=0, show_default=True)
 @click.option("--noconstant", is_flag=True, help="No constant (bias) feature.")
 @click.option("--label-offset", "label_offset", type=int, default=0, show_default=True,
-              help="Added to every label (1 for 0-based data, VW's --indexing 0).")
+              help="Added to every label (1 for 0-based data, VW's --indexing 0); predictions take it off again.")
 @vw_options
 @click.option("--dask", "dask", type=str, default=None, metavar="ADDRESS|local:N",
               help=f"Train data-parallel on Dask ({_names(lambda s: s.dask == 'fixed')}; "

@@ -56,7 +56,8 @@ class InputConfig:
     bits : hash bits b; features are masked to [0, 2**b)
     hash_seed : seed S of the namespace hash
     noconstant : do not append the constant feature
-    label_offset : added to labels (use 1 for 0-based data); |label_offset| < 2**31
+    label_offset : added to labels (use 1 for 0-based data), taken off again in predictions;
+        |label_offset| < 2**31
     skip_invalid : skip malformed lines (counted) instead of stopping
     max_line_bytes : a line longer than this (bytes before its newline) is malformed
     max_example_features : an example whose feature options make more features than this (or

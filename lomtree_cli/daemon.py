@@ -71,8 +71,9 @@ class Predictor:
                  max_line_bytes: int | None = None, threshold: float | None = None,
                  max_example_features: int | None = None):
         from . import model_io
-        from .output import PredictionWriter
+        from .labels import output_names
         from .multilabel import set_predictor
+        from .output import PredictionWriter
 
         loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
         self.reduction = loaded.reduction
@@ -86,7 +87,8 @@ class Predictor:
         self.top_k = min(int(top_k), self.reduction.top_k_bound()) if top_k else 0
         # a multi-label model answers as ``lomtree predict`` does (its metrics are never read:
         # labels are ignored, so none are counted)
-        self.sets = set_predictor(self.reduction, top_k, threshold, self.label_dict, probabilities)
+        self.names = output_names(self.label_dict, self.cfg)  # how answers write class ids
+        self.sets = set_predictor(self.reduction, top_k, threshold, self.names, probabilities)
         self.fields = self.sets is None and (probabilities or top_k > 0)
         self.lock = (threading.Lock() if (self.fields or self.sets is not None or not self.reduction.parallel_predict)
                      else None)
@@ -94,7 +96,7 @@ class Predictor:
             from .batch import ExampleBatch
 
             self.reduction.predict_top(ExampleBatch.empty(), max(1, top_k))  # ConfigError if unsupported
-        self.answer(b"| warm\n", 1, PredictionWriter(None, label_dict=self.label_dict))  # load the kernels before the first client
+        self.answer(b"| warm\n", 1, PredictionWriter(None, label_dict=self.names))  # load the kernels before the first client
 
     def _predict(self, batch):
         """(predictions, fields after the label) or, for a multi-label model, (None, lines)."""
@@ -104,7 +106,7 @@ class Predictor:
         if self.fields:
             from .output import probability_fields
 
-            return probability_fields(self.reduction, batch, self.top_k, self.probabilities, self.label_dict)
+            return probability_fields(self.reduction, batch, self.top_k, self.probabilities, self.names)
         return self.reduction.process(batch, np.zeros(len(batch), dtype=bool))[0], None
 
     def answer(self, data: bytes, first_line: int, writer) -> bytes:
@@ -173,7 +175,7 @@ def _answer_lines(rfile, wfile, predictor: Predictor, max_line: int, state: _Con
 
     from .output import PredictionWriter
 
-    writer = PredictionWriter(None, label_dict=predictor.label_dict)
+    writer = PredictionWriter(None, label_dict=predictor.names)
     guard = parsing if parsing is not None else contextlib.nullcontext()
     line_no = 1
     pending = bytearray()

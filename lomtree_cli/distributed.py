@@ -362,7 +362,7 @@ def predict_range(key: str, data: bytes, path: str, start: int, end: int, skip_i
                       err=io.StringIO(), progress_interval=float("inf"))
     cfg = predict_input(loaded.input_config, skip_invalid, opts)
     runner = Runner(cfg, Learner.of(loaded), opts, learn=False)
-    writer = PredictionWriter(None)
+    writer = PredictionWriter(None, label_dict=runner.names)
     writer.f = io.StringIO()
     failure = None
     try:

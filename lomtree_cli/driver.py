@@ -32,6 +32,7 @@ from .config import DUAL_NOT_CONTINUED, InputConfig, LearnerConfig, ReductionCon
 from .core import Learner
 from .errors import ConfigError, InputError, Interrupted
 from .kernels.linear import HP_ETA, HP_L1, HP_L2
+from .labels import output_names
 from .metrics import Progress
 from .output import PredictionWriter, finish, preamble, probability_fields, summary
 from .runtime import StopFlag
@@ -118,6 +119,7 @@ class Runner:
         self._pool = None
         self.low_labels = 0  # predict: labels below 1 read as unlabeled
         self.label_dict = model.label_dict  # labels.LabelDict with string labels
+        self.names = output_names(self.label_dict, input_cfg)  # how predictions write class ids
         self.sets = None  # multilabel.SetPredictor: a multi-label model's prediction lines and test metrics
         #: examples of the current pass seen so far (holdout positions); a pass starts at 0, a
         #: Dask shard's segment goes on from where its last one ended
@@ -283,7 +285,7 @@ class Runner:
                     writer.write_lines(lines, batch.tags)
             elif writer.f is not None and (self.opts.probabilities or self.opts.top_k):
                 extra = probability_fields(self.reduction, batch, self.opts.top_k, self.opts.probabilities,
-                                           self.label_dict)
+                                           self.names)
                 writer.write(extra[0], batch.tags, extra[1])
             else:
                 writer.write(preds, batch.tags)
@@ -445,7 +447,7 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: StopFlag, holdout
     """Up to ``opts.passes`` passes over the inputs (the example cache after the first); returns
     the passes run (the last one possibly interrupted by a signal)."""
     err = runner.err
-    writer = PredictionWriter(opts.predictions, opts.flush, runner.label_dict)
+    writer = PredictionWriter(opts.predictions, opts.flush, runner.names)
     if opts.handle_signals:
         stop.install()
     cache = None if opts.source is not None else _open_cache(opts, runner.input_cfg, paths, final_model)
@@ -567,12 +569,12 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
         label_dict = model.label_dict
         if label_dict is not None:
             label_dict.grow = False  # predict never adds to the model's dictionary
-        writer = PredictionWriter(opts.predictions, opts.flush, label_dict)
+        writer = PredictionWriter(opts.predictions, opts.flush, runner.names)
         if opts.handle_signals:
             stop.install()
         from .multilabel import set_predictor
 
-        runner.sets = set_predictor(model.reduction, opts.top_k, opts.threshold, label_dict, opts.probabilities)
+        runner.sets = set_predictor(model.reduction, opts.top_k, opts.threshold, runner.names, opts.probabilities)
         if runner.sets is None and (opts.probabilities or opts.top_k) and writer.f is not None:
             model.predict_top(ExampleBatch.empty(), max(1, opts.top_k))  # fail early if unsupported
         if batches is None:

@@ -110,6 +110,29 @@ class LabelDict:
         return out
 
 
+class ShiftedLabels:
+    """Class ids written as the input wrote their labels: ``id - offset``, ``offset`` the input's
+    ``--label-offset`` (plus 1 for the 0-based XMC files), so that predictions name labels as the
+    data does; ``LabelDict``'s two output methods."""
+
+    def __init__(self, offset: int):
+        self.offset = int(offset)
+
+    def name(self, c: int) -> str:
+        return str(int(c) - self.offset)
+
+    def strings(self, ids: list) -> list[str]:
+        return [str(c - self.offset) for c in ids]
+
+
+def output_names(label_dict, input_cfg):
+    """What writes a model's class ids in predictions: its string labels' dictionary, else the
+    ids shifted back by the input's offset (``ShiftedLabels``), else None (ids as they are)."""
+    if label_dict is not None:
+        return label_dict
+    return ShiftedLabels(input_cfg.offset) if input_cfg.offset else None
+
+
 def apply(batch, data, spans: np.ndarray, labels: LabelDict, skip_invalid: bool):
     """Set ``batch.labels`` from the label spans; returns ``(batch, errors)``: with a fixed list,
     examples whose label is not in it are InputErrors (``unknown_label``) and dropped (strict mode:

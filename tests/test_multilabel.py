@@ -524,6 +524,33 @@ def test_xmc_header_gives_k(tmp_path):
     assert "needs -k" in msg, msg
 
 
+def test_predictions_name_labels_as_the_input_does(tmp_path):
+    """XMC labels are 0-based, and LIBSVM's with --label-offset 1: the model's classes are the
+    labels plus 1, but every prediction line names them as the input did (threshold sets,
+    --top-k, --probabilities; single-label ones too)."""
+    rows = ["0 0:1", "1 1:1", "2 2:1"] * 40
+    f = tmp_path / "d.xmc"
+    f.write_text(f"{len(rows)} 3 3\n" + "\n".join(rows) + "\n")
+    m = tmp_path / "m.lt"
+    assert cli("train", "-r", "plt", "--format", "xmc", f, "-b", "10", "-f", m, "--quiet")[0] == 0
+    t = tmp_path / "t.xmc"
+    t.write_text("3 3 3\n0 0:1\n1 1:1\n2 2:1\n")
+    for opts, want in (([], ["0", "1", "2"]), (["--top-k", "1"], ["0:", "1:", "2:"]),
+                       (["--threshold", "0.5", "--probabilities"], ["0:", "1:", "2:"])):
+        code, out, err = cli("predict", "-i", m, t, "-p", "-", "--quiet", *opts)
+        assert code == 0, err
+        assert [ln[:len(w)] for ln, w in zip(out.splitlines(), want)] == want, (opts, out)
+    g = tmp_path / "d.svm"
+    g.write_text("".join(f"{y} {y + 1}:1\n" for y in (0, 1, 2)) * 40)
+    for r in ("oaa", "plt"):
+        assert cli("train", "-r", r, "-k", "3", "--format", "libsvm", "--label-offset", "1", g, "-b", "10",
+                   "-f", m, "--quiet")[0] == 0
+        code, out, err = cli("predict", "-i", m, g, "-p", "-", "--quiet")
+        assert code == 0 and out.splitlines()[:3] == ["0", "1", "2"], (r, out[:40], err)
+        code, out, err = cli("predict", "-i", m, g, "-p", "-", "--quiet", "--probabilities")
+        assert code == 0 and out.splitlines()[0].startswith("0:") and " p(0)=" in out.splitlines()[0], (r, out[:80])
+
+
 def test_set_given_to_a_single_label_model_names_multilabel(tmp_path):
     f = tmp_path / "s.vw"
     f.write_text("1 | a\n1,3 | b\n")
