@@ -25,7 +25,9 @@ Inputs (``X``)
   the row's stored order (ascending columns for dense and canonical CSR), the constant feature
   last. So a model fitted on a CSR matrix equals ``lomtree train --format libsvm`` on the same
   data written as LIBSVM with 1-based indices (``sklearn.datasets.dump_svmlight_file(X, y, f,
-  zero_based=False)``). NaN, infinite and float32-overflowing values are a ValueError;
+  zero_based=False)``); a loaded model's feature options (``-q``, ``--ngram``, ``--ignore``, ...)
+  apply to an array as to its LIBSVM lines. NaN, infinite and float32-overflowing values are a
+  ValueError;
 - a list of text lines (``str`` or ``bytes``, one example each, no newline inside) in the
   model's ``format`` (VW by default; ``format="libsvm"``): parsed by the CLI's parser, their
   labels used when ``y`` is None;
@@ -84,7 +86,7 @@ import numpy as np
 from .batch import ExampleBatch
 from .config import InputConfig
 from .errors import InputError, LomtreeError
-from .parsing import parse_bytes, parse_chunk
+from .parsing import generate_features, parse_bytes, parse_chunk
 from .reductions.registry import DEFAULT, reduction_options
 
 #: examples per batch handed to the driver (batches do not change results)
@@ -377,9 +379,17 @@ def matrix_batch(X, cfg: InputConfig) -> ExampleBatch:
         values[const_pos] = 1.0
     indices[is_feat] = (cols + 1) & cfg.mask
     values[is_feat] = v32
-    return ExampleBatch(labels=np.zeros(n, np.int64), weights=np.ones(n, np.float64), indptr=new_indptr,
-                        indices=indices, values=values, line_numbers=np.arange(1, n + 1, dtype=np.int64),
-                        source="<array>")
+    batch = ExampleBatch(labels=np.zeros(n, np.int64), weights=np.ones(n, np.float64), indptr=new_indptr,
+                         indices=indices, values=values, line_numbers=np.arange(1, n + 1, dtype=np.int64),
+                         source="<array>")
+    if not cfg.generates_features:
+        return batch
+    # a loaded CLI model's crosses, n-grams, ignored namespaces: the LIBSVM parser puts every
+    # feature in the namespace ' ' (32) and the constant in VW's constant namespace (128)
+    batch, errors = generate_features(batch, np.where(is_feat, 32, 128).astype(np.uint8), cfg)
+    if errors:
+        raise ValueError(f"X row {errors[0].line - 1}: {errors[0].detail}")
+    return batch
 
 
 # -- labels -----------------------------------------------------------------------------------

@@ -355,6 +355,13 @@ def _pieces(batch: ExampleBatch, nsid, errs: list, cfg: InputConfig) -> Iterator
     yield (out.pop() if out else ExampleBatch.empty(batch.source)), errs
 
 
+def generate_features(batch: ExampleBatch, nsid: np.ndarray, cfg: InputConfig) -> tuple[ExampleBatch, list]:
+    """(batch, errors): ``batch`` (features as a parser gives them, ``nsid`` each one's namespace
+    index) with the feature options of ``cfg`` applied, as to a parsed chunk (``_pieces``): the
+    Python API's arrays get a model's crosses and n-grams by the same code as its text."""
+    return _joined(list(_pieces(batch, nsid, [], cfg)))
+
+
 def _build(data: bytes, res, source: str, cfg: InputConfig | None = None,
            label_dict=None, header=None) -> tuple[ExampleBatch, list[InputError]]:
     """The chunk as one batch and its errors (the pieces of ``_pieces`` joined)."""

@@ -114,6 +114,27 @@ def test_array_hashing_is_libsvm_index_plus_one():
     np.testing.assert_array_equal(b.indices, vw.indices)
 
 
+@pytest.mark.parametrize("opts", (["--interactions", "::"], ["--ngram", "2"], ["--ignore_linear", " ", "-q", "  "]))
+def test_arrays_get_the_feature_options_of_a_cli_model(tmp_path, opts):
+    """A CLI model with feature options (crosses, n-grams, ignored namespaces) predicts an array
+    as the CLI predicts its LIBSVM lines: the array's features are generated as the parser's."""
+    X, y = make_data(n=120)
+    Xt, yt = make_data(n=60, seed=1)
+    (tmp_path / "train.libsvm").write_text(libsvm_text(X, y))
+    (tmp_path / "test.libsvm").write_text(libsvm_text(Xt, yt))
+    cli(["train", "-r", "oaa", "-k", "6", "--format", "libsvm", str(tmp_path / "train.libsvm"),
+         "-f", str(tmp_path / "m.lt"), "--quiet"] + opts)
+    cfg = load_model(str(tmp_path / "m.lt")).input_config
+    assert cfg.generates_features
+    got, want = matrix_batch(Xt, cfg), parse_bytes(libsvm_text(Xt, yt).encode(), cfg)
+    for name in ("indptr", "indices", "values"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    r = cli(["predict", "-i", str(tmp_path / "m.lt"), str(tmp_path / "test.libsvm"), "-p", "-", "--quiet"])
+    clf = Classifier.load(str(tmp_path / "m.lt"))
+    assert clf.predict(Xt).tolist() == [int(v) for v in r.output.split()]
+    np.testing.assert_array_equal(clf.predict(Xt.toarray()), clf.predict(Xt))
+
+
 def test_bad_inputs_raise_value_error():
     X, y = make_data(n=50)
     clf = Classifier(reduction="filter", classes=6)
