@@ -785,10 +785,25 @@ class Classifier:
             raise ValueError(f"bad parameter value: {e}") from None
         return icfg, lcfg, rcfg
 
+    def _threads(self) -> int:
+        """``threads`` as ``lomtree train --threads`` reads it: 0 = one per CPU (at most 4)."""
+        from .driver import resolve_threads
+
+        t = self.threads
+        if isinstance(t, bool) or not isinstance(t, numbers.Integral):
+            raise ValueError(f"--threads must be an int, got {t!r}")
+        if t < 0:
+            raise ValueError(f"--threads must be >= 0, got {t}")
+        try:
+            return resolve_threads(int(t))
+        except LomtreeError as e:
+            raise _value_error(e) from None
+
     def _new_model(self, labels: Labels, fmt: str):
         from .core import Learner
 
         icfg, lcfg, rcfg = self._configs(labels.k, fmt)
+        self._threads()  # checked before anything is learned
         try:
             model = Learner.new(icfg, lcfg, rcfg)
         except LomtreeError as e:
@@ -871,7 +886,7 @@ class Classifier:
 
         return RunOptions(passes=int(passes), holdout_period=int(self.holdout_period),
                           holdout_off=bool(self.holdout_off), early_terminate=int(self.early_terminate),
-                          quiet=not self.verbose, err=sys.stderr, source=source, train_threads=int(self.threads))
+                          quiet=not self.verbose, err=sys.stderr, source=source, train_threads=self._threads())
 
     def _train(self, batch: ExampleBatch, passes: int):
         """``passes`` passes over ``batch`` through the command line's runner (``driver.fit``:
@@ -911,7 +926,7 @@ class Classifier:
         model = self._model
         model.reduction.set_need_predictions(False)  # nobody reads the progressive predictions
         try:
-            model.reduction.set_train_threads(int(self.threads))
+            model.reduction.set_train_threads(self._threads())
             if len(batch) <= CHUNK:
                 model.learn(batch)
                 return

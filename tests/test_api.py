@@ -384,3 +384,23 @@ def test_parameters_are_the_registry_options():
     params = set(inspect.signature(Classifier.__init__).parameters)
     assert set(_REDUCTION_OPTIONS) <= params
     assert "classes=array" in repr(Classifier(classes=np.array([3, 5])))
+
+
+def test_threads_are_the_cli_threads(monkeypatch):
+    """``threads`` is ``lomtree train --threads``: 0 is one per CPU (at most 4), a negative count
+    or more than the CPUs allow is the CLI's ValueError before anything is learned."""
+    from lomtree_cli import driver
+
+    monkeypatch.setattr(driver.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    X, y = make_data(n=60)
+    seen = []
+    from lomtree_cli.reductions.plt import ProbabilisticLabelTree
+
+    monkeypatch.setattr(ProbabilisticLabelTree, "set_train_threads", lambda self, n: seen.append(int(n)))
+    Classifier(reduction="plt", classes=6, threads=0).fit(X, y)
+    Classifier(reduction="plt", classes=6, threads=0).partial_fit(X, y)
+    assert set(seen) == {3}
+    for bad, msg in ((-1, "--threads must be >= 0"), (13, "--threads must be at most 4 x the 3 CPUs"),
+                     (1.5, "--threads must be an int")):
+        with pytest.raises(ValueError, match=msg):
+            Classifier(reduction="plt", classes=6, threads=bad).fit(X, y)
