@@ -539,9 +539,15 @@ class Labels:
     def to_members(self) -> tuple[dict, dict]:
         if self.int_offset is not None:
             return {}, {}
-        kind = "str" if self.names.dtype.kind in "USO" else "int"
-        text = "\n".join(str(v) for v in self.names.tolist())
-        if kind == "str" and any("\n" in str(v) for v in self.names.tolist()):
+        values = self.names.tolist()
+        kind = {"b": "bool", "i": "int", "u": "int", "S": "bytes"}.get(self.names.dtype.kind, "str")
+        if self.names.dtype.kind == "O":  # integers beyond 64 bits, or bytes, as Python objects
+            kinds = set(map(type, values))
+            kind = "int" if kinds == {int} else "bytes" if kinds == {bytes} else "str"
+        if kind == "bytes":  # each byte as one character: any bytes come back
+            values = [v.decode("latin-1") for v in values]
+        text = "\n".join(str(v) for v in values)
+        if kind in ("str", "bytes") and any("\n" in v for v in values):
             raise ValueError("a label containing a newline cannot be saved")
         return ({LABELS_MEMBER: np.frombuffer(text.encode("utf-8"), dtype=np.uint8).copy()},
                 {"api_labels": kind})
@@ -557,7 +563,18 @@ class Labels:
             return Labels(np.arange(1, int(k) + 1, dtype=np.int64) - int(loaded.input_config.label_offset),
                           int(loaded.input_config.label_offset))
         names = bytes(np.asarray(a, np.uint8)).decode("utf-8").split("\n")
-        return Labels(np.array([int(v) for v in names], dtype=np.int64) if kind == "int" else np.array(names))
+        if kind == "bool":
+            return Labels(np.array([v == "True" for v in names]))
+        if kind == "bytes":
+            return Labels(np.array([v.encode("latin-1") for v in names]))
+        if kind != "int":
+            return Labels(np.array(names))
+        ints = [int(v) for v in names]
+        for dtype in (np.int64, np.uint64):  # as numpy held them (it never makes them float here)
+            info = np.iinfo(dtype)
+            if all(info.min <= v <= info.max for v in ints):
+                return Labels(np.array(ints, dtype=dtype))
+        return Labels(np.array(ints, dtype=object))
 
 
 # -- label sets -------------------------------------------------------------------------------

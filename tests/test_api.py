@@ -191,6 +191,23 @@ def test_string_labels_save_load_and_cli(tmp_path):
     assert clf.classes_[np.array(ids) - 1].tolist() == clf.predict(X[:20]).tolist()
 
 
+@pytest.mark.parametrize("labels", (
+    np.array([False, True]), np.array([2**63 + 5, 7], dtype=np.uint64), [10**20, -3], [b"a", b"\xff\x01"],
+    np.array(["\u00e9", "\u65e5\u672c"]), np.array([-4, 9])), ids=("bool", "uint64", "bigint", "bytes", "unicode", "int"))
+def test_labels_of_every_type_keep_their_values_through_a_file(tmp_path, labels):
+    """The labels a model file stores load back as the same values of the same kind (a file
+    that loads with other labels, or not at all, would be a silently different model)."""
+    X, y = make_data(n=60, k=2)
+    ys = np.asarray(labels, dtype=object if isinstance(labels, list) else None)[y - 1]
+    clf = Classifier(reduction="oaa").fit(X, ys)
+    clf.save(str(tmp_path / "m.lt"))
+    back = Classifier.load(str(tmp_path / "m.lt"))
+    assert back.classes_.tolist() == clf.classes_.tolist()
+    assert [type(v) for v in back.classes_.tolist()] == [type(v) for v in clf.classes_.tolist()]
+    assert back.predict(X).tolist() == clf.predict(X).tolist()
+    assert pickle.loads(pickle.dumps(clf)).classes_.tolist() == clf.classes_.tolist()
+
+
 def test_partial_fit_equals_fit_in_one_pass():
     X, y = make_data(n=300)
     a = Classifier(reduction="lomtree", classes=6).fit(X, y)
