@@ -401,9 +401,34 @@ def _is_sparse(a) -> bool:
 _SETS_HINT = "label sets need Classifier(multilabel=True)"
 
 
+def _label_kind(t: type) -> str:
+    if issubclass(t, str):
+        return "strings"
+    if issubclass(t, bytes):
+        return "bytes"
+    if issubclass(t, numbers.Number):
+        return "numbers"
+    return t.__name__
+
+
+def _one_kind(raw, a: np.ndarray) -> None:
+    """ValueError when the labels ``a`` (numpy's array of ``raw``) mix strings, bytes and
+    numbers, or hold something else: numpy turns ``["a", 1]`` into the strings ``'a', '1'`` (the
+    label 1 would come back as '1') and cannot sort an object array of both."""
+    if a.dtype.kind not in "USO" or (isinstance(raw, np.ndarray) and a.dtype.kind != "O"):
+        return
+    kinds = {_label_kind(t) for t in set(map(type, np.asarray(raw, dtype=object).ravel().tolist()))}
+    odd = kinds - {"strings", "bytes", "numbers"}
+    if odd:
+        raise ValueError(f"Unknown label type: {sorted(odd)[0]} (labels are integers or strings)")
+    if len(kinds) > 1:
+        raise ValueError(f"the labels mix {' and '.join(sorted(kinds))}: give labels of one type")
+
+
 def _column_y(y) -> np.ndarray:
     if _is_sparse(y):
         raise ValueError(f"y is a sparse label-indicator matrix: {_SETS_HINT}")
+    raw = y
     try:
         y = np.asarray(y)
     except ValueError:  # ragged: lists of labels of different lengths
@@ -424,6 +449,7 @@ def _column_y(y) -> np.ndarray:
         raise ValueError("Complex data not supported")
     if y.ndim != 1:
         raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
+    _one_kind(raw, y)
     if y.dtype.kind == "f":
         if not np.isfinite(y).all():
             raise ValueError("Input y contains NaN or infinity.")
@@ -471,6 +497,7 @@ class Labels:
             names = np.unique(_column_y(y))
         else:
             names = np.asarray(list(classes))
+            _one_kind(list(classes), names)
             if names.ndim != 1 or names.shape[0] == 0:
                 raise ValueError("classes must be an int K or a non-empty list of labels")
             if np.unique(names).shape[0] != names.shape[0]:

@@ -208,6 +208,22 @@ def test_labels_of_every_type_keep_their_values_through_a_file(tmp_path, labels)
     assert pickle.loads(pickle.dumps(clf)).classes_.tolist() == clf.classes_.tolist()
 
 
+def test_labels_of_mixed_types_are_refused():
+    """Strings and numbers in one label list are a ValueError (numpy would turn the numbers into
+    strings, or fail to sort them), as is a label that is neither."""
+    X = np.eye(4)
+    for bad in (["a", 1, 2, "b"], np.array(["a", 1, 2.0, "b"], dtype=object), ["a", None, "a", "b"]):
+        with pytest.raises(ValueError, match="labels mix|label type"):
+            Classifier(reduction="oaa").fit(X, bad)
+    with pytest.raises(ValueError, match="labels mix"):
+        Classifier(reduction="oaa", classes=["a", 1]).fit(X, ["a", "a", "a", "a"])
+    with pytest.raises(ValueError, match="labels mix|label type"):
+        Classifier(reduction="oaa", multilabel=True).fit(X, [["a"], [None], [], ["a"]])
+    with pytest.raises(ValueError, match="labels mix"):
+        Classifier(reduction="oaa", multilabel=True).fit(X, [["a"], [1], [], ["a", 1]])
+    assert Classifier(reduction="oaa").fit(X, np.array(["a", "1", "a", "1"])).classes_.tolist() == ["1", "a"]
+
+
 def test_partial_fit_equals_fit_in_one_pass():
     X, y = make_data(n=300)
     a = Classifier(reduction="lomtree", classes=6).fit(X, y)
