@@ -176,6 +176,8 @@ def dict_line(x: dict) -> str:
             f = float(v)
         except (TypeError, ValueError):
             raise ValueError(f"feature {name!r}: value {v!r} is not a number or a string") from None
+        except OverflowError:  # an int beyond any float
+            raise ValueError(f"feature {name!r}: an integer value out of float32 range") from None
         if not math.isfinite(f):
             raise ValueError(f"feature {name!r}: value {f} is not finite")
         if f != 0.0:

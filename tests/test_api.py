@@ -164,6 +164,12 @@ def test_bad_inputs_raise_value_error():
         clf.predict(np.zeros(30))
     with pytest.raises(ValueError, match="not fitted"):
         Classifier().predict(X)
+    # an integer too large for a float is a value out of range, not an OverflowError
+    for x in ({"a": 10**400}, {"a": 1, "b": -(10**400)}):
+        with pytest.raises(ValueError, match="'a'|'b'"):
+            clf.learn_one(x, 1)
+        with pytest.raises(ValueError, match="'a'|'b'"):
+            clf.predict_one(x)
 
 
 def test_string_labels_save_load_and_cli(tmp_path):
