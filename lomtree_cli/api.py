@@ -466,6 +466,18 @@ def _column_y(y) -> np.ndarray:
     return y
 
 
+def _sample_weight(sample_weight, n: int) -> np.ndarray:
+    """float64 weights of ``n`` examples, finite, >= 0 and not all 0; ValueError otherwise."""
+    w = np.array(sample_weight, dtype=np.float64)
+    if w.ndim != 1 or w.shape[0] != n:
+        raise ValueError(f"sample_weight.shape == {w.shape}, expected ({n},)!")
+    if not (np.isfinite(w).all() and (w >= 0).all()):
+        raise ValueError("sample_weight must be finite and >= 0")
+    if not (w > 0).any():
+        raise ValueError("Sample weights must contain at least one non-zero number")
+    return w
+
+
 def _py(v):
     """A numpy scalar as the Python value (for messages)."""
     return v.item() if hasattr(v, "item") else v
@@ -911,14 +923,7 @@ class Classifier:
                 raise ValueError(f"line {int(batch.line_numbers[i])}: label {int(batch.labels[i])} is outside "
                                  f"1..{self._labels.k}")
         if sample_weight is not None:
-            w = np.asarray(sample_weight, dtype=np.float64)
-            if w.ndim != 1 or w.shape[0] != n:
-                raise ValueError(f"sample_weight.shape == {w.shape}, expected ({n},)!")
-            if not (np.isfinite(w).all() and (w >= 0).all()):
-                raise ValueError("sample_weight must be finite and >= 0")
-            if not (w > 0).any():
-                raise ValueError("Sample weights must contain at least one non-zero number (nothing to learn)")
-            batch.weights = w.copy()
+            batch.weights = _sample_weight(sample_weight, n)
         return batch
 
     def _source(self, batch: ExampleBatch):
@@ -1170,10 +1175,12 @@ class Classifier:
         else:
             pred = self.predict(X)
             y = _column_y(y)
+            if y.shape[0] != pred.shape[0]:
+                raise ValueError(f"X has {pred.shape[0]} examples but y has {y.shape[0]} labels")
             hit = (pred == y).astype(np.float64)
         if sample_weight is None:
             return float(hit.mean())
-        w = np.asarray(sample_weight, dtype=np.float64)
+        w = _sample_weight(sample_weight, hit.shape[0])
         return float((hit * w).sum() / w.sum())
 
     # -- River's API ---------------------------------------------------------------------------

@@ -172,6 +172,25 @@ def test_bad_inputs_raise_value_error():
             clf.predict_one(x)
 
 
+def test_score_checks_its_inputs():
+    """score's y and sample_weight are checked as fit's: a length that is not X's, or weights
+    that sum to 0, are a ValueError naming them (not numpy's broadcast message, nor NaN)."""
+    X, y = make_data(n=50)
+    clf = Classifier(reduction="oaa", classes=6).fit(X, y)
+    with pytest.raises(ValueError, match="X has 50 examples but y has 49 labels"):
+        clf.score(X, y[:-1])
+    with pytest.raises(ValueError, match=r"sample_weight.shape == \(2,\), expected \(50,\)"):
+        clf.score(X, y, sample_weight=[1, 1])
+    with pytest.raises(ValueError, match="non-zero"):
+        clf.score(X, y, sample_weight=np.zeros(50))
+    w = np.r_[np.zeros(25), np.ones(25)]
+    assert clf.score(X, y, sample_weight=w) == np.mean(clf.predict(X[25:]) == y[25:])
+    Y = [[int(v)] for v in y]
+    ml = Classifier(reduction="oaa", classes=6, multilabel=True).fit(X, Y)
+    with pytest.raises(ValueError, match="sample_weight"):
+        ml.score(X, Y, sample_weight=[1, 1])
+
+
 def test_string_labels_save_load_and_cli(tmp_path):
     X, y = make_data(n=300)
     names = np.array(["zero", "one", "two", "three", "four", "five", "six"])
