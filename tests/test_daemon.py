@@ -342,3 +342,18 @@ def test_xmc_model_answers_data_lines(tmp_path):
         p = Predictor(str(m), top_k=top_k)
         got = p.answer(("\n".join(rows) + "\n").encode(), 1, PredictionWriter(None)).decode().splitlines()
         assert got == r.output.splitlines()
+
+
+def test_unusable_socket_paths_are_usage_errors(tmp_path):
+    """An empty --socket path, or one longer than a Unix socket address holds, is a one-line
+    usage error naming the option (the empty path bound an unnamed socket and then failed as bad
+    input with 'error: : No such file or directory'; the long one said 'cannot listen there: None')."""
+    from lomtree_cli.daemon import _listen_unix
+    from lomtree_cli.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^--socket: an empty path$"):
+        _listen_unix("")
+    long = str(tmp_path / ("s" * 200))
+    with pytest.raises(ConfigError, match=r"^--socket .*: cannot listen there: .*too long"):
+        _listen_unix(long)
+    assert not os.path.exists(long)
