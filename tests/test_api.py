@@ -462,3 +462,22 @@ def test_threads_are_the_cli_threads(monkeypatch):
                      (1.5, "--threads must be an int")):
         with pytest.raises(ValueError, match=msg):
             Classifier(reduction="plt", classes=6, threads=bad).fit(X, y)
+
+
+@pytest.mark.parametrize("multilabel", (False, True))
+def test_a_streamed_plt_saved_before_predicting_keeps_what_it_learned(multilabel):
+    """PLT holds a stream's first examples until it builds its tree; a model saved (or pickled)
+    while they are held is the model that predicts after them: its file has their weights, not
+    only the tree built from them."""
+    X, y = make_data(n=200)
+    Y = [[int(v)] for v in y] if multilabel else y
+    a = Classifier(reduction="plt", classes=6, multilabel=multilabel).partial_fit(X, Y)
+    data = a.to_bytes()
+    b = Classifier.from_bytes(data)
+    np.testing.assert_array_equal(b.predict_proba(X), a.predict_proba(X))
+    assert a.to_bytes() == data
+    c = Classifier(reduction="plt", classes=6, multilabel=multilabel)
+    for i in range(50):
+        c.learn_one({str(j + 1): float(v) for j, v in zip(X[i].indices, X[i].data)}, Y[i] if not multilabel else set(Y[i]))
+    d = pickle.loads(pickle.dumps(c))
+    np.testing.assert_array_equal(d.predict_proba(X), c.predict_proba(X))
