@@ -908,7 +908,7 @@ class Classifier:
             if ids.shape[0] != n:
                 raise ValueError(f"X has {n} examples but y has {ids.shape[0]} labels")
             batch.labels = ids
-        elif fitting and not (_is_lines(X) or _is_dicts(X)):
+        elif fitting and not _is_lines(X):  # lines carry labels; arrays and feature dicts do not
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         elif fitting and icfg.multilabel:
             over = np.flatnonzero(batch.label_ids > self._labels.k)
@@ -989,7 +989,7 @@ class Classifier:
     # -- scikit-learn API ----------------------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None):
         """A new model trained on ``X``, ``y`` for ``passes`` passes (as ``lomtree train``)."""
-        if y is None and not (_is_lines(X) or _is_dicts(X)):
+        if y is None and not _is_lines(X):
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         for attr in ("n_features_in_", "_model"):
             self.__dict__.pop(attr, None)
@@ -1004,7 +1004,7 @@ class Classifier:
         its one pass until that pass ends. At the first call the classes come from ``classes``
         (scikit-learn), else the ``classes`` parameter, else ``y``."""
         if getattr(self, "_model", None) is None:
-            if y is None and not (_is_lines(X) or _is_dicts(X)):
+            if y is None and not _is_lines(X):
                 raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
             spec = classes if classes is not None else self.classes
             self._new_model(self._labels_for(spec, y), self._format_for(X))

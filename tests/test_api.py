@@ -172,6 +172,21 @@ def test_bad_inputs_raise_value_error():
             clf.predict_one(x)
 
 
+def test_feature_dicts_need_y():
+    """A list of feature dicts carries no labels: fit and partial_fit without y are the "requires
+    y" ValueError (they learned nothing, silently), as for arrays; lines carry their own."""
+    dicts = [{"a": 1.0}, {"b": 1.0}]
+    for clf in (Classifier(reduction="oaa", classes=2), Classifier(reduction="oaa", classes=2, multilabel=True)):
+        with pytest.raises(ValueError, match="requires y"):
+            clf.fit(dicts)
+        with pytest.raises(ValueError, match="requires y"):
+            clf.partial_fit(dicts)
+        clf.partial_fit(dicts, [1, 2] if not clf.multilabel else [[1], [2]])
+        with pytest.raises(ValueError, match="requires y"):
+            clf.partial_fit(dicts)
+    assert Classifier(reduction="oaa", classes=2).fit(["1 | a", "2 | b"]).predict(["| a"]).tolist() == [1]
+
+
 def test_score_checks_its_inputs():
     """score's y and sample_weight are checked as fit's: a length that is not X's, or weights
     that sum to 0, are a ValueError naming them (not numpy's broadcast message, nor NaN)."""
