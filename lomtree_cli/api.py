@@ -65,7 +65,8 @@ Label sets (``multilabel=True``; reductions ``plt`` and ``oaa``, as ``lomtree tr
   other's multi-label models; a label set given to a single-label Classifier is a ValueError.
 
 Model files: ``save(path)`` writes the CLI's model file (``lomtree predict -i`` reads it);
-``Classifier.load(path)`` reads any CLI model. A label list other than ``1..K`` is stored as the
+``Classifier.load(path)`` reads any CLI model (one of ``-r cpt``/``table`` trained without -k:
+``classes_`` is 1..its largest label, those it never met of probability 0). A label list other than ``1..K`` is stored as the
 member ``labels/names`` (the UTF-8 names joined by ``\\n``, the member of the CLI's label dictionary)
 and a header key ``api_labels`` ("int" or "str"); the CLI reads that member only for models trained
 with string labels (VW format), so it prints class ids for such an API model. Pickling a
@@ -600,7 +601,7 @@ class Labels:
         kind = loaded.header.get("api_labels")
         if a is None:
             if k is None:
-                raise ValueError("the model has no -k: its classes are not known")
+                k = _open_k(loaded)
             return Labels(np.arange(1, int(k) + 1, dtype=np.int64) - int(loaded.input_config.label_offset),
                           int(loaded.input_config.label_offset))
         names = bytes(np.asarray(a, np.uint8)).decode("utf-8").split("\n")
@@ -616,6 +617,24 @@ class Labels:
             if all(info.min <= v <= info.max for v in ints):
                 return Labels(np.array(ints, dtype=dtype))
         return Labels(np.array(ints, dtype=object))
+
+
+#: the largest label of a model without -k that ``classes_`` may count up to (8 bytes each)
+OPEN_LABELS_MAX = 1 << 24
+
+
+def _open_k(loaded) -> int:
+    """The classes of a model trained without -k (cpt, table: an open set of labels): 1..its
+    largest label, as if trained with -k that label (a label it never met has probability 0)."""
+    from .kernels.cpt_kernels import map_items
+
+    lmap = getattr(loaded.reduction, "lmap", None)
+    keys = map_items(lmap)[0] if lmap is not None else np.zeros(0, np.int64)
+    top = int(keys.max()) if keys.size else 1
+    if top > OPEN_LABELS_MAX:
+        raise ValueError(f"the model has no -k and a label {top}: classes_ 1..{top} would be too large "
+                         f"(at most {OPEN_LABELS_MAX})")
+    return top
 
 
 # -- label sets -------------------------------------------------------------------------------

@@ -496,3 +496,25 @@ def test_a_streamed_plt_saved_before_predicting_keeps_what_it_learned(multilabel
         c.learn_one({str(j + 1): float(v) for j, v in zip(X[i].indices, X[i].data)}, Y[i] if not multilabel else set(Y[i]))
     d = pickle.loads(pickle.dumps(c))
     np.testing.assert_array_equal(d.predict_proba(X), c.predict_proba(X))
+
+
+@pytest.mark.parametrize("reduction", ("cpt", "table"))
+def test_a_cli_model_without_k_loads(tmp_path, reduction):
+    """A cpt or table model trained without -k (its labels an open set) loads in the API:
+    classes_ is 1..its largest label (a label it never met has probability 0), and it predicts
+    as the CLI does."""
+    X, y = make_data(n=200, k=3)
+    y = np.array([2, 5, 9])[y - 1]
+    (tmp_path / "train.libsvm").write_text(libsvm_text(X, y))
+    cli(["train", "-r", reduction, "--format", "libsvm", str(tmp_path / "train.libsvm"), "-f", str(tmp_path / "m.lt"),
+         "--quiet"])
+    clf = Classifier.load(str(tmp_path / "m.lt"))
+    assert clf.classes_.tolist() == list(range(1, 10))
+    r = cli(["predict", "-i", str(tmp_path / "m.lt"), str(tmp_path / "train.libsvm"), "-p", "-", "--quiet"])
+    assert clf.predict(X).tolist() == [int(v) for v in r.output.split()]
+    P = clf.predict_proba(X)
+    assert P.shape == (200, 9) and (P[:, [0, 2, 3, 5, 6, 7]] == 0).all()
+    r = cli(["predict", "-i", str(tmp_path / "m.lt"), str(tmp_path / "train.libsvm"), "-p", "-", "--quiet",
+             "--top-k", "2"])
+    labs, probs = clf.predict_top(X, 2)
+    assert r.output.splitlines() == [" ".join(f"{a}:{p:.6f}" for a, p in zip(la, pr)) for la, pr in zip(labs, probs)]
