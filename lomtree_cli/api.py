@@ -1126,6 +1126,8 @@ class Classifier:
         self._check_fitted()
         if not self._has_top():
             raise ValueError(f"predict_top is not available for reduction {self._model.reduction.name}")
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+            raise ValueError(f"k must be an int, got {k!r}")  # (2.7 was read as 2, "2" as 2)
         k = int(k)
         if k < 1:
             raise ValueError("k must be >= 1")

@@ -164,6 +164,9 @@ def test_bad_inputs_raise_value_error():
         clf.predict(np.zeros(30))
     with pytest.raises(ValueError, match="not fitted"):
         Classifier().predict(X)
+    for k in (2.7, "2", True):  # as predict's top_k: an int, not what int() makes of it
+        with pytest.raises(ValueError, match="must be an int"):
+            Classifier(reduction="oaa", classes=6).fit(X, y).predict_top(X, k)
     # an integer too large for a float is a value out of range, not an OverflowError
     for x in ({"a": 10**400}, {"a": 1, "b": -(10**400)}):
         with pytest.raises(ValueError, match="'a'|'b'"):
