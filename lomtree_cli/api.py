@@ -66,7 +66,8 @@ Label sets (``multilabel=True``; reductions ``plt`` and ``oaa``, as ``lomtree tr
 
 Model files: ``save(path)`` writes the CLI's model file (``lomtree predict -i`` reads it);
 ``Classifier.load(path)`` reads any CLI model (one of ``-r cpt``/``table`` trained without -k:
-``classes_`` is 1..its largest label, those it never met of probability 0). A label list other than ``1..K`` is stored as the
+``classes_`` is 1..its largest label, those it never met of probability 0; of ``--format xmc``:
+0..K-1, the file's labels, as ``lomtree predict`` prints them). A label list other than ``1..K`` is stored as the
 member ``labels/names`` (the UTF-8 names joined by ``\\n``, the member of the CLI's label dictionary)
 and a header key ``api_labels`` ("int" or "str"); the CLI reads that member only for models trained
 with string labels (VW format), so it prints class ids for such an API model. Pickling a
@@ -602,8 +603,8 @@ class Labels:
         if a is None:
             if k is None:
                 k = _open_k(loaded)
-            return Labels(np.arange(1, int(k) + 1, dtype=np.int64) - int(loaded.input_config.label_offset),
-                          int(loaded.input_config.label_offset))
+            off = int(loaded.input_config.offset)  # an XMC file's labels are 0-based: classes_ as written
+            return Labels(np.arange(1, int(k) + 1, dtype=np.int64) - off, off)
         names = bytes(np.asarray(a, np.uint8)).decode("utf-8").split("\n")
         if kind == "bool":
             return Labels(np.array([v == "True" for v in names]))

@@ -244,5 +244,6 @@ def test_xmc_model_predicts_data_lines(data, tmp_path):
     want = cli(["predict", "-i", str(tmp_path / "m.lt"), str(tmp_path / "test.txt"), "-p", "-", "--quiet"])
     clf = Classifier.load(str(tmp_path / "m.lt"))
     lines = (tmp_path / "test.txt").read_text().splitlines()[1:]
-    assert [",".join(map(str, s)) for s in clf.predict(lines)] == want.splitlines()  # class ids: label + 1
+    assert clf.classes_.tolist() == list(range(K))  # the file's labels, 0-based, as predict prints them
+    assert [",".join(map(str, s)) for s in clf.predict(lines)] == want.splitlines()
     assert clf.predict(lines) == clf.predict(Xt)
