@@ -950,14 +950,15 @@ class Classifier:
         n = len(batch)
         return lambda _pass: (batch.slice(a, min(a + CHUNK, n)) for a in range(0, n, CHUNK))
 
-    def _run_options(self, passes: int, source):
+    def _run_options(self, passes: int, source, lines: int = 0):
         import sys
 
         from .driver import RunOptions
 
         return RunOptions(passes=int(passes), holdout_period=int(self.holdout_period),
                           holdout_off=bool(self.holdout_off), early_terminate=int(self.early_terminate),
-                          quiet=not self.verbose, err=sys.stderr, source=source, train_threads=self._threads())
+                          quiet=not self.verbose, err=sys.stderr, source=source, source_lines=int(lines),
+                          train_threads=self._threads())
 
     def _train(self, batch: ExampleBatch, passes: int):
         """``passes`` passes over ``batch`` through the command line's runner (``driver.fit``:
@@ -976,7 +977,7 @@ class Classifier:
             kept["passes"] = passes_done
             return True
 
-        opts = self._run_options(passes, self._source(batch))
+        opts = self._run_options(passes, self._source(batch), len(batch))
         try:
             summary = driver.fit(model, opts, save)
         except LomtreeError as e:

@@ -521,3 +521,22 @@ def test_a_cli_model_without_k_loads(tmp_path, reduction):
              "--top-k", "2"])
     labs, probs = clf.predict_top(X, 2)
     assert r.output.splitlines() == [" ".join(f"{a}:{p:.6f}" for a, p in zip(la, pr)) for la, pr in zip(labs, probs)]
+
+
+def test_mtree_passes_plan_as_over_a_file(tmp_path):
+    """mtree over several passes of a data set of known length plans its rate schedule and its
+    Huffman tree from that length and its label counts: fit's arrays are such a data set, so
+    fit builds the model ``lomtree train`` builds from the same data as a file (not the model of
+    a stream of unknown length, as from stdin)."""
+    X, y = make_data(n=300)
+    (tmp_path / "train.libsvm").write_text(libsvm_text(X, y))
+    cli(["train", "-r", "mtree", "-k", "6", "--format", "libsvm", str(tmp_path / "train.libsvm"), "--passes", "3",
+         "--holdout-off", "-c", "-f", str(tmp_path / "cli.lt"), "--quiet"])
+    Classifier(reduction="mtree", classes=6, passes=3, holdout_off=True).fit(X, y).save(str(tmp_path / "api.lt"))
+    m_cli, a_cli = members(str(tmp_path / "cli.lt"))
+    m_api, a_api = members(str(tmp_path / "api.lt"))
+    assert set(a_cli) == set(a_api)
+    for name in a_cli:
+        np.testing.assert_array_equal(a_cli[name], a_api[name], err_msg=name)
+    assert m_cli.header["learner_meta"] == m_api.header["learner_meta"]
+    assert m_cli.header["reduction_meta"] == m_api.header["reduction_meta"]
