@@ -25,7 +25,9 @@ Inputs (``X``)
   the row's stored order (ascending columns for dense and canonical CSR), the constant feature
   last. So a model fitted on a CSR matrix equals ``lomtree train --format libsvm`` on the same
   data written as LIBSVM with 1-based indices (``sklearn.datasets.dump_svmlight_file(X, y, f,
-  zero_based=False)``). NaN, infinite and float32-overflowing values are a ValueError;
+  zero_based=False)``); a loaded model's feature options (``-q``, ``--ngram``, ``--ignore``, ...)
+  apply to an array as to its LIBSVM lines. NaN, infinite and float32-overflowing values are a
+  ValueError;
 - a list of text lines (``str`` or ``bytes``, one example each, no newline inside) in the
   model's ``format`` (VW by default; ``format="libsvm"``): parsed by the CLI's parser, their
   labels used when ``y`` is None;
@@ -63,7 +65,9 @@ Label sets (``multilabel=True``; reductions ``plt`` and ``oaa``, as ``lomtree tr
   other's multi-label models; a label set given to a single-label Classifier is a ValueError.
 
 Model files: ``save(path)`` writes the CLI's model file (``lomtree predict -i`` reads it);
-``Classifier.load(path)`` reads any CLI model. A label list other than ``1..K`` is stored as the
+``Classifier.load(path)`` reads any CLI model (one of ``-r cpt``/``table`` trained without -k:
+``classes_`` is 1..its largest label, those it never met of probability 0; of ``--format xmc``:
+0..K-1, the file's labels, as ``lomtree predict`` prints them). A label list other than ``1..K`` is stored as the
 member ``labels/names`` (the UTF-8 names joined by ``\\n``, the member of the CLI's label dictionary)
 and a header key ``api_labels`` ("int" or "str"); the CLI reads that member only for models trained
 with string labels (VW format), so it prints class ids for such an API model. Pickling a
@@ -84,7 +88,7 @@ import numpy as np
 from .batch import ExampleBatch
 from .config import InputConfig
 from .errors import InputError, LomtreeError
-from .parsing import parse_bytes, parse_chunk
+from .parsing import generate_features, parse_bytes, parse_chunk
 from .reductions.registry import DEFAULT, reduction_options
 
 #: examples per batch handed to the driver (batches do not change results)
@@ -174,6 +178,8 @@ def dict_line(x: dict) -> str:
             f = float(v)
         except (TypeError, ValueError):
             raise ValueError(f"feature {name!r}: value {v!r} is not a number or a string") from None
+        except OverflowError:  # an int beyond any float
+            raise ValueError(f"feature {name!r}: an integer value out of float32 range") from None
         if not math.isfinite(f):
             raise ValueError(f"feature {name!r}: value {f} is not finite")
         if f != 0.0:
@@ -377,9 +383,17 @@ def matrix_batch(X, cfg: InputConfig) -> ExampleBatch:
         values[const_pos] = 1.0
     indices[is_feat] = (cols + 1) & cfg.mask
     values[is_feat] = v32
-    return ExampleBatch(labels=np.zeros(n, np.int64), weights=np.ones(n, np.float64), indptr=new_indptr,
-                        indices=indices, values=values, line_numbers=np.arange(1, n + 1, dtype=np.int64),
-                        source="<array>")
+    batch = ExampleBatch(labels=np.zeros(n, np.int64), weights=np.ones(n, np.float64), indptr=new_indptr,
+                         indices=indices, values=values, line_numbers=np.arange(1, n + 1, dtype=np.int64),
+                         source="<array>")
+    if not cfg.generates_features:
+        return batch
+    # a loaded CLI model's crosses, n-grams, ignored namespaces: the LIBSVM parser puts every
+    # feature in the namespace ' ' (32) and the constant in VW's constant namespace (128)
+    batch, errors = generate_features(batch, np.where(is_feat, 32, 128).astype(np.uint8), cfg)
+    if errors:
+        raise ValueError(f"X row {errors[0].line - 1}: {errors[0].detail}")
+    return batch
 
 
 # -- labels -----------------------------------------------------------------------------------
@@ -391,9 +405,34 @@ def _is_sparse(a) -> bool:
 _SETS_HINT = "label sets need Classifier(multilabel=True)"
 
 
+def _label_kind(t: type) -> str:
+    if issubclass(t, str):
+        return "strings"
+    if issubclass(t, bytes):
+        return "bytes"
+    if issubclass(t, numbers.Number):
+        return "numbers"
+    return t.__name__
+
+
+def _one_kind(raw, a: np.ndarray) -> None:
+    """ValueError when the labels ``a`` (numpy's array of ``raw``) mix strings, bytes and
+    numbers, or hold something else: numpy turns ``["a", 1]`` into the strings ``'a', '1'`` (the
+    label 1 would come back as '1') and cannot sort an object array of both."""
+    if a.dtype.kind not in "USO" or (isinstance(raw, np.ndarray) and a.dtype.kind != "O"):
+        return
+    kinds = {_label_kind(t) for t in set(map(type, np.asarray(raw, dtype=object).ravel().tolist()))}
+    odd = kinds - {"strings", "bytes", "numbers"}
+    if odd:
+        raise ValueError(f"Unknown label type: {sorted(odd)[0]} (labels are integers or strings)")
+    if len(kinds) > 1:
+        raise ValueError(f"the labels mix {' and '.join(sorted(kinds))}: give labels of one type")
+
+
 def _column_y(y) -> np.ndarray:
     if _is_sparse(y):
         raise ValueError(f"y is a sparse label-indicator matrix: {_SETS_HINT}")
+    raw = y
     try:
         y = np.asarray(y)
     except ValueError:  # ragged: lists of labels of different lengths
@@ -414,6 +453,7 @@ def _column_y(y) -> np.ndarray:
         raise ValueError("Complex data not supported")
     if y.ndim != 1:
         raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
+    _one_kind(raw, y)
     if y.dtype.kind == "f":
         if not np.isfinite(y).all():
             raise ValueError("Input y contains NaN or infinity.")
@@ -426,6 +466,18 @@ def _column_y(y) -> np.ndarray:
     elif y.dtype.kind not in "iuUSb":
         raise ValueError(f"Unknown label type: {y.dtype}")
     return y
+
+
+def _sample_weight(sample_weight, n: int) -> np.ndarray:
+    """float64 weights of ``n`` examples, finite, >= 0 and not all 0; ValueError otherwise."""
+    w = np.array(sample_weight, dtype=np.float64)
+    if w.ndim != 1 or w.shape[0] != n:
+        raise ValueError(f"sample_weight.shape == {w.shape}, expected ({n},)!")
+    if not (np.isfinite(w).all() and (w >= 0).all()):
+        raise ValueError("sample_weight must be finite and >= 0")
+    if not (w > 0).any():
+        raise ValueError("Sample weights must contain at least one non-zero number")
+    return w
 
 
 def _py(v):
@@ -461,6 +513,7 @@ class Labels:
             names = np.unique(_column_y(y))
         else:
             names = np.asarray(list(classes))
+            _one_kind(list(classes), names)
             if names.ndim != 1 or names.shape[0] == 0:
                 raise ValueError("classes must be an int K or a non-empty list of labels")
             if np.unique(names).shape[0] != names.shape[0]:
@@ -529,9 +582,15 @@ class Labels:
     def to_members(self) -> tuple[dict, dict]:
         if self.int_offset is not None:
             return {}, {}
-        kind = "str" if self.names.dtype.kind in "USO" else "int"
-        text = "\n".join(str(v) for v in self.names.tolist())
-        if kind == "str" and any("\n" in str(v) for v in self.names.tolist()):
+        values = self.names.tolist()
+        kind = {"b": "bool", "i": "int", "u": "int", "S": "bytes"}.get(self.names.dtype.kind, "str")
+        if self.names.dtype.kind == "O":  # integers beyond 64 bits, or bytes, as Python objects
+            kinds = set(map(type, values))
+            kind = "int" if kinds == {int} else "bytes" if kinds == {bytes} else "str"
+        if kind == "bytes":  # each byte as one character: any bytes come back
+            values = [v.decode("latin-1") for v in values]
+        text = "\n".join(str(v) for v in values)
+        if kind in ("str", "bytes") and any("\n" in v for v in values):
             raise ValueError("a label containing a newline cannot be saved")
         return ({LABELS_MEMBER: np.frombuffer(text.encode("utf-8"), dtype=np.uint8).copy()},
                 {"api_labels": kind})
@@ -543,11 +602,40 @@ class Labels:
         kind = loaded.header.get("api_labels")
         if a is None:
             if k is None:
-                raise ValueError("the model has no -k: its classes are not known")
-            return Labels(np.arange(1, int(k) + 1, dtype=np.int64) - int(loaded.input_config.label_offset),
-                          int(loaded.input_config.label_offset))
+                k = _open_k(loaded)
+            off = int(loaded.input_config.offset)  # an XMC file's labels are 0-based: classes_ as written
+            return Labels(np.arange(1, int(k) + 1, dtype=np.int64) - off, off)
         names = bytes(np.asarray(a, np.uint8)).decode("utf-8").split("\n")
-        return Labels(np.array([int(v) for v in names], dtype=np.int64) if kind == "int" else np.array(names))
+        if kind == "bool":
+            return Labels(np.array([v == "True" for v in names]))
+        if kind == "bytes":
+            return Labels(np.array([v.encode("latin-1") for v in names]))
+        if kind != "int":
+            return Labels(np.array(names))
+        ints = [int(v) for v in names]
+        for dtype in (np.int64, np.uint64):  # as numpy held them (it never makes them float here)
+            info = np.iinfo(dtype)
+            if all(info.min <= v <= info.max for v in ints):
+                return Labels(np.array(ints, dtype=dtype))
+        return Labels(np.array(ints, dtype=object))
+
+
+#: the largest label of a model without -k that ``classes_`` may count up to (8 bytes each)
+OPEN_LABELS_MAX = 1 << 24
+
+
+def _open_k(loaded) -> int:
+    """The classes of a model trained without -k (cpt, table: an open set of labels): 1..its
+    largest label, as if trained with -k that label (a label it never met has probability 0)."""
+    from .kernels.cpt_kernels import map_items
+
+    lmap = getattr(loaded.reduction, "lmap", None)
+    keys = map_items(lmap)[0] if lmap is not None else np.zeros(0, np.int64)
+    top = int(keys.max()) if keys.size else 1
+    if top > OPEN_LABELS_MAX:
+        raise ValueError(f"the model has no -k and a label {top}: classes_ 1..{top} would be too large "
+                         f"(at most {OPEN_LABELS_MAX})")
+    return top
 
 
 # -- label sets -------------------------------------------------------------------------------
@@ -775,10 +863,25 @@ class Classifier:
             raise ValueError(f"bad parameter value: {e}") from None
         return icfg, lcfg, rcfg
 
+    def _threads(self) -> int:
+        """``threads`` as ``lomtree train --threads`` reads it: 0 = one per CPU (at most 4)."""
+        from .driver import resolve_threads
+
+        t = self.threads
+        if isinstance(t, bool) or not isinstance(t, numbers.Integral):
+            raise ValueError(f"--threads must be an int, got {t!r}")
+        if t < 0:
+            raise ValueError(f"--threads must be >= 0, got {t}")
+        try:
+            return resolve_threads(int(t))
+        except LomtreeError as e:
+            raise _value_error(e) from None
+
     def _new_model(self, labels: Labels, fmt: str):
         from .core import Learner
 
         icfg, lcfg, rcfg = self._configs(labels.k, fmt)
+        self._threads()  # checked before anything is learned
         try:
             model = Learner.new(icfg, lcfg, rcfg)
         except LomtreeError as e:
@@ -825,7 +928,7 @@ class Classifier:
             if ids.shape[0] != n:
                 raise ValueError(f"X has {n} examples but y has {ids.shape[0]} labels")
             batch.labels = ids
-        elif fitting and not (_is_lines(X) or _is_dicts(X)):
+        elif fitting and not _is_lines(X):  # lines carry labels; arrays and feature dicts do not
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         elif fitting and icfg.multilabel:
             over = np.flatnonzero(batch.label_ids > self._labels.k)
@@ -840,28 +943,22 @@ class Classifier:
                 raise ValueError(f"line {int(batch.line_numbers[i])}: label {int(batch.labels[i])} is outside "
                                  f"1..{self._labels.k}")
         if sample_weight is not None:
-            w = np.asarray(sample_weight, dtype=np.float64)
-            if w.ndim != 1 or w.shape[0] != n:
-                raise ValueError(f"sample_weight.shape == {w.shape}, expected ({n},)!")
-            if not (np.isfinite(w).all() and (w >= 0).all()):
-                raise ValueError("sample_weight must be finite and >= 0")
-            if not (w > 0).any():
-                raise ValueError("Sample weights must contain at least one non-zero number (nothing to learn)")
-            batch.weights = w.copy()
+            batch.weights = _sample_weight(sample_weight, n)
         return batch
 
     def _source(self, batch: ExampleBatch):
         n = len(batch)
         return lambda _pass: (batch.slice(a, min(a + CHUNK, n)) for a in range(0, n, CHUNK))
 
-    def _run_options(self, passes: int, source):
+    def _run_options(self, passes: int, source, lines: int = 0):
         import sys
 
         from .driver import RunOptions
 
         return RunOptions(passes=int(passes), holdout_period=int(self.holdout_period),
                           holdout_off=bool(self.holdout_off), early_terminate=int(self.early_terminate),
-                          quiet=not self.verbose, err=sys.stderr, source=source, train_threads=int(self.threads))
+                          quiet=not self.verbose, err=sys.stderr, source=source, source_lines=int(lines),
+                          train_threads=self._threads())
 
     def _train(self, batch: ExampleBatch, passes: int):
         """``passes`` passes over ``batch`` through the command line's runner (``driver.fit``:
@@ -880,7 +977,7 @@ class Classifier:
             kept["passes"] = passes_done
             return True
 
-        opts = self._run_options(passes, self._source(batch))
+        opts = self._run_options(passes, self._source(batch), len(batch))
         try:
             summary = driver.fit(model, opts, save)
         except LomtreeError as e:
@@ -901,7 +998,7 @@ class Classifier:
         model = self._model
         model.reduction.set_need_predictions(False)  # nobody reads the progressive predictions
         try:
-            model.reduction.set_train_threads(int(self.threads))
+            model.reduction.set_train_threads(self._threads())
             if len(batch) <= CHUNK:
                 model.learn(batch)
                 return
@@ -913,7 +1010,7 @@ class Classifier:
     # -- scikit-learn API ----------------------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None):
         """A new model trained on ``X``, ``y`` for ``passes`` passes (as ``lomtree train``)."""
-        if y is None and not (_is_lines(X) or _is_dicts(X)):
+        if y is None and not _is_lines(X):
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         for attr in ("n_features_in_", "_model"):
             self.__dict__.pop(attr, None)
@@ -928,7 +1025,7 @@ class Classifier:
         its one pass until that pass ends. At the first call the classes come from ``classes``
         (scikit-learn), else the ``classes`` parameter, else ``y``."""
         if getattr(self, "_model", None) is None:
-            if y is None and not (_is_lines(X) or _is_dicts(X)):
+            if y is None and not _is_lines(X):
                 raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
             spec = classes if classes is not None else self.classes
             self._new_model(self._labels_for(spec, y), self._format_for(X))
@@ -1031,6 +1128,8 @@ class Classifier:
         self._check_fitted()
         if not self._has_top():
             raise ValueError(f"predict_top is not available for reduction {self._model.reduction.name}")
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+            raise ValueError(f"k must be an int, got {k!r}")  # (2.7 was read as 2, "2" as 2)
         k = int(k)
         if k < 1:
             raise ValueError("k must be >= 1")
@@ -1099,10 +1198,12 @@ class Classifier:
         else:
             pred = self.predict(X)
             y = _column_y(y)
+            if y.shape[0] != pred.shape[0]:
+                raise ValueError(f"X has {pred.shape[0]} examples but y has {y.shape[0]} labels")
             hit = (pred == y).astype(np.float64)
         if sample_weight is None:
             return float(hit.mean())
-        w = np.asarray(sample_weight, dtype=np.float64)
+        w = _sample_weight(sample_weight, hit.shape[0])
         return float((hit * w).sum() / w.sum())
 
     # -- River's API ---------------------------------------------------------------------------

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import click
 
 from . import commands
 from .version import PROG, __version__
-from .errors import ConfigError
+from .errors import ConfigError, LomtreeError
 from .reductions.registry import DEFAULT, LARGE_K, REGISTRY, default, reduction_options as registry_options, vw_aliases
 from .runtime import guarded, process_start_time
 
@@ -380,16 +381,23 @@ def inspect(model, as_json, gini_c):
         raise ConfigError(f"--gini-c must be >= 1, got {gini_c}")
     info = inspect_model(model, gini_c)
     if as_json:
-        click.echo(json.dumps(info, indent=2, sort_keys=False, default=_jsonable))
-        return
-    for key, value in info.items():
-        if isinstance(value, (list, dict)):
-            click.echo(f"{key}:")
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            for k2, v2 in items:
-                click.echo(f"  {k2}: {json.dumps(v2, default=_jsonable)}")
-        else:
-            click.echo(f"{key}: {value}")
+        lines = [json.dumps(info, indent=2, sort_keys=False, default=_jsonable)]
+    else:
+        lines = []
+        for key, value in info.items():
+            if isinstance(value, (list, dict)):
+                lines.append(f"{key}:")
+                items = value.items() if isinstance(value, dict) else enumerate(value)
+                lines.extend(f"  {k2}: {json.dumps(v2, default=_jsonable)}" for k2, v2 in items)
+            else:
+                lines.append(f"{key}: {value}")
+    try:
+        click.echo("\n".join(lines))
+        sys.stdout.flush()  # a full disk shows at the flush: named here, not as a bare OSError
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise LomtreeError(f"cannot write to standard output: {e.strerror or e}") from None
 
 
 def _jsonable(o):

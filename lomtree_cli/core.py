@@ -88,12 +88,13 @@ class Learner:
         return self.passes_done if passes_done is None else int(passes_done)
 
     # -- learning --------------------------------------------------------------------------------
-    def plan(self, passes: int = 1, paths=(), batches=None) -> None:
+    def plan(self, passes: int = 1, paths=(), batches=None, lines: int | None = None) -> None:
         """Tell the reduction how much training comes (mtree's learning-rate schedule; one pass
-        is a stream); a no-op for the others."""
+        is a stream); a no-op for the others. ``lines``: the examples of a pass when they are
+        not the lines of ``paths`` (the Python API's in memory)."""
         plan = getattr(self.reduction, "plan", None)
         if plan is not None:
-            plan(passes, list(paths), batches)
+            plan(passes, list(paths), batches, lines)
 
     def process(self, batch: ExampleBatch, train: np.ndarray):
         """Progressive validation over ``batch``: each example is predicted, then learned when

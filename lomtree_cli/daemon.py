@@ -313,6 +313,8 @@ def _is_loopback(host: str) -> bool:
 def _listen_unix(path: str) -> socket.socket:
     """A Unix socket at ``path`` (mode 0600); a stale socket there is replaced, anything else
     refused (ConfigError)."""
+    if not path:  # Linux would bind an unnamed socket, which no client can find
+        raise ConfigError("--socket: an empty path")
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -336,7 +338,7 @@ def _listen_unix(path: str) -> socket.socket:
         sock.bind(path)
     except OSError as e:
         sock.close()
-        raise ConfigError(f"--socket {path}: cannot listen there: {e.strerror}") from None
+        raise ConfigError(f"--socket {path}: cannot listen there: {e.strerror or e}") from None
     finally:
         os.umask(old)
     os.chmod(path, 0o600)

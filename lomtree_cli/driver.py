@@ -71,6 +71,8 @@ class RunOptions:
     #: batches from elsewhere than ``inputs`` (the Python API's arrays, a Dask shard):
     #: ``source(pass_index)`` -> iterable of ExampleBatch; no example cache then
     source: object = None
+    #: the examples ``source`` gives a pass when known (the API's arrays; 0: not known, a stream)
+    source_lines: int = 0
 
 
 def _batches_for_pass(paths, input_cfg, opts, pass_index, cache, label_dict=None):
@@ -355,8 +357,11 @@ def fit(model: Learner, opts: RunOptions, save, final_model: str | None = None, 
     if hasattr(reduction, "plan"):  # -r mtree: rate schedule, Huffman tree of the label counts
         from .parsing import iter_batches
 
-        model.plan(opts.passes, paths, lambda: iter_batches(paths, input_cfg, chunk_bytes=opts.chunk_bytes,
-                                                            label_dict=model.label_dict))
+        if opts.source is not None:  # examples in memory: planned as a file of as many lines
+            model.plan(opts.passes, paths, lambda: opts.source(0), lines=opts.source_lines or None)
+        else:
+            model.plan(opts.passes, paths, lambda: iter_batches(paths, input_cfg, chunk_bytes=opts.chunk_bytes,
+                                                                label_dict=model.label_dict))
     if not opts.quiet:
         preamble(err, input_cfg, model.base, reduction, paths)
     holdout = Holdout(opts.passes > 1 and not opts.holdout_off, opts.early_terminate)

@@ -103,8 +103,13 @@ def _check_types(header: dict) -> None:
 
 def model_members(learner, reduction) -> dict:
     """The members of a model file (without ``header``): arrays, the weight table's as ``Streamed``."""
+    # the reduction's first: its state may finish pending learning (plt trains the examples it
+    # held for its tree), which the weight table's members must then include; the members keep
+    # their order in the file
+    learner.for_learning()  # (pending learning updates the online weights)
+    reduction_state = {**reduction.state_members(), **reduction.label_set_state()}
     members = {f"learner/{name}": a for name, a in learner.state_members().items()}
-    for name, a in {**reduction.state_members(), **reduction.label_set_state()}.items():
+    for name, a in reduction_state.items():
         members[f"reduction/{name}"] = a if isinstance(a, Streamed) else np.asarray(a)
     return members
 

@@ -231,6 +231,11 @@ def _make_error(data: bytes, row: np.ndarray, source: str, cfg: InputConfig | No
     return InputError(source, line, reason, _detail(reason, bytes(data[ts:te]), kind, cfg, header), col)
 
 
+#: XMC lines without their file's header (the daemon's, the Python API's): no bound on the
+#: feature indices (the kernel compares them with the header's F; labels have 0 for none)
+XMC_NO_CAP = 2**63 - 1
+
+
 def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int, header=None):
     """One kernel call on ``data`` (complete lines). Returns the kernel's 9-tuple (more with
     feature generation, string labels or label sets). ``header``: the XMC file's (N, F, L)."""
@@ -245,7 +250,7 @@ def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int, header=None):
         return parse_chunk_multilabel(
             buf, first_line, cfg.format != "vw", cfg.mask, int(cfg.hash_seed), cfg.offset, cfg.constant_index,
             not cfg.noconstant, bool(cfg.skip_invalid), int(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled),
-            bool(cfg.has_string_labels), xmc, int(header[1] if xmc and header else 0),
+            bool(cfg.has_string_labels), xmc, int(header[1]) if xmc and header else XMC_NO_CAP,
             int(header[2] if xmc and header else 0))
     ns = cfg.generates_features or cfg.has_string_labels  # + namespace ids and label spans
     if cfg.format == "libsvm":
@@ -353,6 +358,13 @@ def _pieces(batch: ExampleBatch, nsid, errs: list, cfg: InputConfig) -> Iterator
                 out.append(piece)
             i = j
     yield (out.pop() if out else ExampleBatch.empty(batch.source)), errs
+
+
+def generate_features(batch: ExampleBatch, nsid: np.ndarray, cfg: InputConfig) -> tuple[ExampleBatch, list]:
+    """(batch, errors): ``batch`` (features as a parser gives them, ``nsid`` each one's namespace
+    index) with the feature options of ``cfg`` applied, as to a parsed chunk (``_pieces``): the
+    Python API's arrays get a model's crosses and n-grams by the same code as its text."""
+    return _joined(list(_pieces(batch, nsid, [], cfg)))
 
 
 def _build(data: bytes, res, source: str, cfg: InputConfig | None = None,

@@ -110,7 +110,8 @@ def guarded(fn):
         fail("out of memory: this machine could not allocate what the run needed (--bits, -k, "
              "--max-example-features and --threads set how much)", 1)
     except OSError as e:
-        fail(f"{getattr(e, 'filename', '') or ''}: {e.strerror or e}", 1)
+        name = getattr(e, "filename", None)
+        fail(f"{name}: {e.strerror or e}" if name else f"{e.strerror or e}", 1)
 
 
 class StopFlag:

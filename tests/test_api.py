@@ -114,6 +114,27 @@ def test_array_hashing_is_libsvm_index_plus_one():
     np.testing.assert_array_equal(b.indices, vw.indices)
 
 
+@pytest.mark.parametrize("opts", (["--interactions", "::"], ["--ngram", "2"], ["--ignore_linear", " ", "-q", "  "]))
+def test_arrays_get_the_feature_options_of_a_cli_model(tmp_path, opts):
+    """A CLI model with feature options (crosses, n-grams, ignored namespaces) predicts an array
+    as the CLI predicts its LIBSVM lines: the array's features are generated as the parser's."""
+    X, y = make_data(n=120)
+    Xt, yt = make_data(n=60, seed=1)
+    (tmp_path / "train.libsvm").write_text(libsvm_text(X, y))
+    (tmp_path / "test.libsvm").write_text(libsvm_text(Xt, yt))
+    cli(["train", "-r", "oaa", "-k", "6", "--format", "libsvm", str(tmp_path / "train.libsvm"),
+         "-f", str(tmp_path / "m.lt"), "--quiet"] + opts)
+    cfg = load_model(str(tmp_path / "m.lt")).input_config
+    assert cfg.generates_features
+    got, want = matrix_batch(Xt, cfg), parse_bytes(libsvm_text(Xt, yt).encode(), cfg)
+    for name in ("indptr", "indices", "values"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    r = cli(["predict", "-i", str(tmp_path / "m.lt"), str(tmp_path / "test.libsvm"), "-p", "-", "--quiet"])
+    clf = Classifier.load(str(tmp_path / "m.lt"))
+    assert clf.predict(Xt).tolist() == [int(v) for v in r.output.split()]
+    np.testing.assert_array_equal(clf.predict(Xt.toarray()), clf.predict(Xt))
+
+
 def test_bad_inputs_raise_value_error():
     X, y = make_data(n=50)
     clf = Classifier(reduction="filter", classes=6)
@@ -143,6 +164,49 @@ def test_bad_inputs_raise_value_error():
         clf.predict(np.zeros(30))
     with pytest.raises(ValueError, match="not fitted"):
         Classifier().predict(X)
+    for k in (2.7, "2", True):  # as predict's top_k: an int, not what int() makes of it
+        with pytest.raises(ValueError, match="must be an int"):
+            Classifier(reduction="oaa", classes=6).fit(X, y).predict_top(X, k)
+    # an integer too large for a float is a value out of range, not an OverflowError
+    for x in ({"a": 10**400}, {"a": 1, "b": -(10**400)}):
+        with pytest.raises(ValueError, match="'a'|'b'"):
+            clf.learn_one(x, 1)
+        with pytest.raises(ValueError, match="'a'|'b'"):
+            clf.predict_one(x)
+
+
+def test_feature_dicts_need_y():
+    """A list of feature dicts carries no labels: fit and partial_fit without y are the "requires
+    y" ValueError (they learned nothing, silently), as for arrays; lines carry their own."""
+    dicts = [{"a": 1.0}, {"b": 1.0}]
+    for clf in (Classifier(reduction="oaa", classes=2), Classifier(reduction="oaa", classes=2, multilabel=True)):
+        with pytest.raises(ValueError, match="requires y"):
+            clf.fit(dicts)
+        with pytest.raises(ValueError, match="requires y"):
+            clf.partial_fit(dicts)
+        clf.partial_fit(dicts, [1, 2] if not clf.multilabel else [[1], [2]])
+        with pytest.raises(ValueError, match="requires y"):
+            clf.partial_fit(dicts)
+    assert Classifier(reduction="oaa", classes=2).fit(["1 | a", "2 | b"]).predict(["| a"]).tolist() == [1]
+
+
+def test_score_checks_its_inputs():
+    """score's y and sample_weight are checked as fit's: a length that is not X's, or weights
+    that sum to 0, are a ValueError naming them (not numpy's broadcast message, nor NaN)."""
+    X, y = make_data(n=50)
+    clf = Classifier(reduction="oaa", classes=6).fit(X, y)
+    with pytest.raises(ValueError, match="X has 50 examples but y has 49 labels"):
+        clf.score(X, y[:-1])
+    with pytest.raises(ValueError, match=r"sample_weight.shape == \(2,\), expected \(50,\)"):
+        clf.score(X, y, sample_weight=[1, 1])
+    with pytest.raises(ValueError, match="non-zero"):
+        clf.score(X, y, sample_weight=np.zeros(50))
+    w = np.r_[np.zeros(25), np.ones(25)]
+    assert clf.score(X, y, sample_weight=w) == np.mean(clf.predict(X[25:]) == y[25:])
+    Y = [[int(v)] for v in y]
+    ml = Classifier(reduction="oaa", classes=6, multilabel=True).fit(X, Y)
+    with pytest.raises(ValueError, match="sample_weight"):
+        ml.score(X, Y, sample_weight=[1, 1])
 
 
 def test_string_labels_save_load_and_cli(tmp_path):
@@ -168,6 +232,39 @@ def test_string_labels_save_load_and_cli(tmp_path):
     r = cli(["predict", "-i", str(tmp_path / "m.lt"), str(tmp_path / "t.libsvm"), "-p", "-", "--quiet"])
     ids = [int(v) for v in r.output.split()]
     assert clf.classes_[np.array(ids) - 1].tolist() == clf.predict(X[:20]).tolist()
+
+
+@pytest.mark.parametrize("labels", (
+    np.array([False, True]), np.array([2**63 + 5, 7], dtype=np.uint64), [10**20, -3], [b"a", b"\xff\x01"],
+    np.array(["\u00e9", "\u65e5\u672c"]), np.array([-4, 9])), ids=("bool", "uint64", "bigint", "bytes", "unicode", "int"))
+def test_labels_of_every_type_keep_their_values_through_a_file(tmp_path, labels):
+    """The labels a model file stores load back as the same values of the same kind (a file
+    that loads with other labels, or not at all, would be a silently different model)."""
+    X, y = make_data(n=60, k=2)
+    ys = np.asarray(labels, dtype=object if isinstance(labels, list) else None)[y - 1]
+    clf = Classifier(reduction="oaa").fit(X, ys)
+    clf.save(str(tmp_path / "m.lt"))
+    back = Classifier.load(str(tmp_path / "m.lt"))
+    assert back.classes_.tolist() == clf.classes_.tolist()
+    assert [type(v) for v in back.classes_.tolist()] == [type(v) for v in clf.classes_.tolist()]
+    assert back.predict(X).tolist() == clf.predict(X).tolist()
+    assert pickle.loads(pickle.dumps(clf)).classes_.tolist() == clf.classes_.tolist()
+
+
+def test_labels_of_mixed_types_are_refused():
+    """Strings and numbers in one label list are a ValueError (numpy would turn the numbers into
+    strings, or fail to sort them), as is a label that is neither."""
+    X = np.eye(4)
+    for bad in (["a", 1, 2, "b"], np.array(["a", 1, 2.0, "b"], dtype=object), ["a", None, "a", "b"]):
+        with pytest.raises(ValueError, match="labels mix|label type"):
+            Classifier(reduction="oaa").fit(X, bad)
+    with pytest.raises(ValueError, match="labels mix"):
+        Classifier(reduction="oaa", classes=["a", 1]).fit(X, ["a", "a", "a", "a"])
+    with pytest.raises(ValueError, match="labels mix|label type"):
+        Classifier(reduction="oaa", multilabel=True).fit(X, [["a"], [None], [], ["a"]])
+    with pytest.raises(ValueError, match="labels mix"):
+        Classifier(reduction="oaa", multilabel=True).fit(X, [["a"], [1], [], ["a", 1]])
+    assert Classifier(reduction="oaa").fit(X, np.array(["a", "1", "a", "1"])).classes_.tolist() == ["1", "a"]
 
 
 def test_partial_fit_equals_fit_in_one_pass():
@@ -363,3 +460,83 @@ def test_parameters_are_the_registry_options():
     params = set(inspect.signature(Classifier.__init__).parameters)
     assert set(_REDUCTION_OPTIONS) <= params
     assert "classes=array" in repr(Classifier(classes=np.array([3, 5])))
+
+
+def test_threads_are_the_cli_threads(monkeypatch):
+    """``threads`` is ``lomtree train --threads``: 0 is one per CPU (at most 4), a negative count
+    or more than the CPUs allow is the CLI's ValueError before anything is learned."""
+    from lomtree_cli import driver
+
+    monkeypatch.setattr(driver.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    X, y = make_data(n=60)
+    seen = []
+    from lomtree_cli.reductions.plt import ProbabilisticLabelTree
+
+    monkeypatch.setattr(ProbabilisticLabelTree, "set_train_threads", lambda self, n: seen.append(int(n)))
+    Classifier(reduction="plt", classes=6, threads=0).fit(X, y)
+    Classifier(reduction="plt", classes=6, threads=0).partial_fit(X, y)
+    assert set(seen) == {3}
+    for bad, msg in ((-1, "--threads must be >= 0"), (13, "--threads must be at most 4 x the 3 CPUs"),
+                     (1.5, "--threads must be an int")):
+        with pytest.raises(ValueError, match=msg):
+            Classifier(reduction="plt", classes=6, threads=bad).fit(X, y)
+
+
+@pytest.mark.parametrize("multilabel", (False, True))
+def test_a_streamed_plt_saved_before_predicting_keeps_what_it_learned(multilabel):
+    """PLT holds a stream's first examples until it builds its tree; a model saved (or pickled)
+    while they are held is the model that predicts after them: its file has their weights, not
+    only the tree built from them."""
+    X, y = make_data(n=200)
+    Y = [[int(v)] for v in y] if multilabel else y
+    a = Classifier(reduction="plt", classes=6, multilabel=multilabel).partial_fit(X, Y)
+    data = a.to_bytes()
+    b = Classifier.from_bytes(data)
+    np.testing.assert_array_equal(b.predict_proba(X), a.predict_proba(X))
+    assert a.to_bytes() == data
+    c = Classifier(reduction="plt", classes=6, multilabel=multilabel)
+    for i in range(50):
+        c.learn_one({str(j + 1): float(v) for j, v in zip(X[i].indices, X[i].data)}, Y[i] if not multilabel else set(Y[i]))
+    d = pickle.loads(pickle.dumps(c))
+    np.testing.assert_array_equal(d.predict_proba(X), c.predict_proba(X))
+
+
+@pytest.mark.parametrize("reduction", ("cpt", "table"))
+def test_a_cli_model_without_k_loads(tmp_path, reduction):
+    """A cpt or table model trained without -k (its labels an open set) loads in the API:
+    classes_ is 1..its largest label (a label it never met has probability 0), and it predicts
+    as the CLI does."""
+    X, y = make_data(n=200, k=3)
+    y = np.array([2, 5, 9])[y - 1]
+    (tmp_path / "train.libsvm").write_text(libsvm_text(X, y))
+    cli(["train", "-r", reduction, "--format", "libsvm", str(tmp_path / "train.libsvm"), "-f", str(tmp_path / "m.lt"),
+         "--quiet"])
+    clf = Classifier.load(str(tmp_path / "m.lt"))
+    assert clf.classes_.tolist() == list(range(1, 10))
+    r = cli(["predict", "-i", str(tmp_path / "m.lt"), str(tmp_path / "train.libsvm"), "-p", "-", "--quiet"])
+    assert clf.predict(X).tolist() == [int(v) for v in r.output.split()]
+    P = clf.predict_proba(X)
+    assert P.shape == (200, 9) and (P[:, [0, 2, 3, 5, 6, 7]] == 0).all()
+    r = cli(["predict", "-i", str(tmp_path / "m.lt"), str(tmp_path / "train.libsvm"), "-p", "-", "--quiet",
+             "--top-k", "2"])
+    labs, probs = clf.predict_top(X, 2)
+    assert r.output.splitlines() == [" ".join(f"{a}:{p:.6f}" for a, p in zip(la, pr)) for la, pr in zip(labs, probs)]
+
+
+def test_mtree_passes_plan_as_over_a_file(tmp_path):
+    """mtree over several passes of a data set of known length plans its rate schedule and its
+    Huffman tree from that length and its label counts: fit's arrays are such a data set, so
+    fit builds the model ``lomtree train`` builds from the same data as a file (not the model of
+    a stream of unknown length, as from stdin)."""
+    X, y = make_data(n=300)
+    (tmp_path / "train.libsvm").write_text(libsvm_text(X, y))
+    cli(["train", "-r", "mtree", "-k", "6", "--format", "libsvm", str(tmp_path / "train.libsvm"), "--passes", "3",
+         "--holdout-off", "-c", "-f", str(tmp_path / "cli.lt"), "--quiet"])
+    Classifier(reduction="mtree", classes=6, passes=3, holdout_off=True).fit(X, y).save(str(tmp_path / "api.lt"))
+    m_cli, a_cli = members(str(tmp_path / "cli.lt"))
+    m_api, a_api = members(str(tmp_path / "api.lt"))
+    assert set(a_cli) == set(a_api)
+    for name in a_cli:
+        np.testing.assert_array_equal(a_cli[name], a_api[name], err_msg=name)
+    assert m_cli.header["learner_meta"] == m_api.header["learner_meta"]
+    assert m_cli.header["reduction_meta"] == m_api.header["reduction_meta"]

@@ -221,3 +221,29 @@ def test_label_sets_refused_and_bad_sets():
                     ({"threshold": 1.5}, "threshold must be"), ({"top_k": 2, "threshold": 0.1}, "not both")):
         with pytest.raises(ValueError, match=msg):
             ml.predict(X, **kw)
+
+
+def test_xmc_model_predicts_data_lines(data, tmp_path):
+    """A CLI model of ``--format xmc`` predicts the data lines of an XMC file (the lines of a
+    list have no header) as ``lomtree predict`` predicts the file, and its arrays alike."""
+    d, X, Y, Xt, Yt = data
+
+    def xmc(X, Y):
+        X = X.tocsr()
+        out = [f"{X.shape[0]} {X.shape[1]} {K}"]
+        for i in range(X.shape[0]):
+            lo, hi = X.indptr[i], X.indptr[i + 1]
+            feats = " ".join(f"{j}:{v!r}" for j, v in zip(X.indices[lo:hi].tolist(), X.data[lo:hi].tolist()))
+            out.append(f"{','.join(str(v - 1) for v in Y[i])} {feats}")
+        return "\n".join(out) + "\n"
+
+    (tmp_path / "train.txt").write_text(xmc(X, Y))
+    (tmp_path / "test.txt").write_text(xmc(Xt, Yt))
+    cli(["train", "-r", "plt", "--format", "xmc", "-k", str(K), str(tmp_path / "train.txt"),
+         "-f", str(tmp_path / "m.lt"), "--quiet"])
+    want = cli(["predict", "-i", str(tmp_path / "m.lt"), str(tmp_path / "test.txt"), "-p", "-", "--quiet"])
+    clf = Classifier.load(str(tmp_path / "m.lt"))
+    lines = (tmp_path / "test.txt").read_text().splitlines()[1:]
+    assert clf.classes_.tolist() == list(range(K))  # the file's labels, 0-based, as predict prints them
+    assert [",".join(map(str, s)) for s in clf.predict(lines)] == want.splitlines()
+    assert clf.predict(lines) == clf.predict(Xt)

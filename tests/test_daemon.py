@@ -313,3 +313,47 @@ def test_threshold_needs_a_multilabel_model(model):
 
     with pytest.raises(ConfigError, match="--threshold is for multi-label models"):
         Predictor(str(model[0]), threshold=0.5)
+
+
+def test_xmc_model_answers_data_lines(tmp_path):
+    """An XMC-format model answers the data lines of an XMC file (no header line: a client sends
+    examples) with ``lomtree predict``'s lines on the whole file."""
+    from click.testing import CliRunner
+
+    from lomtree_cli.cli import main
+    from lomtree_cli.daemon import Predictor
+    from lomtree_cli.output import PredictionWriter
+
+    rng = random.Random(3)
+    rows = []
+    for _ in range(200):
+        labs = sorted(rng.sample(range(5), rng.randint(1, 2)))
+        feats = " ".join(f"{2 * c}:1 {2 * c + 1}:{rng.random():.3f}" for c in labs) + f" {10 + rng.randrange(4)}:1"
+        rows.append(f"{','.join(map(str, labs))} {feats}")
+    data = tmp_path / "d.txt"
+    data.write_text(f"200 14 5\n" + "\n".join(rows) + "\n")
+    m = tmp_path / "m.lt"
+    run = CliRunner().invoke
+    r = run(main, ["train", "-r", "plt", "--format", "xmc", "-k", "5", str(data), "-f", str(m), "--quiet"])
+    assert r.exit_code == 0, r.output
+    for opts, top_k in (([], 0), (["--top-k", "2"], 2)):
+        r = run(main, ["predict", "-i", str(m), str(data), "-p", "-", "--quiet"] + opts)
+        assert r.exit_code == 0, r.output
+        p = Predictor(str(m), top_k=top_k)
+        got = p.answer(("\n".join(rows) + "\n").encode(), 1, PredictionWriter(None)).decode().splitlines()
+        assert got == r.output.splitlines()
+
+
+def test_unusable_socket_paths_are_usage_errors(tmp_path):
+    """An empty --socket path, or one longer than a Unix socket address holds, is a one-line
+    usage error naming the option (the empty path bound an unnamed socket and then failed as bad
+    input with 'error: : No such file or directory'; the long one said 'cannot listen there: None')."""
+    from lomtree_cli.daemon import _listen_unix
+    from lomtree_cli.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^--socket: an empty path$"):
+        _listen_unix("")
+    long = str(tmp_path / ("s" * 200))
+    with pytest.raises(ConfigError, match=r"^--socket .*: cannot listen there: .*too long"):
+        _listen_unix(long)
+    assert not os.path.exists(long)

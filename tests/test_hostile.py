@@ -252,6 +252,30 @@ def test_full_disk_predictions_name_the_file(data):
     assert "/dev/full" in one_error_line(p, 1) and "No space left" in p.stderr
 
 
+def test_full_disk_inspect_names_standard_output(data):
+    """inspect's text or JSON that cannot be written is one line naming standard output (it was
+    'error: : No space left on device')."""
+    for extra in ([], ["--json"]):
+        p = run(["inspect", str(data / "m.lt")] + extra, shell_redirect="> /dev/full")
+        line = one_error_line(p, 1)
+        assert line == "error: cannot write to standard output: No space left on device", line
+
+
+def test_an_os_error_without_a_file_is_one_plain_line(capsys):
+    """The last-resort handler of OS errors names the file when the error has one, and prints no
+    empty name ('error: : ...') when it has none."""
+    from lomtree_cli.runtime import guarded
+
+    def boom(filename):
+        raise OSError(28, "No space left on device", filename)
+
+    for filename, want in ((None, "error: No space left on device\n"),
+                           ("/x/y", "error: /x/y: No space left on device\n")):
+        with pytest.raises(SystemExit) as e:
+            guarded(lambda: boom(filename))
+        assert e.value.code == 1 and capsys.readouterr().err == want
+
+
 FLAGS = ["-f", "-p", "--report", "-c", "input", "-i"]
 
 

@@ -277,7 +277,7 @@ class MaryTree(Reduction):
         self.beam = tuple(np.zeros(w, dtype=t) for t in (np.float64, np.int64, np.float64, np.int64))
 
     # -- training ----------------------------------------------------------------------------
-    def plan(self, passes: int, paths, batches=None) -> None:
+    def plan(self, passes: int, paths, batches=None, lines: int | None = None) -> None:
         """Called by the driver before training ``passes`` passes over ``paths``. With
         ``passes > 1`` over plain files (a data set of known length: their line count), the rate
         falls linearly from eta to 0 over ``passes x lines`` trained examples (fastText's schedule;
@@ -285,8 +285,8 @@ class MaryTree(Reduction):
         as a whole, so a later ``-i`` run starts a schedule of its own. One pass is a stream:
         ``eta (1 + t/10000) ** -power_t``, so a stream split over runs (save, load, continue)
         trains exactly as one run. A new model without ``-l`` gets the default rate of its
-        schedule."""
-        n = count_lines(paths) if passes > 1 else 0
+        schedule. ``lines``: the examples of a pass when known otherwise (the Python API's)."""
+        n = (count_lines(paths) if lines is None else int(lines)) if passes > 1 else 0
         if n and self.fresh and batches is not None and self.config.tree == "huffman" and self.L > 1 \
                 and int(self.config.depth) == 0:
             counts = np.zeros(self.k + 1, dtype=np.float64)

@@ -101,7 +101,7 @@ class OneAgainstAll(Reduction):
     #: the dual solver's state while it trains (``plan``), else None
     dual = None
 
-    def plan(self, passes: int, paths, batches) -> None:
+    def plan(self, passes: int, paths, batches, lines: int | None = None) -> None:
         """Before training: with ``--solver dual`` its state, refused up front when the lines of
         the input files would need more than ``--dual-memory`` for their dual variables (one
         pass keeps none)."""
@@ -111,7 +111,8 @@ class OneAgainstAll(Reduction):
         self.dual = DualState(self.k, lcfg.dual_memory * 2**20, self.config.seed, kept=passes > 1)
         if passes < 2:
             return
-        lines = count_lines(paths)  # 0: not known before it is read
+        if lines is None:
+            lines = count_lines(paths)  # 0: not known before it is read
         if 4 * lines * self.k > self.dual.budget:
             self.dual.refuse(lines, "the input's")
 
