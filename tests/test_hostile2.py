@@ -386,8 +386,10 @@ def test_sigterm_ends_within_a_second_whatever_clients_do(small):
     d = Daemon(["predict", "-i", str(small / "oaa.lt"), "--daemon", "--port", "0"])
     clients = []
     try:
-        # they send 8 MB each and never read: the daemon blocks sending their 8 MB of answers
-        # (each answer holds its line's 1000-byte tag); with 5 s per such client it took 20 s
+        # they send 48 MB each and never read: the daemon blocks sending their answers (each holds
+        # its line's 1000-byte tag); with 5 s per such client it took 20 s. 48 MB is more than the
+        # daemon reads before it blocks plus what the kernel buffers for it (net.ipv4.tcp_rmem
+        # grows a socket's buffer to 32 MB here), so each sender ends up blocked too
         for _ in range(4):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -395,8 +397,8 @@ def test_sigterm_ends_within_a_second_whatever_clients_do(small):
             s.connect((host, int(port)))
             clients.append(s)
         blocked = [None] * len(clients)
-        senders = [threading.Thread(target=_send_until_unread, args=(s, (b"1 '" + b"t" * 1000 + b" |a x\n") * 8000,
-                                                                     blocked, i), daemon=True)
+        data = (b"1 '" + b"t" * 1000 + b" |a x\n") * 48000
+        senders = [threading.Thread(target=_send_until_unread, args=(s, data, blocked, i), daemon=True)
                    for i, s in enumerate(clients)]
         for th in senders:
             th.start()
