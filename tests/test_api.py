@@ -56,6 +56,16 @@ def members(path):
     return m, model_arrays(m.learner, m.reduction)
 
 
+def same_arrays(path_a, path_b):
+    """The two model files hold the same arrays, bit for bit; their loaded models."""
+    m_a, a_a = members(path_a)
+    m_b, a_b = members(path_b)
+    assert set(a_a) == set(a_b)
+    for name in a_a:
+        np.testing.assert_array_equal(a_a[name], a_b[name], err_msg=name)
+    return m_a, m_b
+
+
 @pytest.mark.parametrize("reduction", ALL)
 def test_api_model_equals_cli_model(tmp_path, reduction):
     """fit on a CSR matrix == lomtree train --format libsvm on the same data as LIBSVM text: the
@@ -68,11 +78,7 @@ def test_api_model_equals_cli_model(tmp_path, reduction):
          "-f", str(tmp_path / "cli.lt"), "--quiet"] + passes)
     clf = Classifier(reduction=reduction, classes=k, passes=2 if passes else 1).fit(X, y)
     clf.save(str(tmp_path / "api.lt"))
-    m_cli, a_cli = members(str(tmp_path / "cli.lt"))
-    m_api, a_api = members(str(tmp_path / "api.lt"))
-    assert set(a_cli) == set(a_api)
-    for name in a_cli:
-        np.testing.assert_array_equal(a_cli[name], a_api[name], err_msg=name)
+    m_cli, m_api = same_arrays(str(tmp_path / "cli.lt"), str(tmp_path / "api.lt"))
     assert m_cli.header["input"] == m_api.header["input"]
     assert m_cli.header["reduction_config"] == m_api.header["reduction_config"]
     assert m_cli.header["learner_meta"] == m_api.header["learner_meta"]
@@ -533,10 +539,6 @@ def test_mtree_passes_plan_as_over_a_file(tmp_path):
     cli(["train", "-r", "mtree", "-k", "6", "--format", "libsvm", str(tmp_path / "train.libsvm"), "--passes", "3",
          "--holdout-off", "-c", "-f", str(tmp_path / "cli.lt"), "--quiet"])
     Classifier(reduction="mtree", classes=6, passes=3, holdout_off=True).fit(X, y).save(str(tmp_path / "api.lt"))
-    m_cli, a_cli = members(str(tmp_path / "cli.lt"))
-    m_api, a_api = members(str(tmp_path / "api.lt"))
-    assert set(a_cli) == set(a_api)
-    for name in a_cli:
-        np.testing.assert_array_equal(a_cli[name], a_api[name], err_msg=name)
+    m_cli, m_api = same_arrays(str(tmp_path / "cli.lt"), str(tmp_path / "api.lt"))
     assert m_cli.header["learner_meta"] == m_api.header["learner_meta"]
     assert m_cli.header["reduction_meta"] == m_api.header["reduction_meta"]
