@@ -74,6 +74,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .errors import ConfigError, InputError, LomtreeError
+from .parsing import COMPRESSED_ENDINGS
 from .reductions.registry import REGISTRY
 
 #: target size of a prediction range
@@ -92,7 +93,6 @@ SYNC_GROWTH = 1.25
 MAX_LOCAL_WORKERS = 64
 #: reduction state arrays that count examples: the workers' increments add up when averaging
 COUNTS = ("node_counts", "gamma_stats")
-_COMPRESSED = (".gz", ".bz2", ".xz")
 
 
 # -- the cluster ----------------------------------------------------------------------------------
@@ -183,7 +183,7 @@ def check_inputs(paths: list) -> None:
 def line_ranges(path: str, parts: int) -> list:
     """``[(start, end), ...]``: ``path`` cut into at most ``parts`` byte ranges, each ending just
     after a newline (or at the end of the file); a compressed file is one range ``(0, -1)``."""
-    if path.endswith(_COMPRESSED):
+    if path.endswith(COMPRESSED_ENDINGS):
         return [(0, -1)]
     size = os.path.getsize(path)
     cuts = [0]
@@ -685,7 +685,7 @@ def shards_of(paths: list, w: int) -> list:
     shards = [[] for _ in range(w)]
     turn = 0
     for p in paths:
-        size = 0 if p.endswith(_COMPRESSED) else os.path.getsize(p)
+        size = 0 if p.endswith(COMPRESSED_ENDINGS) else os.path.getsize(p)
         per_shard = max(1, min(MAX_SHARD_BLOCKS, size // (w * SHARD_BLOCK_BYTES)))
         ranges = line_ranges(p, w * per_shard)
         for j, (s, e) in enumerate(ranges):

@@ -83,49 +83,47 @@ def open_input(path: str) -> tuple[BinaryIO, str]:
         if sys.stdin is None:  # fd 0 closed (``<&-``)
             raise InputError("<stdin>", 0, "open", "cannot read standard input: it is closed")
         return _decompressed(sys.stdin.buffer), "<stdin>"
+    module = next((m for ending, m, _ in COMPRESSED if path.endswith(ending)), None)
     try:
-        # the decompressors are imported only when used (a few ms of every start otherwise)
-        if path.endswith(".gz"):
-            import gzip
-
-            f = gzip.open(path, "rb")
-        elif path.endswith(".bz2"):
-            import bz2
-
-            f = bz2.open(path, "rb")
-        elif path.endswith(".xz"):
-            import lzma
-
-            f = lzma.open(path, "rb")
-        else:
-            f = open(path, "rb")
+        f = open(path, "rb") if module is None else _decompressor(module).open(path, "rb")
     except OSError as exc:
         raise InputError(path, 0, "open", f"cannot open input: {exc.strerror or exc}") from None
     return f, path
 
 
-#: the first bytes of the compressed streams ``open_input`` reads (gzip, bzip2, xz)
-_MAGIC = ((b"\x1f\x8b", "gzip"), (b"\xfd7zXZ\x00", "lzma"))
+#: the compressed files ``open_input`` reads: (file name ending, the module that opens them, their
+#: name in messages)
+COMPRESSED = ((".gz", "gzip", "gzip"), (".bz2", "bz2", "bz2"), (".xz", "lzma", "xz"))
+COMPRESSED_ENDINGS = tuple(ending for ending, _, _ in COMPRESSED)
 #: bzip2: "BZh", the block size 1-9, then the first block's magic or the empty stream's end marker
 #: (a line may start with "BZh", never with all of this)
 _BZ2_BLOCKS = (b"1AY&SY", b"\x17rE8P\x90")
+
+
+def _decompressor(module: str):
+    """The module (gzip, bz2, lzma), imported only when used: a few ms of every start otherwise."""
+    import importlib
+
+    return importlib.import_module(module)
+
+
+def _stream_compressor(head: bytes) -> str | None:
+    """The module of ``COMPRESSED`` that reads a stream starting with ``head``; None for text."""
+    if head.startswith(b"\x1f\x8b"):
+        return "gzip"
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return "lzma"
+    if head[:3] == b"BZh" and len(head) >= 10 and 0x31 <= head[3] <= 0x39 and head[4:10] in _BZ2_BLOCKS:
+        return "bz2"
+    return None
 
 
 def _decompressed(stream):
     """Standard input, decompressed when its first bytes are a gzip, bzip2 or xz header (a
     ``.gz`` file piped in is read as the file would be; text never starts with these bytes)."""
     peek = getattr(stream, "peek", None)
-    head = peek(10)[:10] if peek is not None else b""
-    if head[:3] == b"BZh" and head[3:4] in b"123456789" and head[3:4] and head[4:10] in _BZ2_BLOCKS:
-        import bz2
-
-        return bz2.open(stream, "rb")
-    for magic, module in _MAGIC:
-        if head.startswith(magic):
-            import importlib
-
-            return importlib.import_module(module).open(stream, "rb")
-    return stream
+    module = _stream_compressor(peek(10)[:10] if peek is not None else b"")
+    return stream if module is None else _decompressor(module).open(stream, "rb")
 
 
 def check_inputs(paths) -> None:
@@ -632,7 +630,7 @@ def count_lines(paths) -> int:
 
     n = 0
     for path in paths:
-        if path == "-" or path.endswith((".gz", ".bz2", ".xz")) or not os.path.isfile(path):
+        if path == "-" or path.endswith(COMPRESSED_ENDINGS) or not os.path.isfile(path):
             return 0
         last = b"\n"
         try:
@@ -651,10 +649,7 @@ def count_lines(paths) -> int:
 
 def _compression(name: str) -> str:
     """`` (gzip)`` etc. by the file's name; empty for standard input (known by its first bytes)."""
-    for ext, kind in ((".gz", "gzip"), (".bz2", "bz2"), (".xz", "xz")):
-        if name.endswith(ext):
-            return f" ({kind})"
-    return ""
+    return next((f" ({kind})" for ending, _, kind in COMPRESSED if name.endswith(ending)), "")
 
 
 def _drop_line(readinto, buf: bytearray, filled: int, name: str) -> tuple[int, bool]:
