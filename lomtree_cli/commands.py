@@ -196,13 +196,13 @@ def run_train(p: dict, given: set, start: float) -> None:
 
 def _xmc_labels(inputs) -> int | None:
     """The label count ``L`` of the first input file's XMC header (``-k`` when not given, as
-    napkinXC and Omikuji take it); None for standard input, which cannot be read twice."""
+    napkinXC and Omikuji take it); None unless every input is a regular file: standard input, a
+    pipe (``<(xzcat f)``) or a device cannot be read twice, and the training needs the header."""
     from .parsing import open_input, read_xmc_header
 
-    files = [x for x in inputs if x != "-"]
-    if not files or len(files) < len(inputs):
+    if not inputs or not all(x != "-" and os.path.isfile(x) for x in inputs):
         return None
-    f, name = open_input(files[0])
+    f, name = open_input(inputs[0])
     with f:
         labels = read_xmc_header(f, name)[2]
     return labels if labels >= 1 else None

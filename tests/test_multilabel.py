@@ -6,6 +6,7 @@ formats (VW, LIBSVM, XMC) and their errors, the example cache, and the command l
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import numpy as np
@@ -521,6 +522,9 @@ def test_xmc_header_gives_k(tmp_path):
     msg = one_error(*cli("train", "-r", "plt", "--format", "xmc", "--quiet", g)[::2], 1)
     assert msg.startswith(f"error: {g}:1: ") and "N F L" in msg, msg
     msg = one_error(*cli("train", "-r", "plt", "--format", "xmc", "--quiet", "-")[::2], 2)
+    assert "needs -k" in msg, msg
+    # nor a file that is not a regular one (a pipe, a device): reading its header first would take it
+    msg = one_error(*cli("train", "-r", "plt", "--format", "xmc", "--quiet", os.devnull)[::2], 2)
     assert "needs -k" in msg, msg
 
 
