@@ -30,15 +30,14 @@ Slot of feature ``h`` for regressor ``m`` (§2.5)::
                       block b (PLT). G consecutive blocks form group g; a feature's slots of one
                       group are R adjacent rows, its W slots of one block among them, so all
                       children of a node are scored in one pass (``score_block``), and the blocks
-                      an example's beam visits lie in a few regions per feature (G = 64: the
-                      rows of Delicious's whole tree, one region a feature; 17% less CPU over
-                      ten passes and 30% fewer pages than G = 1, whose regions are single blocks:
-                      the layout of models that predate G). Blocks grow without moving weights,
-                      as in CPT mode. The group's base index ``(h K(g) + C(g)) mod 2^bits / R``
-                      multiplies by an odd K(g) (20 bits) and adds C(g) (24 bits), both from g by
-                      golden-ratio hashing (``block_mix``): an additive offset alone would keep
-                      runs of consecutive feature ids (LIBSVM indices) together and let whole runs
-                      of two groups collide.
+                      an example's beam visits lie in a few regions per feature, not one region
+                      a block as with G = 1 (the layout of models that predate G; plt's
+                      ``block_group`` chooses G, ``bench/multilabel-tuning.md`` measures it).
+                      Blocks grow without moving weights, as in CPT mode. The group's base index
+                      ``(h K(g) + C(g)) mod 2^bits / R`` multiplies by an odd K(g) (20 bits) and
+                      adds C(g) (24 bits), both from g by golden-ratio hashing (``block_mix``): an
+                      additive offset alone would keep runs of consecutive feature ids (LIBSVM
+                      indices) together and let whole runs of two groups collide.
 
 The kernels are compiled functions (``kernel``/``jit``) meant to be called from the reductions' per-chunk
 kernels (numba inlines or calls them natively); Python never calls them per feature.
