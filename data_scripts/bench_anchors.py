@@ -244,7 +244,7 @@ def fit_napkinxc(anchor: str, train: str, model_dir: str, bits: int) -> dict:
             "fit_seconds": t2 - t1, "options": napkin_kwargs(anchor)}
 
 
-def test_napkinxc(anchor: str, test: str, model_dir: str, bits: int) -> dict:
+def test_napkinxc(anchor: str, test: str, model_dir: str, bits: int, predictions: str | None = None) -> dict:
     t0 = time.perf_counter()
     cols = np.load(Path(model_dir) / "lomtree_columns.npy")
     model = _napkin_model(anchor, model_dir)
@@ -256,6 +256,8 @@ def test_napkinxc(anchor: str, test: str, model_dir: str, bits: int) -> dict:
     t2 = time.perf_counter()
     top = [int(p[0][0] if isinstance(p[0], (tuple, list)) else p[0]) if len(p) else -1 for p in pred]
     errors = int(np.sum(np.asarray(top, np.int64) != labels))
+    if predictions:  # one top label a line, for a paired comparison (data_scripts.paired)
+        Path(predictions).write_text("".join(f"{t}\n" for t in top))
     return {"examples": int(len(labels)), "errors": errors, "read_seconds": t1 - t0, "predict_seconds": t2 - t1}
 
 
@@ -299,13 +301,14 @@ def main(argv=None) -> int:
     ap.add_argument("--bits", type=int, default=24)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1, help="fastText's threads (default: %(default)s)")
+    ap.add_argument("--predictions", help="napkinXC test: write the top label of every example here")
     a = ap.parse_args(argv)
     napkin = package_of(a.anchor) == "napkinxc"
     if a.what == "fit":
         rep = fit_napkinxc(a.anchor, a.train, a.model, a.bits) if napkin else \
             fit_fasttext(a.anchor, a.train, a.model, a.epochs, a.threads)
     else:
-        rep = test_napkinxc(a.anchor, a.test, a.model, a.bits) if napkin else test_fasttext(a.test, a.model)
+        rep = test_napkinxc(a.anchor, a.test, a.model, a.bits, a.predictions) if napkin else test_fasttext(a.test, a.model)
     Path(a.report).write_text(json.dumps(rep, indent=1) + "\n")
     return 0
 

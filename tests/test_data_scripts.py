@@ -582,3 +582,23 @@ def test_pypi_report_keeps_every_runs_command():
     assert bench_pypi.runs_of(meta) == ["run a", "run b"] and bench_pypi.runs_of({}) == []
     text = bench_pypi.render({}, meta)
     assert "- `run a`\n- `run b`\n" in text and "Machine: 2 CPUs." in text
+
+
+def test_paired_comparison_counts_discordant_pairs(tmp_path):
+    """Hand-worked: four examples; A is right on 1 and 2, B on 1 and 3. Same error (50 %), one
+    discordant pair each way, so the difference is 0 and the interval holds it."""
+    from data_scripts import paired
+
+    (tmp_path / "t.vw").write_text("1 |a x\n2 |a y\n3 |a z\n4 | w\n")
+    (tmp_path / "a.pred").write_text("1\n2\n9\n9\n")
+    (tmp_path / "b.pred").write_text("1 tag\n9\n3\n9\n")
+    r = paired.compare(paired.first_tokens(tmp_path / "t.vw"), paired.first_tokens(tmp_path / "a.pred"),
+                       paired.first_tokens(tmp_path / "b.pred"), draws=200)
+    assert (r["error_a"], r["error_b"], r["b_minus_a"]) == (50.0, 50.0, 0.0)
+    assert (r["only_a_right"], r["only_b_right"]) == (1, 1)
+    assert r["ci95"][0] <= 0.0 <= r["ci95"][1]
+    (tmp_path / "c.pred").write_text("1\n2\n3\n4\n")  # always right: B - A = -50, no draw above 0
+    r = paired.compare(paired.first_tokens(tmp_path / "t.vw"), paired.first_tokens(tmp_path / "a.pred"),
+                       paired.first_tokens(tmp_path / "c.pred"), draws=200)
+    assert r["b_minus_a"] == -50.0 and r["ci95"][0] < 0 and r["ci95"][1] <= 0
+    assert paired.main([str(tmp_path / "t.vw"), str(tmp_path / "a.pred"), str(tmp_path / "t.vw")[:-3] + "x"]) == 1
