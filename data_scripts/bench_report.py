@@ -405,8 +405,28 @@ def anchor_table(rows: list[dict]) -> str:
                     out, "lrrrrrrrrrll")
 
 
-#: the cost constants of ``-r plt`` (lomtree_cli/reductions/plt.py defaults)
+#: the cost constants of ``-r plt`` below ``registry.LARGE_K`` classes (its defaults there)
 PLT_BEAM, PLT_ARITY = 10, 32
+
+
+def plt_constants(k: int) -> tuple[int, int]:
+    """(beam, arity) of a single-label ``-r plt`` model over k classes: the registry's defaults."""
+    from lomtree_cli.reductions.registry import default
+
+    return int(default("plt", "beam", PLT_BEAM, k=k)), int(default("plt", "arity", PLT_ARITY, k=k))
+
+
+def plt_cost_text(ks) -> str:
+    """What bounds the regressors ``-r plt`` scores per example at each k, from its defaults there."""
+    parts = []
+    for k in ks:
+        b, m = plt_constants(k)
+        d = plt_depth(k, m)
+        parts.append(f"k={k:,}: beam {b}, arity {m}, {d} level{'s' if d > 1 else ''} (≤ {b * m * d:,})")
+    return ("PLT's cost constants: prediction scores at most B·M node scores per level of the label tree "
+            "(training: M per level, plus at most B·M candidate leaves where leaves train against the "
+            "beam), so at most B·M·depth regressors per example: " + "; ".join(parts)
+            + ". OAA scores all k classes. Plot: `bench/plt_cost_vs_k.png`.")
 
 
 def plt_cost_rows(results: list[dict]) -> list[dict]:
@@ -548,13 +568,7 @@ def render_markdown(res: dict, plots: list[str] | None = None) -> str:
         prow = plt_cost_rows(res["results"])
         if prow:
             parts += ["#### Per-example cost of `-r plt` next to OAA", "", plt_cost_table(prow), "",
-                      f"PLT's cost constants: beam B = {PLT_BEAM}, arity M = {PLT_ARITY}: prediction scores at "
-                      f"most B·M = {PLT_BEAM * PLT_ARITY} node scores per level of the label tree (training: M "
-                      f"per level plus at most B·M candidate leaves), so at most B·M·depth regressors per example: "
-                      + ", ".join(f"{plt_depth(r['k'])} level{'s' if plt_depth(r['k']) > 1 else ''} "
-                                  f"(≤ {PLT_BEAM * PLT_ARITY * plt_depth(r['k']):,}) at k={r['k']:,}"
-                                  for r in prow)
-                      + "; OAA scores all k classes. Plot: `bench/plt_cost_vs_k.png`.", ""]
+                      plt_cost_text(r["k"] for r in prow), ""]
         rr = ratio_rows(res["results"])
         if rr:
             parts.append("OAA / LOMtree per-example test time: " +
@@ -724,7 +738,7 @@ def plot_plt_cost(res: dict, path: Path, plt) -> bool:
         ax.set_xticks(ks)
         ax.set_xlabel("number of classes k")
         ax.set_ylabel(f"{title} CPU µs per example")
-        ax.set_title(f"{title}: -r plt (beam {PLT_BEAM}, arity {PLT_ARITY}) vs OAA; labels: OAA / PLT")
+        ax.set_title(f"{title}: -r plt (its defaults at each k) vs OAA; labels: OAA / PLT")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()

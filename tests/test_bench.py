@@ -708,7 +708,8 @@ def test_plt_cost_rows_and_depth():
     assert [bench_report.plt_depth(k) for k in (2, 32, 33, 1024, 1025, 100000)] == [1, 1, 2, 2, 3, 4]
     res = {"results": sweep, "suite_config": {"synthetic": {"bits": 22}}}
     md = bench_report.render_markdown(res)
-    assert "B·M = 320 node scores per level" in md and "4 levels (≤ 1,280) at k=100,000" in md
+    # the defaults at each k: beam 10 and arity 32 below 4,096 classes; beam 4, arity 16 at 100,000
+    assert "k=100: beam 10, arity 32, 2 levels (≤ 640)" in md and "k=100,000: beam 4, arity 16, 5 levels (≤ 320)" in md
 
 
 def test_merge_results_replaces_by_id():

@@ -117,8 +117,8 @@ def test_reduction_options_given_with_an_initial_model_are_checked(tmp_path):
 
 
 def test_plt_defaults_from_large_k_on():
-    """Single-label plt with k >= LARGE_K: power_t 0.75, no leaf negatives, path weight 1, arity 8,
-    beam 4; multi-label plt: no leaf negatives, path weight 1 and arity 8 only; below LARGE_K the
+    """Single-label plt with k >= LARGE_K: power_t 0.75, no leaf negatives, path weight 1, arity 8
+    (16 from k = 32,769 on), beam 4; multi-label plt: no leaf negatives, path weight 1 and arity 8 only; below LARGE_K the
     other defaults; a given option still wins."""
     from lomtree_cli.commands import new_model_configs
     from lomtree_cli.reductions.registry import LARGE_K, default
@@ -145,6 +145,10 @@ def test_plt_defaults_from_large_k_on():
     rcfg, lcfg = configs(2 * LARGE_K, power_t=0.5, leaf_negatives=True)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight) == (0.5, True, 1.0)
     assert default("cpt", "power_t", 0.5, k=LARGE_K) == 0.75 and default("oaa", "power_t", 0.5, k=10 ** 6) == 0.5
+    # at most 5 levels: 8^5 = 32,768 classes, then 16 (label sets keep 8); a given arity wins
+    assert [configs(k)[0].arity for k in (32768, 32769, 100001, 2 ** 20, 2 ** 20 + 1)] == [8, 16, 16, 16, 32]
+    assert configs(100001, multilabel=True)[0].arity == 8 and configs(100001, arity=8)[0].arity == 8
+    assert default("mtree", "arity", 32, k=100001) == 8
 
 
 def test_lomtree_internal_nodes_from_large_k_on():

@@ -41,8 +41,9 @@ Choices (measured in one pass at ``-b 24``; figures and what lost in ``bench/not
   candidates.
 * **Arity M** (``--arity``, default 32) and **beam width B** (``--beam``, default 10): prediction
   scores at most ``B * M`` regressors per level, training ``M`` per level plus at most ``B * M``
-  candidate leaves, so an example costs ``O(B * M * log_M k)``: at k = 100,000 (depth 4) at
-  most 1,280 regressors against OAA's 100,000.
+  candidate leaves, so an example costs ``O(B * M * log_M k)``. Single-label from k = 4,096
+  (``registry.LARGE_K``): beam 4 and arity 8, from k = 32,769 16 (``registry.large_k_arity``):
+  at k = 100,000 (5 levels) at most 320 regressors scored against OAA's 100,000.
 * **Node loss: squared** (the default loss of this reduction; probability ``(clip(f)+1)/2``):
   logistic loss under the same adaptive update was 3-5 points worse in one pass on Sector.
 * **Regressors in blocks** (block slot mode, ``kernels.linear``): the children of a node are

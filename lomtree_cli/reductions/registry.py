@@ -91,7 +91,8 @@ class ReductionSpec:
     vw_options: dict = field(default_factory=dict)
 
 
-_ARITY = Option("arity", ("--arity",), help="most children of a node")
+_ARITY = Option("arity", ("--arity",), help="most children of a node (plt, one label a line, -k > 32,768: 16, "
+                                             "so that the tree has at most 5 levels)")
 _BEAM = Option("beam", ("--beam",), help="beam width of the prediction search (plt with label sets: 16)")
 
 #: multi-label defaults of plt and oaa (bench/multilabel-tuning.md: one pass and 10 passes on
@@ -105,7 +106,8 @@ _SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rat
 
 #: single-label plt from this many classes on (bench/pypi.md, bench/notes/plt-at-scale.md): a
 #: faster-decaying rate, leaves trained against their siblings only, the PLT's path probability and
-#: arity 8 (deeper, narrower nodes: 0.25-0.6 points better on the next-word streams, no dearer).
+#: arity 8 (deeper, narrower nodes: 0.25-0.6 points better on the next-word streams, no dearer; from
+#: k = 32,769 on 16, ``large_k_arity``).
 #: On next-word streams (KJV, k = 5,001; PyPI, k = 20,001) the beam's leaf negatives push down the
 #: plausible next words that did not occur and cost 1.5-3 points; on the synthetic k = 1,000 stream
 #: (clean prototypes) they are what brings the tree to OAA, hence a threshold between the two.
@@ -121,7 +123,21 @@ _SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rat
 LARGE_K = 4096
 _LARGE_K_TREE = {"leaf_negatives": False, "path_weight": 1.0, "arity": 8}
 _LARGE_K_SETS = {"average": False, "learning_rate": 0.25, "power_t": 0.5}
-_LARGE_K_PLT = {**_LARGE_K_TREE, "power_t": 0.75, "beam": 4}
+
+
+def large_k_arity(k: int) -> int:
+    """Arity of a single-label plt over k >= LARGE_K classes: the least power of two from 8 on whose
+    tree has at most 5 levels (M^5 >= k): 8 up to k = 32,768, 16 up to 2^20.
+
+    Measured one pass, ``-b 24`` (bench/notes/plt-at-scale.md, "Arity against k"): with 100,001
+    classes arity 16 is better than 8 on every PyPI size (0.07-0.20 points) and on the synthetic
+    k = 100,000 stream (0.8), and cheaper (fewer levels); with 5,001 and 20,001 classes it is
+    0.1-0.25 worse on every size, and 4 and 2 are worse at 100,001 (0.3 and 0.9). Label sets keep
+    8 (synthetic k = 100,000: P@1 0.65 lower with 16, P@3 and P@5 equal)."""
+    return max(8, 1 << -(-(k - 1).bit_length() // 5))
+
+
+_LARGE_K_PLT = {**_LARGE_K_TREE, "arity": large_k_arity, "power_t": 0.75, "beam": 4}
 #: single-label lomtree from this many classes on (bench/notes/lomtree.md, "At scale"): T = 1,023
 #: internal nodes instead of k-1. With T = k-1 on PyPI next word (k = 20,001) the swaps grow chains
 #: hundreds of nodes deep (depth 524, 33 router calls per example) and the class records take
@@ -247,7 +263,7 @@ def default(name: str, key: str, fallback, multilabel: bool = False, passes: int
     if k is not None and k >= LARGE_K:
         large = spec.label_set_large_k_defaults if multilabel else spec.large_k_defaults
         if key in large:
-            return large[key]
+            return large[key](k) if callable(large[key]) else large[key]
     if multilabel and key in spec.label_set_defaults:
         return spec.label_set_defaults[key]
     return spec.defaults.get(key, fallback)
