@@ -122,6 +122,7 @@ class Runner:
         self.low_labels = 0  # predict: labels below 1 read as unlabeled
         self.label_dict = model.label_dict  # labels.LabelDict with string labels
         self.names = output_names(self.label_dict, input_cfg)  # how predictions write class ids
+        self.progress.names = self.names
         self.sets = None  # multilabel.SetPredictor: a multi-label model's prediction lines and test metrics
         #: examples of the current pass seen so far (holdout positions); a pass starts at 0, a
         #: Dask shard's segment goes on from where its last one ended
@@ -269,7 +270,7 @@ class Runner:
                 from .multilabel import in_sets, label_text
 
                 miss = ~in_sets(preds, batch.label_ptr, batch.label_ids)
-                shown = lambda j, b=batch: label_text(b, j, self.label_dict)  # noqa: E731
+                shown = lambda j, b=batch: label_text(b, j, self.names)  # noqa: E731
             else:
                 miss = preds != labels
             zero_one = np.where(labeled & miss, weights, 0.0)

@@ -49,6 +49,9 @@ class Progress:
     def __init__(self, out=None, progress: float | int = 2.0):
         self.out = out
         self.progress = progress
+        #: writes class ids in the table as the input wrote its labels (``labels.output_names``:
+        #: string labels, label offsets, XMC's 0-based ones), as the predictions do; None: the ids
+        self.names = None
         self.wl = 0.0   # weighted labeled examples
         self.wu = 0.0   # weighted unlabeled
         self.L = 0.0
@@ -104,7 +107,9 @@ class Progress:
                 break
             j = max(j, i)
             self._accumulate(labeled, weights, losses, nfeat, holdout, i, j + 1)
-            self._print(int(labels[j]) if shown is None else shown(j), int(preds[j]), int(nfeat[j]))
+            label = int(labels[j])
+            self._print((label if label <= 0 else self._name(label)) if shown is None else shown(j),
+                        self._name(int(preds[j])), int(nfeat[j]))
             i = j + 1
 
     def _accumulate(self, labeled, weights, losses, nfeat, holdout, a, b):
@@ -133,6 +138,10 @@ class Progress:
             self.Lhd += Lh
             self.whp += wh
             self.Lhp += Lh
+
+    def _name(self, c: int):
+        """Class id c as the predictions write it (an untrained model's 0 included)."""
+        return c if self.names is None else self.names.name(c)
 
     def _print(self, label, pred, nfeat):
         if self.out is None:
