@@ -853,15 +853,36 @@ class Classifier:
             raise ValueError("format='xmc' is for files (lomtree train --format xmc); give arrays, or lines "
                              "with format='libsvm' and multilabel=True")
         try:
-            icfg = InputConfig(format=fmt, bits=int(self.bits), hash_seed=int(self.hash_seed),
-                               noconstant=bool(self.noconstant), label_offset=int(self.label_offset),
-                               multilabel=bool(self.multilabel))
+            icfg = self._input_config(fmt)
             rcfg, lcfg = new_model_configs(p)
         except LomtreeError as e:
             raise _value_error(e) from None
         except TypeError as e:
             raise ValueError(f"bad parameter value: {e}") from None
         return icfg, lcfg, rcfg
+
+    def _input_config(self, fmt: str) -> InputConfig:
+        return InputConfig(format=fmt, bits=int(self.bits), hash_seed=int(self.hash_seed),
+                           noconstant=bool(self.noconstant), label_offset=int(self.label_offset),
+                           multilabel=bool(self.multilabel))
+
+    def _labels_of_lines(self, X, fmt: str) -> Labels:
+        """Classes 1..K of text lines fitted without ``classes``: K is the largest class id their
+        labels name, as ``lomtree train`` without ``-k`` reads a labelled stream."""
+        if fmt == "xmc":
+            self._configs(1, fmt)  # its error: the format is for files
+        try:
+            icfg = self._input_config(fmt)
+        except LomtreeError as e:
+            raise _value_error(e) from None
+        except TypeError as e:
+            raise ValueError(f"bad parameter value: {e}") from None
+        batch = lines_batch(X, icfg)
+        ids = batch.label_ids if batch.label_ptr is not None else batch.labels
+        k = int(ids.max()) if ids.size else 0
+        if k < 1:
+            raise ValueError("the lines carry no label: give classes=K or a list of labels")
+        return Labels.from_param(k, int(self.label_offset))
 
     def _threads(self) -> int:
         """``threads`` as ``lomtree train --threads`` reads it: 0 = one per CPU (at most 4)."""
@@ -1014,7 +1035,8 @@ class Classifier:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         for attr in ("n_features_in_", "_model"):
             self.__dict__.pop(attr, None)
-        self._new_model(self._labels_for(self.classes, y), self._format_for(X))
+        fmt = self._format_for(X)
+        self._new_model(self._labels_for(self.classes, y, X, fmt), fmt)
         self._train(self._batch(X, y, sample_weight, fitting=True), self.passes)
         return self
 
@@ -1028,12 +1050,16 @@ class Classifier:
             if y is None and not _is_lines(X):
                 raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
             spec = classes if classes is not None else self.classes
-            self._new_model(self._labels_for(spec, y), self._format_for(X))
+            fmt = self._format_for(X)
+            self._new_model(self._labels_for(spec, y, X, fmt), fmt)
         self._stream(self._batch(X, y, sample_weight, fitting=True))
         return self
 
-    def _labels_for(self, classes, y) -> Labels:
-        """The classes of a new model: ``classes`` (an int K or labels), else those of ``y``."""
+    def _labels_for(self, classes, y, X=None, fmt: str = "vw") -> Labels:
+        """The classes of a new model: ``classes`` (an int K or labels), else those of ``y``, else
+        1..K for text lines whose labels name class ids up to K."""
+        if classes is None and y is None and X is not None and _is_lines(X):
+            return self._labels_of_lines(X, fmt)
         if self.multilabel:
             return set_labels(classes, int(self.label_offset), y)
         return Labels.from_param(classes, int(self.label_offset), y if classes is None else None)

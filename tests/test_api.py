@@ -542,3 +542,24 @@ def test_mtree_passes_plan_as_over_a_file(tmp_path):
     m_cli, m_api = same_arrays(str(tmp_path / "cli.lt"), str(tmp_path / "api.lt"))
     assert m_cli.header["learner_meta"] == m_api.header["learner_meta"]
     assert m_cli.header["reduction_meta"] == m_api.header["reduction_meta"]
+
+
+def test_fit_lines_without_classes_takes_them_from_the_labels():
+    """Text lines carry class ids: without ``classes`` the model has 1..K, K the largest id the
+    labels name (as ``lomtree train`` without ``-k``), offsets and label sets included; a stream
+    of unlabelled lines is a ValueError naming the way out."""
+    from lomtree_cli.api import Classifier
+
+    c = Classifier(reduction="cpt", bits=18).fit(["1 | a b", "3 | c d", "2 | e"])
+    assert c.classes_.tolist() == [1, 2, 3]
+    c = Classifier(reduction="oaa", bits=18, label_offset=1).fit(["0 | a", "4 | b"] * 3)
+    assert c.classes_.tolist() == [0, 1, 2, 3, 4] and c.predict(["| a"]).tolist() == [0]
+    c = Classifier(reduction="plt", bits=18, multilabel=True, format="libsvm").fit(["1,5 1:1", "2 2:1"] * 3)
+    assert c.classes_.tolist() == [1, 2, 3, 4, 5]
+    c = Classifier(reduction="cpt", bits=18)
+    c.partial_fit(["7 | a", "1 | b"])
+    assert c.classes_.tolist() == list(range(1, 8))
+    with pytest.raises(ValueError, match="carry no label"):
+        Classifier(reduction="cpt", bits=18).fit(["| a", "| b"])
+    with pytest.raises(ValueError, match="for files"):
+        Classifier(reduction="cpt", bits=18, format="xmc").fit(["1 0:1"])
