@@ -849,11 +849,8 @@ class Classifier:
                  quantile_tau=self.quantile_tau, sgd=bool(self.sgd), decay_learning_rate=self.decay_learning_rate,
                  l1=self.l1, l2=self.l2, multilabel=bool(self.multilabel), passes=int(self.passes or 1),
                  average=self.average, solver=self.solver, cost=self.cost, dual_memory=self.dual_memory)
-        if fmt == "xmc":  # its header line belongs to a file, not to a list of lines
-            raise ValueError("format='xmc' is for files (lomtree train --format xmc); give arrays, or lines "
-                             "with format='libsvm' and multilabel=True")
+        icfg = self._input_config(fmt)
         try:
-            icfg = self._input_config(fmt)
             rcfg, lcfg = new_model_configs(p)
         except LomtreeError as e:
             raise _value_error(e) from None
@@ -862,27 +859,39 @@ class Classifier:
         return icfg, lcfg, rcfg
 
     def _input_config(self, fmt: str) -> InputConfig:
-        return InputConfig(format=fmt, bits=int(self.bits), hash_seed=int(self.hash_seed),
-                           noconstant=bool(self.noconstant), label_offset=int(self.label_offset),
-                           multilabel=bool(self.multilabel))
-
-    def _labels_of_lines(self, X, fmt: str) -> Labels:
-        """Classes 1..K of text lines fitted without ``classes``: K is the largest class id their
-        labels name, as ``lomtree train`` without ``-k`` reads a labelled stream."""
-        if fmt == "xmc":
-            self._configs(1, fmt)  # its error: the format is for files
+        """The InputConfig of a new model read in format ``fmt``; ValueError for a bad value."""
+        if fmt == "xmc":  # its header line belongs to a file, not to a list of lines
+            raise ValueError("format='xmc' is for files (lomtree train --format xmc); give arrays, or lines "
+                             "with format='libsvm' and multilabel=True")
         try:
-            icfg = self._input_config(fmt)
+            return InputConfig(format=fmt, bits=int(self.bits), hash_seed=int(self.hash_seed),
+                               noconstant=bool(self.noconstant), label_offset=int(self.label_offset),
+                               multilabel=bool(self.multilabel))
         except LomtreeError as e:
             raise _value_error(e) from None
         except TypeError as e:
             raise ValueError(f"bad parameter value: {e}") from None
-        batch = lines_batch(X, icfg)
-        ids = batch.label_ids if batch.label_ptr is not None else batch.labels
-        k = int(ids.max()) if ids.size else 0
-        if k < 1:
-            raise ValueError("the lines carry no label: give classes=K or a list of labels")
-        return Labels.from_param(k, int(self.label_offset))
+
+    def _new_model_for(self, classes, y, X):
+        """A new model for ``X``: its classes are ``classes`` (an int K or labels), else those of
+        ``y``, else 1..K for text lines whose labels name class ids up to K (as ``lomtree train``
+        without ``-k`` reads a labelled stream). Returns the lines' batch when they were parsed for
+        that, for ``_batch`` to take instead of parsing them again; else None."""
+        fmt = self._format_for(X)
+        parsed = None
+        if classes is None and y is None and _is_lines(X):
+            parsed = lines_batch(X, self._input_config(fmt))
+            ids = parsed.label_ids if parsed.label_ptr is not None else parsed.labels
+            k = int(ids.max()) if ids.size else 0
+            if k < 1:
+                raise ValueError("the lines carry no label: give classes=K or a list of labels")
+            labels = Labels.from_param(k, int(self.label_offset))
+        elif self.multilabel:
+            labels = set_labels(classes, int(self.label_offset), y)
+        else:
+            labels = Labels.from_param(classes, int(self.label_offset), y if classes is None else None)
+        self._new_model(labels, fmt)
+        return parsed
 
     def _threads(self) -> int:
         """``threads`` as ``lomtree train --threads`` reads it: 0 = one per CPU (at most 4)."""
@@ -918,11 +927,12 @@ class Classifier:
         self.classes_ = labels.names
 
     # -- examples ------------------------------------------------------------------------------
-    def _batch(self, X, y=None, sample_weight=None, fitting: bool = False) -> ExampleBatch:
-        """The batch of ``X`` with ids of ``y`` (or the lines' own labels) and weights."""
+    def _batch(self, X, y=None, sample_weight=None, fitting: bool = False, parsed=None) -> ExampleBatch:
+        """The batch of ``X`` with ids of ``y`` (or the lines' own labels) and weights; ``parsed``:
+        the lines ``X`` already parsed with the model's input config (``_new_model_for``)."""
         icfg = self._model.input_config
         if _is_lines(X):
-            batch = lines_batch(X, icfg)
+            batch = parsed if parsed is not None else lines_batch(X, icfg)
             if y is None and fitting and self._labels.int_offset is None:
                 raise ValueError("labels in the lines are class ids 1..k: with a list of classes, give y")
         elif _is_dicts(X):
@@ -1035,9 +1045,8 @@ class Classifier:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         for attr in ("n_features_in_", "_model"):
             self.__dict__.pop(attr, None)
-        fmt = self._format_for(X)
-        self._new_model(self._labels_for(self.classes, y, X, fmt), fmt)
-        self._train(self._batch(X, y, sample_weight, fitting=True), self.passes)
+        parsed = self._new_model_for(self.classes, y, X)
+        self._train(self._batch(X, y, sample_weight, fitting=True, parsed=parsed), self.passes)
         return self
 
     def partial_fit(self, X, y=None, classes=None, sample_weight=None):
@@ -1045,24 +1054,14 @@ class Classifier:
         no end of a pass (the learning rate does not decay, ``passes_done_`` does not change), so
         ``partial_fit`` on consecutive parts of a data set learns what ``lomtree train`` learns in
         its one pass until that pass ends. At the first call the classes come from ``classes``
-        (scikit-learn), else the ``classes`` parameter, else ``y``."""
+        (scikit-learn), else the ``classes`` parameter, else ``y``, else the lines' labels."""
+        parsed = None
         if getattr(self, "_model", None) is None:
             if y is None and not _is_lines(X):
                 raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-            spec = classes if classes is not None else self.classes
-            fmt = self._format_for(X)
-            self._new_model(self._labels_for(spec, y, X, fmt), fmt)
-        self._stream(self._batch(X, y, sample_weight, fitting=True))
+            parsed = self._new_model_for(classes if classes is not None else self.classes, y, X)
+        self._stream(self._batch(X, y, sample_weight, fitting=True, parsed=parsed))
         return self
-
-    def _labels_for(self, classes, y, X=None, fmt: str = "vw") -> Labels:
-        """The classes of a new model: ``classes`` (an int K or labels), else those of ``y``, else
-        1..K for text lines whose labels name class ids up to K."""
-        if classes is None and y is None and X is not None and _is_lines(X):
-            return self._labels_of_lines(X, fmt)
-        if self.multilabel:
-            return set_labels(classes, int(self.label_offset), y)
-        return Labels.from_param(classes, int(self.label_offset), y if classes is None else None)
 
     def _multi(self) -> bool:
         """The model (else the parameters) is multi-label."""
