@@ -721,6 +721,24 @@ def label_sets(Y, labels: "Labels") -> tuple[np.ndarray, np.ndarray]:
 #: every reduction's options (``Classifier`` spells each as a parameter: scikit-learn reads them
 #: from the signature)
 _REDUCTION_OPTIONS = tuple(reduction_options())
+#: VW's feature options, each as its CLI option may be repeated: a string or a list of strings
+_FEATURE_OPTIONS = ("quadratic", "cubic", "interactions", "ngram", "skips", "ignore", "keep", "ignore_linear")
+
+
+def _option_values(name: str, value) -> tuple:
+    """A feature option's values as the CLI collects its repeated flags: ``None`` none, a string
+    (or an int, for ``ngram``/``skips``) one, a list or tuple of them several."""
+    if value is None:
+        return ()
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for v in values:
+        if isinstance(v, numbers.Integral) and not isinstance(v, bool) and name in ("ngram", "skips"):
+            v = str(int(v))
+        if not isinstance(v, str):
+            raise ValueError(f"{name} takes a string or a list of strings, got {value!r}")
+        out.append(v)
+    return tuple(out)
 
 
 class Classifier:
@@ -741,7 +759,8 @@ class Classifier:
                  arity=None, beam=None, tree_buffer=None, path_weight=None, leaf_negatives=None, block_group=None,
                  dim=None,
                  depth=None, reassign_after=None, tree=None, linear=None, verbose=False, multilabel=False,
-                 average=None, solver="online", cost=None, dual_memory=None, threads=1):
+                 average=None, solver="online", cost=None, dual_memory=None, threads=1, quadratic=None,
+                 cubic=None, interactions=None, ngram=None, skips=None, ignore=None, keep=None, ignore_linear=None):
         self.reduction = reduction
         self.classes = classes
         self.bits = bits
@@ -789,6 +808,14 @@ class Classifier:
         self.cost = cost
         self.dual_memory = dual_memory
         self.threads = threads
+        self.quadratic = quadratic
+        self.cubic = cubic
+        self.interactions = interactions
+        self.ngram = ngram
+        self.skips = skips
+        self.ignore = ignore
+        self.keep = keep
+        self.ignore_linear = ignore_linear
 
     # -- scikit-learn's plumbing ---------------------------------------------------------------
     @classmethod
@@ -863,10 +890,13 @@ class Classifier:
         if fmt == "xmc":  # its header line belongs to a file, not to a list of lines
             raise ValueError("format='xmc' is for files (lomtree train --format xmc); give arrays, or lines "
                              "with format='libsvm' and multilabel=True")
+        from .vwopts import vw_input_fields
+
+        feats = {name: _option_values(name, getattr(self, name)) for name in _FEATURE_OPTIONS}
         try:
+            fields = vw_input_fields({**feats, "fmt": fmt, "multilabel": bool(self.multilabel)})
             return InputConfig(format=fmt, bits=int(self.bits), hash_seed=int(self.hash_seed),
-                               noconstant=bool(self.noconstant), label_offset=int(self.label_offset),
-                               multilabel=bool(self.multilabel))
+                               noconstant=bool(self.noconstant), label_offset=int(self.label_offset), **fields)
         except LomtreeError as e:
             raise _value_error(e) from None
         except TypeError as e:
@@ -1320,7 +1350,8 @@ class Classifier:
                   bits=icfg.bits, loss_function=lcfg.loss, quantile_tau=lcfg.quantile_tau, sgd=lcfg.sgd,
                   l1=lcfg.l1, l2=lcfg.l2, seed=rcfg.seed, hash_seed=icfg.hash_seed,
                   noconstant=icfg.noconstant, label_offset=icfg.label_offset, format=icfg.format,
-                  verbose=verbose, multilabel=icfg.multilabel, average=lcfg.average, **params)
+                  verbose=verbose, multilabel=icfg.multilabel, average=lcfg.average, **params,
+                  **_feature_params(icfg))
         from .core import Learner
 
         clf._set_model(Learner.of(loaded), labels)
@@ -1340,6 +1371,16 @@ class Classifier:
         if data is not None:
             other = type(self).from_bytes(data)
             self._set_model(other._model, other._labels)
+
+
+def _feature_params(icfg: InputConfig) -> dict:
+    """A model's feature options as Classifier parameters: every cross (``-q``, ``--cubic``,
+    ``--interactions``: the model keeps them as one list) under ``interactions``."""
+    def terms(s):
+        return s.split(",") if s else None
+
+    return {"interactions": terms(icfg.interactions), "ngram": terms(icfg.ngram), "skips": terms(icfg.skips),
+            "ignore": icfg.ignore or None, "keep": icfg.keep or None, "ignore_linear": icfg.ignore_linear or None}
 
 
 def _gives_probabilities(reduction) -> bool:

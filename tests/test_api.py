@@ -141,6 +141,62 @@ def test_arrays_get_the_feature_options_of_a_cli_model(tmp_path, opts):
     np.testing.assert_array_equal(clf.predict(Xt.toarray()), clf.predict(Xt))
 
 
+def vw_namespace_lines(n=300, seed=0):
+    """VW lines of three namespaces whose label needs the cross of a and b (an XOR of words)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        a, b, c = rng.integers(0, 3, size=3)
+        words = " ".join(f"w{int(v)}" for v in rng.integers(0, 5, size=3))
+        out.append(f"{(a + b) % 3 + 1} |a x{a} |b y{b} |c {words} z{c}")
+    return out
+
+
+@pytest.mark.parametrize("cli_opts, params", [
+    (["-q", "ab", "--ngram", "c2"], {"quadratic": "ab", "ngram": "c2"}),
+    (["--cubic", "abc", "-q", "ac", "--ignore", "b"], {"cubic": ["abc"], "quadratic": "ac", "ignore": "b"}),
+    (["--interactions", "ab", "--ngram", "3", "--skips", "1", "--keep", "ac", "--ignore_linear", "a"],
+     {"interactions": ["ab"], "ngram": 3, "skips": [1], "keep": "ac", "ignore_linear": "a"}),
+])
+def test_feature_options_are_the_cli_options(tmp_path, cli_opts, params):
+    """Classifier's feature parameters build the model lomtree train builds with the same options
+    (same weights and input header); a loaded CLI model gives them back as parameters, and a
+    clone of it fits that model again."""
+    lines = vw_namespace_lines()
+    (tmp_path / "train.vw").write_text("\n".join(lines) + "\n")
+    cli(["train", "-r", "oaa", "-k", "3", str(tmp_path / "train.vw"), "-f", str(tmp_path / "cli.lt"),
+         "--quiet"] + cli_opts)
+    clf = Classifier(reduction="oaa", classes=3, **params).fit(lines)
+    clf.save(str(tmp_path / "api.lt"))
+    m_cli, m_api = same_arrays(str(tmp_path / "cli.lt"), str(tmp_path / "api.lt"))
+    assert m_cli.header["input"] == m_api.header["input"]
+    assert m_cli.input_config.generates_features
+    loaded = Classifier.load(str(tmp_path / "cli.lt"))
+    again = Classifier(**loaded.get_params()).fit(lines)
+    again.save(str(tmp_path / "again.lt"))
+    same_arrays(str(tmp_path / "cli.lt"), str(tmp_path / "again.lt"))
+    assert loaded.predict(lines).tolist() == clf.predict(lines).tolist()
+
+
+def test_crosses_learn_what_the_namespaces_alone_cannot():
+    lines = vw_namespace_lines(n=600)
+    y = [int(line.split()[0]) for line in lines]
+    alone = Classifier(reduction="oaa", classes=3, passes=3).fit(lines).score(lines, y)
+    crossed = Classifier(reduction="oaa", classes=3, passes=3, quadratic="ab").fit(lines).score(lines, y)
+    assert alone < 0.6 < 0.95 < crossed
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"quadratic": "abc"}, "takes 2 namespace letters"),
+    ({"quadratic": 3}, "a string or a list of strings"),
+    ({"ngram": "x"}, "--ngram"),
+    ({"interactions": ["a,b"]}, "cannot be a namespace letter"),
+])
+def test_bad_feature_options_raise_value_error(params, message):
+    with pytest.raises(ValueError, match=message):
+        Classifier(reduction="oaa", classes=3, **params).fit(vw_namespace_lines(n=10))
+
+
 def test_bad_inputs_raise_value_error():
     X, y = make_data(n=50)
     clf = Classifier(reduction="filter", classes=6)
