@@ -323,7 +323,8 @@ def train(ctx, **params):
 
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, type=str)
-@click.option("-i", "--initial-model", "--model", "model", required=True, type=str, help="The model file.")
+@click.option("-i", "--initial-model", "--model", "model", required=True, type=str, multiple=True,
+              help="The model file; several -i: one prediction from the mean of their probabilities (an ensemble).")
 @click.option("-p", "--predictions", type=str, default="-", show_default=True,
               help="Where predictions go, one per line ('-' = stdout).")
 @click.option("--probabilities", is_flag=True, help="Print label:probability (and p(label) of the true label).")

@@ -46,6 +46,10 @@ def run_predict(p: dict, given: set, start: float) -> None:
     from .parsing import check_inputs
     from .paths import check_outputs
 
+    models = list(dict.fromkeys(p["model"]))
+    if len(models) > 1 and (p["daemon"] or p["dask"] is not None):
+        raise ConfigError("several -i (an ensemble) predict in one process: not with --daemon or --dask")
+    p = dict(p, model=models[0] if len(models) == 1 else models)
     if p["daemon"]:
         if p["dask"] is not None:
             raise ConfigError("--daemon and --dask cannot be used together")
@@ -58,7 +62,7 @@ def run_predict(p: dict, given: set, start: float) -> None:
         from .distributed import prediction_paths
 
         preds = [("-p", x) for x in dict.fromkeys(prediction_paths(p["predictions"], list(p["inputs"])).values())]
-    check_outputs(preds + [("--report", p["report"])], [("input", x) for x in p["inputs"]] + [("-i", p["model"])])
+    check_outputs(preds + [("--report", p["report"])], [("input", x) for x in p["inputs"]] + [("-i", x) for x in models])
     flush = p["flush"]
     chunk_bytes = p["chunk_bytes"]
     opts = RunOptions(inputs=list(p["inputs"]), predictions=p["predictions"], quiet=p["quiet"],
@@ -115,7 +119,7 @@ def test_only(p: dict, start: float) -> None:
         raise ConfigError("-t/--testonly needs -i MODEL")
     if p["final_model"] is not None:
         raise ConfigError("-t/--testonly does not train: -f would write the model unchanged")
-    q = {"inputs": p["inputs"], "model": p["initial_model"], "predictions": p["predictions"],
+    q = {"inputs": p["inputs"], "model": (p["initial_model"],), "predictions": p["predictions"],
          "probabilities": False, "top_k": None, "flush": False, "threads": 0, "daemon": False, "port": None,
          "socket_path": None, "host": None, "dask": None}
     for name in ("skip_invalid", "quiet", "progress_bar", "progress_interval", "report", "chunk_bytes",

@@ -549,9 +549,13 @@ def predict_input(input_cfg: InputConfig, skip_invalid: bool, opts: RunOptions) 
     return replace(input_cfg, skip_invalid=bool(skip_invalid), low_labels_unlabeled=True, **extra)
 
 
-def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> dict:
-    """Test only: predict every example of ``opts.inputs`` with the model; nothing changes."""
+def predict(model_path, opts: RunOptions, skip_invalid: bool = False) -> dict:
+    """Test only: predict every example of ``opts.inputs`` with the model; nothing changes.
+    ``model_path``: a model file, or a list of them that predict as one (``ensemble``)."""
     from . import model_io
+
+    paths_in = [model_path] if isinstance(model_path, str) else list(model_path)
+    model_path = paths_in[0]
 
     start = opts.start_time or time.time()
     err = opts.err if opts.err is not None else sys.stderr
@@ -566,6 +570,12 @@ def predict(model_path: str, opts: RunOptions, skip_invalid: bool = False) -> di
         batches = _predict_parser(paths, peek, skip_invalid, opts, should_stop=lambda: stop.signum != 0)
     try:
         model = Learner.load(model_path, predict_only=True, skip_unused=True)
+        if len(paths_in) > 1:
+            from .ensemble import Ensemble, check_members
+
+            members = [model] + [Learner.load(x, predict_only=True, skip_unused=True) for x in paths_in[1:]]
+            check_members(members, paths_in)
+            model = Ensemble(members)
         if opts.top_k:  # no answer holds more labels than the model knows: nothing is sized beyond them
             opts = replace(opts, top_k=min(int(opts.top_k), model.reduction.top_k_bound()))
         if batches is not None and model.input_config != peek:

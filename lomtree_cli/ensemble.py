@@ -1,0 +1,144 @@
+"""Several models predicting as one: ``lomtree predict -i A -i B ...`` averages their label
+probabilities (an ensemble).
+
+Label trees built from different k-means seeds (``--seed``) make different mistakes, and the mean
+of their ``P(y|x)`` ranks better than any one of them: the ensembles of napkinXC (``ensemble``),
+Parabel and Omikuji (``n_trees``). Here the members are ordinary model files trained apart (one
+after another, in parallel, or on other machines); the ensemble exists only at prediction, so
+training, model files and ``-i`` continuation stay those of one model.
+
+Rule: every member answers its ``max(n, WIDTH)`` most probable labels; a label's score is the mean
+over the members of the probability each gives it (0 where it is not among a member's answers);
+the ``n`` best scores are the answer, ties to the smaller class id. ``P(true label)`` is the mean
+of the members'. Multi-label members give marginals ``P(label|x)``: their mean is thresholded as
+one model's. Members must read examples alike (equal input options: one parse serves all) and
+name the same classes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import ConfigError
+
+#: labels each member answers (at least the n asked): the ensemble's candidates
+WIDTH = 32
+
+
+def combine(answers, n: int):
+    """(labels (m, n) int64, scores (m, n) float64) of the mean of the members' answers, each a
+    pair (labels (m, w), probabilities (m, w)) whose label 0 is no answer; best first, ties to
+    the smaller label; a row with fewer than n labels ends in 0 / 0.0."""
+    labs = np.hstack([np.asarray(a[0], dtype=np.int64) for a in answers])
+    probs = np.hstack([np.asarray(a[1], dtype=np.float64) for a in answers]) / len(answers)
+    m = labs.shape[0]
+    out_l = np.zeros((m, n), dtype=np.int64)
+    out_p = np.zeros((m, n), dtype=np.float64)
+    given = labs > 0
+    if m == 0 or not given.any():
+        return out_l, out_p
+    rows = np.broadcast_to(np.arange(m, dtype=np.int64)[:, None], labs.shape)[given]
+    span = int(labs.max()) + 1
+    keys, inv = np.unique(rows * span + labs[given], return_inverse=True)
+    score = np.bincount(inv.ravel(), weights=probs[given], minlength=keys.shape[0])
+    row, lab = keys // span, keys % span
+    order = np.lexsort((lab, -score, row))
+    row, lab, score = row[order], lab[order], score[order]
+    pos = np.arange(row.shape[0]) - np.searchsorted(row, row)
+    keep = pos < n
+    out_l[row[keep], pos[keep]] = lab[keep]
+    out_p[row[keep], pos[keep]] = score[keep]
+    return out_l, out_p
+
+
+class EnsembleReduction:
+    """The members' reductions as one for prediction: ``predict_top`` and ``process`` combine
+    their answers; what describes the classes (``k``, ``config``, ``multilabel``, label checks)
+    is the first member's, the same for all (``check_members``)."""
+
+    own_loss = False  # the 0/1 loss of the combined answer (mtree's log-loss is one model's)
+    reports_log_loss = False
+    parallel_predict = False
+
+    def __init__(self, members):
+        self.members = members  # core.Learner objects
+        self.first = members[0].reduction
+        self.name = "+".join(m.reduction.name for m in members)
+
+    def __getattr__(self, name):
+        if name == "first":  # not set yet (copying, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.first, name)
+
+    def predict_top(self, batch, n: int):
+        n = max(1, int(n))
+        width = max(n, WIDTH)
+        answers, p_true = [], []
+        for m in self.members:
+            labs, probs, pt = m.predict_top(batch, min(width, m.reduction.top_k_bound()))
+            answers.append((labs, probs))
+            p_true.append(np.asarray(pt, dtype=np.float64))
+        labs, probs = combine(answers, n)
+        return labs, probs, np.mean(p_true, axis=0) if len(batch) else np.zeros(0)
+
+    def process(self, batch, train):
+        if np.any(train):
+            raise ConfigError("an ensemble of models predicts; it does not learn")
+        return self.predict_top(batch, 1)[0][:, 0], None
+
+    def set_need_predictions(self, need: bool) -> None:
+        for m in self.members:
+            m.reduction.set_need_predictions(need)
+
+    def settle(self) -> None:
+        for m in self.members:
+            m.settle()
+
+    def summary_extra(self) -> dict:
+        return {"ensemble": len(self.members)}
+
+
+class Ensemble:
+    """Models (``core.Learner``) that predict as one (``EnsembleReduction``): the interface of a
+    ``core.Learner`` that ``driver.predict`` uses. The weight table shown (``base``: NaN counts)
+    is the first member's."""
+
+    def __init__(self, members):
+        self.members = list(members)
+        first = self.members[0]
+        self.input_config = first.input_config
+        self.base = first.base
+        self.label_dict = first.label_dict
+        self.passes_done = first.passes_done
+        self.reduction = EnsembleReduction(self.members)
+
+    def process(self, batch, train):
+        return self.reduction.process(batch, train)
+
+    def predict_top(self, batch, n: int):
+        return self.reduction.predict_top(batch, n)
+
+    def settle(self) -> None:
+        self.reduction.settle()
+
+
+def check_members(members, paths) -> None:
+    """ConfigError unless the models can be averaged: every one gives probabilities, reads
+    examples with the same input options and names the same classes."""
+    first, name0 = members[0], paths[0]
+    for m, name in zip(members, paths):
+        if not m.has_probabilities:
+            raise ConfigError(f"-i {name}: reduction {m.reduction.name} gives no probabilities, and an "
+                              f"ensemble (several -i) averages them")
+    for m, name in zip(members[1:], paths[1:]):
+        a, b = first.input_config, m.input_config
+        if a != b:
+            field = next(f for f in a.__dataclass_fields__ if getattr(a, f) != getattr(b, f))
+            raise ConfigError(f"-i {name}: its input options differ from {name0}'s ({field} = "
+                              f"{getattr(b, field)!r}, not {getattr(a, field)!r}); an ensemble reads "
+                              f"each example once, as all its models do")
+        if m.reduction.k != first.reduction.k:
+            raise ConfigError(f"-i {name}: it has {m.reduction.k} classes, {name0} has {first.reduction.k}")
+        da, db = first.label_dict, m.label_dict
+        if (da is None) != (db is None) or (da is not None and list(da.names) != list(db.names)):
+            raise ConfigError(f"-i {name}: its class names differ from {name0}'s")

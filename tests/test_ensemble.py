@@ -1,0 +1,164 @@
+"""Several models predicting as one (``lomtree predict -i A -i B``, ``lomtree_cli/ensemble.py``):
+the combination against a slow reference, the CLI against its single models' own answers, the
+refusals."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lomtree_cli.ensemble import WIDTH, combine
+from tests.helpers import cli, one_error, separable_lines
+
+
+def slow_combine(answers, n):
+    """Per row: the mean over members of each label's probability, best first, ties to the smaller label."""
+    m = len(answers[0][0])
+    labs, probs = np.zeros((m, n), np.int64), np.zeros((m, n))
+    for i in range(m):
+        score: dict = {}
+        for la, pa in answers:
+            for lab, p in zip(la[i], pa[i]):
+                if lab > 0:
+                    score[int(lab)] = score.get(int(lab), 0.0) + float(p) / len(answers)
+        best = sorted(score.items(), key=lambda t: (-t[1], t[0]))[:n]
+        for j, (lab, p) in enumerate(best):
+            labs[i, j], probs[i, j] = lab, p
+    return labs, probs
+
+
+@st.composite
+def member_answers(draw):
+    rows, width, members = draw(st.integers(0, 6)), draw(st.integers(1, 5)), draw(st.integers(1, 4))
+    answers = []
+    for _ in range(members):
+        la = np.zeros((rows, width), np.int64)
+        pa = np.zeros((rows, width))
+        for i in range(rows):
+            labs = draw(st.lists(st.integers(1, 9), unique=True, max_size=width))
+            la[i, :len(labs)] = labs
+            # probabilities on a coarse grid, so that ties happen
+            pa[i, :len(labs)] = [draw(st.integers(0, 4)) / 4 for _ in labs]
+        answers.append((la, pa))
+    return answers, draw(st.integers(1, 6))
+
+
+@settings(max_examples=200, deadline=None)
+@given(member_answers())
+def test_combine_is_the_mean_of_the_members_probabilities(case):
+    answers, n = case
+    labs, probs = combine(answers, n)
+    want_l, want_p = slow_combine(answers, n)
+    np.testing.assert_array_equal(labs, want_l)
+    np.testing.assert_allclose(probs, want_p, rtol=0, atol=1e-12)
+
+
+def test_combine_by_hand():
+    a = (np.array([[3, 1, 0]]), np.array([[0.6, 0.3, 0.0]]))
+    b = (np.array([[1, 2, 3]]), np.array([[0.5, 0.3, 0.1]]))
+    labs, probs = combine([a, b], 4)
+    assert labs.tolist() == [[1, 3, 2, 0]]  # 1: (0.3 + 0.5) / 2 = 0.4, 3: 0.35, 2: 0.15
+    np.testing.assert_allclose(probs, [[0.4, 0.35, 0.15, 0.0]])
+
+
+def _train(tmp_path, name, *opts, lines=None, k=12):
+    data = tmp_path / "train.vw"
+    if not data.exists():
+        data.write_text("\n".join(lines or separable_lines(k, 1500, seed=3, noise_feats=4, vocab=30)) + "\n")
+    code, _, err = cli("train", "-k", k, data, "-f", tmp_path / name, "--quiet", *opts)
+    assert code == 0, err
+    return tmp_path / name
+
+
+def _top(text):
+    """(labels, probabilities) of ``--top-k`` lines ``label:p label:p ...``."""
+    rows = [[tok.split(":") for tok in line.split()] for line in text.splitlines()]
+    return [[int(t[0]) for t in r] for r in rows], [[float(t[1]) for t in r] for r in rows]
+
+
+@pytest.mark.parametrize("reductions", [("plt", "plt"), ("plt", "cpt", "oaa")])
+def test_cli_ensemble_averages_its_models_answers(tmp_path, reductions):
+    """``predict -i A -i B --top-k 3`` is the mean of each model's own ``--top-k WIDTH`` answer
+    (read from the CLI, rounded to its 6 printed digits), and its report's error is that of its
+    first labels."""
+    models = [_train(tmp_path, f"m{i}.lt", "-r", r, "--seed", i) for i, r in enumerate(reductions)]
+    test = tmp_path / "test.vw"
+    test.write_text("\n".join(separable_lines(12, 200, seed=4, noise_feats=4, vocab=30)) + "\n")
+    answers = []
+    for m in models:
+        code, out, err = cli("predict", "-i", m, test, "--top-k", WIDTH, "--quiet")
+        assert code == 0, err
+        la, pa = _top(out)
+        width = max(len(r) for r in la)
+        answers.append((np.array([r + [0] * (width - len(r)) for r in la]),
+                        np.array([r + [0.0] * (width - len(r)) for r in pa])))
+    want_l, want_p = slow_combine(answers, 3)
+    args = [a for m in models for a in ("-i", m)]
+    code, out, err = cli("predict", *args, test, "--top-k", 3, "--quiet", "--report", tmp_path / "r.json")
+    assert code == 0, err
+    got_l, got_p = _top(out)
+    np.testing.assert_allclose(np.array(got_p), want_p, atol=1e-5)
+    # a label whose rounded mean ties another's may swap with it: compare where the scores differ
+    clear = np.abs(np.diff(want_p, axis=1)) > 1e-5
+    assert all(got_l[i][0] == want_l[i, 0] for i in range(len(got_l)) if clear[i, 0])
+    report = json.loads((tmp_path / "r.json").read_text())
+    y = [int(line.split()[0]) for line in test.read_text().splitlines()]
+    err_rate = np.mean([g[0] != t for g, t in zip(got_l, y)])
+    assert report["average_loss"] == pytest.approx(err_rate)
+    assert report["reduction"] == "+".join(reductions) and report["ensemble"] == len(models)
+    code, plain, err = cli("predict", *args, test, "-p", "-", "--quiet")
+    assert [int(v) for v in plain.split()] == [g[0] for g in got_l]
+
+
+def test_an_ensemble_of_one_model_is_the_model(tmp_path):
+    m = _train(tmp_path, "a.lt", "-r", "plt")
+    test = tmp_path / "train.vw"
+    one = cli("predict", "-i", m, test, "--top-k", 2, "--quiet")
+    same = cli("predict", "-i", m, "-i", m, test, "--top-k", 2, "--quiet")  # the same file twice: once
+    assert one == same
+
+
+def test_multilabel_ensemble_thresholds_the_mean_marginals(tmp_path):
+    rng = np.random.default_rng(0)
+    lines = []
+    for _ in range(800):
+        labs = sorted(set(int(v) for v in rng.integers(1, 9, size=2)))
+        lines.append(",".join(map(str, labs)) + " | " + " ".join(f"f{v}" for v in labs) + f" n{rng.integers(9)}")
+    a = _train(tmp_path, "a.lt", "-r", "plt", "--multilabel", lines=lines, k=8)
+    b = _train(tmp_path, "b.lt", "-r", "oaa", "--multilabel", lines=lines, k=8)
+    test = tmp_path / "train.vw"
+    outs = []
+    for m in (a, b):
+        code, out, err = cli("predict", "-i", m, test, "--top-k", 8, "--quiet")
+        assert code == 0, err
+        outs.append([dict((int(t.split(":")[0]), float(t.split(":")[1])) for t in line.split()) for line in out.splitlines()])
+    code, out, err = cli("predict", "-i", a, "-i", b, test, "--threshold", 0.4, "--quiet")
+    assert code == 0, err
+    for line, pa, pb in zip(out.splitlines(), *outs):
+        mean = {lab: (pa.get(lab, 0.0) + pb.get(lab, 0.0)) / 2 for lab in set(pa) | set(pb)}
+        want = {lab for lab, p in mean.items() if p >= 0.4 + 1e-5}
+        maybe = {lab for lab, p in mean.items() if abs(p - 0.4) <= 1e-5}
+        got = {int(t.split(":")[0]) for t in line.replace(",", " ").split()}
+        assert want <= got <= want | maybe
+
+
+def test_ensembles_refuse_what_cannot_be_averaged(tmp_path):
+    plt_model = _train(tmp_path, "p.lt", "-r", "plt")
+    test = tmp_path / "train.vw"
+    filt = _train(tmp_path, "f.lt", "-r", "filter")
+    line = one_error(*cli("predict", "-i", plt_model, "-i", filt, test, "--quiet")[::2], 2)
+    assert "f.lt" in line and "no probabilities" in line
+    bits = _train(tmp_path, "b.lt", "-r", "plt", "-b", 20)
+    line = one_error(*cli("predict", "-i", plt_model, "-i", bits, test, "--quiet")[::2], 2)
+    assert "b.lt" in line and "bits" in line
+    other_k = _train(tmp_path, "k.lt", "-r", "plt", k=13)
+    line = one_error(*cli("predict", "-i", plt_model, "-i", other_k, test, "--quiet")[::2], 2)
+    assert "13 classes" in line
+    line = one_error(*cli("predict", "-i", plt_model, "-i", str(plt_model) + "x", test, "--quiet")[::2], 2)
+    assert "x" in line
+    line = one_error(*cli("predict", "-i", plt_model, "-i", bits, "--daemon", "--port", 0)[::2], 2)
+    assert "--daemon" in line
