@@ -245,6 +245,8 @@ class ReductionConfig:
     swap_resistance : LOMtree R_S
     leaf_labels : LOMtree L: candidate labels per leaf, rescored one-against-some (0 = majority label)
     candidates_up : LOMtree: the candidates are the top L of the node this many levels above the leaf
+    leaf_positive_weight : LOMtree: importance of the label's own regressor update at the leaf,
+        against 1 for each other candidate's
     label_prior : LOMtree: beta, weight of a candidate's log count share in its ranking score (-1:
         chosen by progressive validation)
     cpt_alpha : CPT balance/regressor trade-off in [0, 1]
@@ -276,6 +278,7 @@ class ReductionConfig:
     swap_resistance: int = 4
     leaf_labels: int = 0
     candidates_up: int = 0
+    leaf_positive_weight: float = 1.0
     label_prior: float = -1.0
     cpt_alpha: float = 0.5
     cpt_predict: str = "exact"
@@ -313,6 +316,8 @@ class ReductionConfig:
             raise ConfigError(f"--leaf-labels must be in 0..1024, got {self.leaf_labels}")
         if not 0 <= int(self.candidates_up) <= 64:
             raise ConfigError(f"--candidates-up must be in 0..64, got {self.candidates_up}")
+        if not 0.0 < float(self.leaf_positive_weight) <= 1e6:
+            raise ConfigError(f"--leaf-positive-weight must be in (0, 1e6], got {self.leaf_positive_weight}")
         if not (self.label_prior == -1.0 or (math.isfinite(self.label_prior) and 0.0 <= self.label_prior <= 10.0)):
             raise ConfigError(f"--label-prior must be in [0, 10] or -1 (chosen), got {self.label_prior}")
         if not (math.isfinite(self.cpt_alpha) and 0.0 <= self.cpt_alpha <= 1.0):

@@ -26,9 +26,9 @@ BITS = 10
 HS = settings(deadline=None, max_examples=30, suppress_health_check=[HealthCheck.too_slow])
 
 
-def make(k, T=None, rs=4, bits=BITS, loss="quantile", lr=None, L=0, up=0, beta=-1.0):
+def make(k, T=None, rs=4, bits=BITS, loss="quantile", lr=None, L=0, up=0, beta=-1.0, posw=1.0):
     rcfg = ReductionConfig(name="lomtree", k=k, max_internal_nodes=T, swap_resistance=rs, leaf_labels=L,
-                           candidates_up=up, label_prior=beta)
+                           candidates_up=up, label_prior=beta, leaf_positive_weight=posw)
     lcfg = LearnerConfig(loss=loss, learning_rate=lr)
     lin = LinearLearner(lcfg, bits, LomTree.n_models_for(rcfg))
     return LomTree(rcfg, lin)
@@ -91,10 +91,10 @@ def streams(draw, kmax=6, nmax=60):
     return k, T, rs, ex
 
 
-def ref_run(k, T, rs, ex, bits=BITS, L=0, loss="quantile", up=0, beta=-1.0):
+def ref_run(k, T, rs, ex, bits=BITS, L=0, loss="quantile", up=0, beta=-1.0, posw=1.0):
     Tm = k - 1 if T is None else T
     ref = RefLomTree(k, RefLinear(bits=bits, n_models=max(1, Tm) + (k if L else 0), loss=loss), T=Tm,
-                     swap_resistance=rs, leaf_labels=L, candidates_up=up, label_prior=beta)
+                     swap_resistance=rs, leaf_labels=L, candidates_up=up, label_prior=beta, positive_weight=posw)
     preds = []
     for y, feats, iw in ex:
         idx = [h for h, _ in feats]
@@ -227,14 +227,15 @@ def test_toy_stream_kernel_matches_reference_each_step():
 
 # -- kernel == reference ------------------------------------------------------------------------
 @HS
-@given(streams(), st.sampled_from([0, 1, 2, 3]), st.sampled_from([0, 1, 2]), st.sampled_from(["quantile", "squared"]))
-def test_kernel_matches_reference(case, L, up, loss):
-    """Also with candidate lists (L > 0, from up levels above the leaf): the same predictions,
-    tree and weights."""
+@given(streams(), st.sampled_from([0, 1, 2, 3]), st.sampled_from([0, 1, 2]), st.sampled_from(["quantile", "squared"]),
+       st.sampled_from([1.0, 0.5, 16.0]))
+def test_kernel_matches_reference(case, L, up, loss, posw):
+    """Also with candidate lists (L > 0, from up levels above the leaf) and the label's own update
+    weighted (``--leaf-positive-weight``): the same predictions, tree and weights."""
     k, T, rs, ex = case
-    red = make(k, T=T, rs=rs, L=L, loss=loss, up=up)
+    red = make(k, T=T, rs=rs, L=L, loss=loss, up=up, posw=posw)
     preds = run(red, ex, chunk=7)
-    ref, rpreds = ref_run(k, T, rs, ex, L=L, loss=loss, up=up)
+    ref, rpreds = ref_run(k, T, rs, ex, L=L, loss=loss, up=up, posw=posw)
     assert preds == rpreds
     compare_to_ref(red, ref)
     np.testing.assert_allclose(red.learner.arrays.table[:, 0], ref.lin.dense_w(), rtol=1e-5, atol=1e-6)
@@ -564,7 +565,8 @@ def test_sector_error_close_to_vw(tmp_path):
 
 @settings(deadline=None, max_examples=80, suppress_health_check=[HealthCheck.too_slow])
 @given(streams(kmax=9, nmax=80), st.sampled_from([4, 6, 8, 18]), st.sampled_from(["quantile", "squared", "logistic"]),
-       st.sampled_from([(0.5, False), (0.75, False), (0.5, True)]), st.sampled_from([(0, 0), (3, 1), (32, 3)]))
+       st.sampled_from([(0.5, False), (0.75, False), (0.5, True)]),
+       st.sampled_from([(0, 0, 1.0), (3, 1, 1.0), (32, 3, 1.0), (3, 1, 16.0), (32, 2, 4.0)]))
 def test_shortcuts_are_bit_identical(s, bits, loss, opt, leaf):
     """Reusing the prediction's scores, fusing re-scores into updates and training the leaf's
     candidates together (``G_SHORTCUTS``) gives the same bits as scoring every node and candidate
@@ -572,11 +574,11 @@ def test_shortcuts_are_bit_identical(s, bits, loss, opt, leaf):
     common, so every fallback runs."""
     k, T, rs, ex = s
     power_t, sgd = opt
-    L, up = leaf
+    L, up, posw = leaf
     reds = []
     for shortcuts in (1, 0):
         rcfg = ReductionConfig(name="lomtree", k=k, max_internal_nodes=T, swap_resistance=rs, leaf_labels=L,
-                               candidates_up=up)
+                               candidates_up=up, leaf_positive_weight=posw)
         lin = LinearLearner(LearnerConfig(loss=loss, power_t=power_t, sgd=sgd), bits, LomTree.n_models_for(rcfg))
         red = LomTree(rcfg, lin)
         red.glob[LT.G_SHORTCUTS] = shortcuts
@@ -595,8 +597,8 @@ def test_shortcuts_are_bit_identical(s, bits, loss, opt, leaf):
 
 @pytest.mark.parametrize("bits", [4, 6, 8, 10])
 @pytest.mark.parametrize("loss", ["squared", "quantile"])
-@pytest.mark.parametrize("L", [0, 32])
-def test_shortcuts_are_bit_identical_on_a_crowded_table(bits, loss, L):
+@pytest.mark.parametrize("L, posw", [(0, 1.0), (32, 1.0), (32, 16.0)])
+def test_shortcuts_are_bit_identical_on_a_crowded_table(bits, loss, L, posw):
     """200 examples of 5 features in 16 to 256 slots: duplicate slots, close bases and regressors
     trained above a reused node that share its slots are all common (checked: breaking either
     guard of the shortcuts fails this test)."""
@@ -608,7 +610,8 @@ def test_shortcuts_are_bit_identical_on_a_crowded_table(bits, loss, L):
         ex.append((y, [(y, 1.0)] + [(int(h), 0.5) for h in rng.integers(0, 1023, 3)] + [CONST], 1.0))
     out = []
     for shortcuts in (1, 0):
-        rcfg = ReductionConfig(name="lomtree", k=k, leaf_labels=L, candidates_up=3 if L else 0)
+        rcfg = ReductionConfig(name="lomtree", k=k, leaf_labels=L, candidates_up=3 if L else 0,
+                               leaf_positive_weight=posw)
         lin = LinearLearner(LearnerConfig(loss=loss, power_t=0.75 if L else 0.5), bits, LomTree.n_models_for(rcfg))
         red = LomTree(rcfg, lin)
         red.glob[LT.G_SHORTCUTS] = shortcuts
@@ -680,3 +683,21 @@ def test_cli_defaults_are_the_measured_best(tmp_path):
     r = CliRunner().invoke(main, ["train", "-r", "filter", "-k", "3", "-b", "12", str(data), "-f", m, "--quiet"])
     assert r.exit_code == 0 and load_model(m).learner.config.eta == 0.5
     assert got.reduction.config == ReductionConfig(name="lomtree", k=3)
+
+
+def test_leaf_positive_weight_is_checked_and_kept(tmp_path):
+    """``--leaf-positive-weight``: a bad value is one error line (exit 2); a model keeps its weight,
+    and ``-i`` trains on with it."""
+    from tests.helpers import cli, one_error
+
+    data = tmp_path / "d.vw"
+    data.write_text("".join(f"{1 + i % 3} | a{i % 3} b{i % 5}\n" for i in range(60)))
+    for bad in ("0", "-1", "nan"):
+        line = one_error(*cli("train", "-r", "lomtree", "-k", 3, data, "--leaf-positive-weight", bad, "--quiet")[::2], 2)
+        assert "--leaf-positive-weight" in line
+    m = tmp_path / "m.lt"
+    assert cli("train", "-r", "lomtree", "-k", 3, data, "--leaf-positive-weight", 4, "-f", m, "--quiet")[0] == 0
+    got = load_model(str(m))
+    assert got.reduction.config.leaf_positive_weight == 4.0 and got.reduction.prior[LT.P_POSW] == 4.0
+    assert cli("train", "-i", m, data, "-f", tmp_path / "m2.lt", "--quiet")[0] == 0
+    assert load_model(str(tmp_path / "m2.lt")).reduction.prior[LT.P_POSW] == 4.0

@@ -57,10 +57,13 @@ NG = 13
 #: first is the choice before any statistics (0: the label regressors alone)
 BETAS = np.array([0.0, 0.02, 0.05, 0.1, 0.2])
 NB = BETAS.shape[0]
-# prior: float64, (NB + 2,): correct progressive rankings per beta, then the beta in use, then 1 if
-# it is chosen automatically
+# prior: float64, (NB + 3,): correct progressive rankings per beta, then the beta in use, then 1 if
+# it is chosen automatically, then the importance of the label's own update at the leaf
+# (``--leaf-positive-weight``)
 P_BETA = NB
 P_AUTO = NB + 1
+P_POSW = NB + 2
+NP = NB + 3
 
 MIN_HASH_CAP = 64
 NODE_CAP0 = 1024
@@ -415,10 +418,10 @@ def _independent_of(lin, m, ms, a, b, nd):
 
 
 @kernel()
-def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, trained, nt, distinct, nd):
+def _train_leaf(lin, idx, val, st, en, y, iw, posw, node_i, node_top, glob, j, lw, trained, nt, distinct, nd):
     """One-against-some at leaf ``j``: every candidate's label regressor (the candidates of
-    ``_candidate_node``) learns toward +1 if it is ``y``, else -1, in list order: each scored
-    (``K.score``) and updated (``K.learn``) in turn.
+    ``_candidate_node``) learns toward +1 if it is ``y`` (importance ``iw * posw``), else -1
+    (``iw``), in list order: each scored (``K.score``) and updated (``K.learn``) in turn.
 
     With ``G_SHORTCUTS`` the same bits, cheaper. A candidate's pre-update score is the
     prediction's (``lw.cand``/``lw.fs``) unless a regressor trained on this example since may
@@ -428,7 +431,9 @@ def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, tra
     features (``K.learn_block``); a candidate that shares a slot with one of the batch starts the
     next batch, and is scored again if it shares one with a candidate of an earlier batch. A batch
     visits no slot twice when, besides, no two features share a base (``distinct`` of
-    ``K.slot_layout``), and ``K.learn_block`` is told so.
+    ``K.slot_layout``), and ``K.learn_block`` is told so. The label's own regressor, of another
+    importance when ``posw != 1``, learns alone (``K.learn``) at its place in the list, as a
+    candidate of a batch of its own.
     ``trained`` : int64, capacity >= nt + L."""
     L = glob[G_LEAFL]
     W0 = glob[G_W0]
@@ -440,7 +445,8 @@ def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, tra
                 break
             m = W0 + c - 1
             f = K.score(lin, idx, val, st, en, m)
-            K.learn(lin, idx, val, st, en, m, 1.0 if c == y else -1.0, iw, K.clip_score(lin, f))
+            K.learn(lin, idx, val, st, en, m, 1.0 if c == y else -1.0, iw * posw if c == y else iw,
+                    K.clip_score(lin, f))
         return
     P = 0  # the prediction's list: lw.cand[:P] (entries after its -1 are older examples')
     while lw.cand[P] >= 0:
@@ -476,6 +482,13 @@ def _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, tra
         f = lw.tf[q]
         if not _independent_of(lin, m, trained, nr, nt, nd):
             f = K.score(lin, idx, val, st, en, m)
+        if posw != 1.0 and node_top[v, q] == y:
+            # independent of the batch (else it was learned above), so learning it first is
+            # learning it in list order; the candidates after it see it among the trained
+            K.learn(lin, idx, val, st, en, m, 1.0, iw * posw, K.clip_score(lin, f))
+            trained[nt] = m
+            nt += 1
+            continue
         lw.ms[nb] = m
         lw.ys[nb] = 1.0 if node_top[v, q] == y else -1.0
         lw.yh[nb] = K.clip_score(lin, f)
@@ -551,7 +564,7 @@ def _prefetch_records(rec_i, rec_f, pnode, plen, y):
 
 
 @kernel()
-def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, node_top, rec_i, rec_f, glob, pnode, pscore,
+def _train_one(lin, idx, val, st, en, y, iw, posw, node_i, node_f, node_top, rec_i, rec_f, glob, pnode, pscore,
                plen, lw, trained):
     """Algorithm 1 for one example (capacity for 2 nodes and depth+1 records guaranteed).
 
@@ -646,7 +659,7 @@ def _train_one(lin, idx, val, st, en, y, iw, node_i, node_f, node_top, rec_i, re
     node_i[j, N_C] += 1
     update_c(node_i, j)
     if glob[G_LEAFL] > 0:
-        _train_leaf(lin, idx, val, st, en, y, iw, node_i, node_top, glob, j, lw, trained, nt, distinct, nd)
+        _train_leaf(lin, idx, val, st, en, y, iw, posw, node_i, node_top, glob, j, lw, trained, nt, distinct, nd)
 
 
 @kernel()
@@ -735,8 +748,8 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
             _prior_stats(node_i, node_top, glob, prior, lw.fs, leaf, labels[i])
             if glob[G_NNODES] + 2 > node_i.shape[0] and node_i.shape[0] < glob[G_NODECAP_MAX]:
                 node_i, node_f, node_top = _grow_nodes(node_i, node_f, node_top, glob)
-            _train_one(lin, indices, values, st, en, labels[i], weights[i], node_i, node_f, node_top, rec_i, rec_f,
-                       glob, pnode, pscore, plen, lw, trained)
+            _train_one(lin, indices, values, st, en, labels[i], weights[i], prior[P_POSW], node_i, node_f, node_top,
+                       rec_i, rec_f, glob, pnode, pscore, plen, lw, trained)
             K.end_example(lin, weights[i])
     return node_i, node_f, node_top, n, DONE
 

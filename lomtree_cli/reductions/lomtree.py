@@ -165,7 +165,8 @@ class LomTree(Reduction):
         # writes the candidate list it reads, as within one chunk; predictions, which may run on
         # several threads, take their own
         self.train_work = LK.leaf_work(self.L)
-        self.prior = np.zeros(LK.NB + 2, dtype=np.float64)
+        self.prior = np.zeros(LK.NP, dtype=np.float64)
+        self.prior[LK.P_POSW] = float(rcfg.leaf_positive_weight)
         auto = float(rcfg.label_prior) < 0.0
         self.prior[LK.P_AUTO] = 1.0 if auto else 0.0
         self.prior[LK.P_BETA] = LK.BETAS[0] if auto else float(rcfg.label_prior)

@@ -54,7 +54,8 @@ class Node:
 class RefLomTree:
     BETAS = (0.0, 0.02, 0.05, 0.1, 0.2)
 
-    def __init__(self, k, lin, T=None, swap_resistance=4, leaf_labels=0, candidates_up=0, label_prior=-1.0):
+    def __init__(self, k, lin, T=None, swap_resistance=4, leaf_labels=0, candidates_up=0, label_prior=-1.0,
+                 positive_weight=1.0):
         self.k = k
         self.auto = label_prior < 0
         self.beta = self.BETAS[0] if self.auto else label_prior
@@ -63,6 +64,7 @@ class RefLomTree:
         self.L = leaf_labels
         self.W0 = max(1, self.T)
         self.up = candidates_up
+        self.posw = positive_weight
         self.RS = swap_resistance
         self.lin = lin
         self.nodes = [Node()]  # node 0 is the root; ids are creation order
@@ -211,7 +213,7 @@ class RefLomTree:
         for c in self.candidates(j):
             m = self.W0 + c - 1
             f = self.lin.score(idx, val, m)
-            self.lin.learn(idx, val, m, 1.0 if c == y else -1.0, iw, self.lin.clip(f))
+            self.lin.learn(idx, val, m, 1.0 if c == y else -1.0, iw * self.posw if c == y else iw, self.lin.clip(f))
         self.lin.end_example(iw)
 
     # views for comparisons -----------------------------------------------------------------
