@@ -291,7 +291,10 @@ class Timed:
     recompiled: int = 0
 
     def as_dict(self) -> dict:
-        return {"cmd": " ".join(shlex.quote(c) for c in self.cmd), "rc": self.rc,
+        # paths inside the repository are recorded relative to it: no machine's paths in the results
+        root = str(REPO_ROOT) + os.sep
+        cmd = " ".join(shlex.quote(c.replace(root, "")) for c in self.cmd)
+        return {"cmd": cmd, "rc": self.rc,
                 "seconds": round(self.seconds, 4), "cpu_seconds": round(self.cpu_seconds, 4), "peak_rss_mb": round(self.maxrss_kb / 1024, 1),
                 "discarded_compiling_runs": self.recompiled}
 

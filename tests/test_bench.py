@@ -728,3 +728,12 @@ def test_crossover_text():
                                                  "and prediction from k = 100,000 in this run's sweep")
     assert "prediction at none of k = 1,000" in bench_report.crossover_text(rows[:1])
     assert "{cross}" in bench_report.PICK_GUIDE
+
+
+def test_recorded_commands_hold_no_machine_paths():
+    """A run's command is recorded with the repository's paths relative to it."""
+    from data_scripts.bench import REPO_ROOT, Timed
+
+    t = Timed(cmd=[str(REPO_ROOT / ".venv/bin/lomtree"), "train", str(REPO_ROOT / "bench/data/a b.vw"), "/elsewhere/x"],
+              rc=0, seconds=1.0, maxrss_kb=1024, stderr="")
+    assert t.as_dict()["cmd"] == ".venv/bin/lomtree train 'bench/data/a b.vw' /elsewhere/x"
