@@ -754,7 +754,8 @@ class Classifier:
                  initial_t=None, loss_function=None, quantile_tau=0.5, sgd=False, decay_learning_rate=None, l1=0.0, l2=0.0,
                  passes=1, holdout_period=10, holdout_off=False, early_terminate=3, seed=0, hash_seed=0,
                  noconstant=False, label_offset=0, format=None, max_internal_nodes=None, swap_resistance=None,
-                 leaf_labels=None, candidates_up=None, label_prior=None, leaf_positive_weight=None, cpt_alpha=None, cpt_predict=None,
+                 leaf_labels=None, candidates_up=None, label_prior=None, leaf_positive_weight=None, trained_candidates=None,
+                 cpt_alpha=None, cpt_predict=None,
                  cpt_random_insert=None,
                  arity=None, beam=None, tree_buffer=None, path_weight=None, leaf_negatives=None, block_group=None,
                  dim=None,
@@ -788,6 +789,7 @@ class Classifier:
         self.candidates_up = candidates_up
         self.label_prior = label_prior
         self.leaf_positive_weight = leaf_positive_weight
+        self.trained_candidates = trained_candidates
         self.cpt_alpha = cpt_alpha
         self.cpt_predict = cpt_predict
         self.cpt_random_insert = cpt_random_insert

@@ -247,6 +247,8 @@ class ReductionConfig:
     candidates_up : LOMtree: the candidates are the top L of the node this many levels above the leaf
     leaf_positive_weight : LOMtree: importance of the label's own regressor update at the leaf,
         against 1 for each other candidate's
+    trained_candidates : LOMtree M: the leaf trains the label and the M best-scored candidates
+        (0: every candidate)
     label_prior : LOMtree: beta, weight of a candidate's log count share in its ranking score (-1:
         chosen by progressive validation)
     cpt_alpha : CPT balance/regressor trade-off in [0, 1]
@@ -279,6 +281,7 @@ class ReductionConfig:
     leaf_labels: int = 0
     candidates_up: int = 0
     leaf_positive_weight: float = 1.0
+    trained_candidates: int = 0
     label_prior: float = -1.0
     cpt_alpha: float = 0.5
     cpt_predict: str = "exact"
@@ -316,6 +319,8 @@ class ReductionConfig:
             raise ConfigError(f"--leaf-labels must be in 0..1024, got {self.leaf_labels}")
         if not 0 <= int(self.candidates_up) <= 64:
             raise ConfigError(f"--candidates-up must be in 0..64, got {self.candidates_up}")
+        if not 0 <= int(self.trained_candidates) <= 1024:
+            raise ConfigError(f"--trained-candidates must be in 0..1024, got {self.trained_candidates}")
         if not 0.0 < float(self.leaf_positive_weight) <= 1e6:
             raise ConfigError(f"--leaf-positive-weight must be in (0, 1e6], got {self.leaf_positive_weight}")
         if not (self.label_prior == -1.0 or (math.isfinite(self.label_prior) and 0.0 <= self.label_prior <= 10.0)):

@@ -26,9 +26,9 @@ BITS = 10
 HS = settings(deadline=None, max_examples=30, suppress_health_check=[HealthCheck.too_slow])
 
 
-def make(k, T=None, rs=4, bits=BITS, loss="quantile", lr=None, L=0, up=0, beta=-1.0, posw=1.0):
+def make(k, T=None, rs=4, bits=BITS, loss="quantile", lr=None, L=0, up=0, beta=-1.0, posw=1.0, M=0):
     rcfg = ReductionConfig(name="lomtree", k=k, max_internal_nodes=T, swap_resistance=rs, leaf_labels=L,
-                           candidates_up=up, label_prior=beta, leaf_positive_weight=posw)
+                           candidates_up=up, label_prior=beta, leaf_positive_weight=posw, trained_candidates=M)
     lcfg = LearnerConfig(loss=loss, learning_rate=lr)
     lin = LinearLearner(lcfg, bits, LomTree.n_models_for(rcfg))
     return LomTree(rcfg, lin)
@@ -91,10 +91,11 @@ def streams(draw, kmax=6, nmax=60):
     return k, T, rs, ex
 
 
-def ref_run(k, T, rs, ex, bits=BITS, L=0, loss="quantile", up=0, beta=-1.0, posw=1.0):
+def ref_run(k, T, rs, ex, bits=BITS, L=0, loss="quantile", up=0, beta=-1.0, posw=1.0, M=0):
     Tm = k - 1 if T is None else T
     ref = RefLomTree(k, RefLinear(bits=bits, n_models=max(1, Tm) + (k if L else 0), loss=loss), T=Tm,
-                     swap_resistance=rs, leaf_labels=L, candidates_up=up, label_prior=beta, positive_weight=posw)
+                     swap_resistance=rs, leaf_labels=L, candidates_up=up, label_prior=beta, positive_weight=posw,
+                     trained_candidates=M)
     preds = []
     for y, feats, iw in ex:
         idx = [h for h, _ in feats]
@@ -228,14 +229,16 @@ def test_toy_stream_kernel_matches_reference_each_step():
 # -- kernel == reference ------------------------------------------------------------------------
 @HS
 @given(streams(), st.sampled_from([0, 1, 2, 3]), st.sampled_from([0, 1, 2]), st.sampled_from(["quantile", "squared"]),
-       st.sampled_from([1.0, 0.5, 16.0]))
-def test_kernel_matches_reference(case, L, up, loss, posw):
-    """Also with candidate lists (L > 0, from up levels above the leaf) and the label's own update
-    weighted (``--leaf-positive-weight``): the same predictions, tree and weights."""
+       st.sampled_from([(1.0, 0), (0.5, 0), (16.0, 0), (1.0, 1), (16.0, 2)]))
+def test_kernel_matches_reference(case, L, up, loss, leaf):
+    """Also with candidate lists (L > 0, from up levels above the leaf), the label's own update
+    weighted (``--leaf-positive-weight``) and only the best-scored candidates trained
+    (``--trained-candidates``): the same predictions, tree and weights."""
     k, T, rs, ex = case
-    red = make(k, T=T, rs=rs, L=L, loss=loss, up=up, posw=posw)
+    posw, M = leaf
+    red = make(k, T=T, rs=rs, L=L, loss=loss, up=up, posw=posw, M=M)
     preds = run(red, ex, chunk=7)
-    ref, rpreds = ref_run(k, T, rs, ex, L=L, loss=loss, up=up, posw=posw)
+    ref, rpreds = ref_run(k, T, rs, ex, L=L, loss=loss, up=up, posw=posw, M=M)
     assert preds == rpreds
     compare_to_ref(red, ref)
     np.testing.assert_allclose(red.learner.arrays.table[:, 0], ref.lin.dense_w(), rtol=1e-5, atol=1e-6)
@@ -566,7 +569,8 @@ def test_sector_error_close_to_vw(tmp_path):
 @settings(deadline=None, max_examples=80, suppress_health_check=[HealthCheck.too_slow])
 @given(streams(kmax=9, nmax=80), st.sampled_from([4, 6, 8, 18]), st.sampled_from(["quantile", "squared", "logistic"]),
        st.sampled_from([(0.5, False), (0.75, False), (0.5, True)]),
-       st.sampled_from([(0, 0, 1.0), (3, 1, 1.0), (32, 3, 1.0), (3, 1, 16.0), (32, 2, 4.0)]))
+       st.sampled_from([(0, 0, 1.0, 0), (3, 1, 1.0, 0), (32, 3, 1.0, 0), (3, 1, 16.0, 0), (32, 2, 4.0, 0),
+                        (3, 1, 1.0, 1), (32, 2, 16.0, 2)]))
 def test_shortcuts_are_bit_identical(s, bits, loss, opt, leaf):
     """Reusing the prediction's scores, fusing re-scores into updates and training the leaf's
     candidates together (``G_SHORTCUTS``) gives the same bits as scoring every node and candidate
@@ -574,11 +578,11 @@ def test_shortcuts_are_bit_identical(s, bits, loss, opt, leaf):
     common, so every fallback runs."""
     k, T, rs, ex = s
     power_t, sgd = opt
-    L, up, posw = leaf
+    L, up, posw, M = leaf
     reds = []
     for shortcuts in (1, 0):
         rcfg = ReductionConfig(name="lomtree", k=k, max_internal_nodes=T, swap_resistance=rs, leaf_labels=L,
-                               candidates_up=up, leaf_positive_weight=posw)
+                               candidates_up=up, leaf_positive_weight=posw, trained_candidates=M)
         lin = LinearLearner(LearnerConfig(loss=loss, power_t=power_t, sgd=sgd), bits, LomTree.n_models_for(rcfg))
         red = LomTree(rcfg, lin)
         red.glob[LT.G_SHORTCUTS] = shortcuts
@@ -597,8 +601,8 @@ def test_shortcuts_are_bit_identical(s, bits, loss, opt, leaf):
 
 @pytest.mark.parametrize("bits", [4, 6, 8, 10])
 @pytest.mark.parametrize("loss", ["squared", "quantile"])
-@pytest.mark.parametrize("L, posw", [(0, 1.0), (32, 1.0), (32, 16.0)])
-def test_shortcuts_are_bit_identical_on_a_crowded_table(bits, loss, L, posw):
+@pytest.mark.parametrize("L, posw, M", [(0, 1.0, 0), (32, 1.0, 0), (32, 16.0, 0), (32, 16.0, 2)])
+def test_shortcuts_are_bit_identical_on_a_crowded_table(bits, loss, L, posw, M):
     """200 examples of 5 features in 16 to 256 slots: duplicate slots, close bases and regressors
     trained above a reused node that share its slots are all common (checked: breaking either
     guard of the shortcuts fails this test)."""
@@ -611,7 +615,7 @@ def test_shortcuts_are_bit_identical_on_a_crowded_table(bits, loss, L, posw):
     out = []
     for shortcuts in (1, 0):
         rcfg = ReductionConfig(name="lomtree", k=k, leaf_labels=L, candidates_up=3 if L else 0,
-                               leaf_positive_weight=posw)
+                               leaf_positive_weight=posw, trained_candidates=M)
         lin = LinearLearner(LearnerConfig(loss=loss, power_t=0.75 if L else 0.5), bits, LomTree.n_models_for(rcfg))
         red = LomTree(rcfg, lin)
         red.glob[LT.G_SHORTCUTS] = shortcuts

@@ -51,7 +51,8 @@ G_SHORTCUTS = 9  # 1: reuse prediction scores and fuse re-scores (exact); 0: sco
 G_LEAFL = 10  # L: candidate labels kept per leaf (0: the leaf predicts its most frequent label)
 G_W0 = 11  # router regressors max(1, T); label y's regressor is W0 + y - 1 (when L > 0)
 G_UP = 12  # the candidates are those of the node this many levels above the leaf (or the root)
-NG = 13
+G_TOPM = 13  # M: the leaf trains the label and the M best-scored candidates (0: every candidate)
+NG = 14
 
 #: label-prior weights beta, chosen among by progressive validation (``--label-prior -1``); the
 #: first is the choice before any statistics (0: the label regressors alone)
@@ -83,6 +84,7 @@ class LeafWork(NamedTuple):
     ms, ys, yh : int64, float64, float64 (L,): a batch of candidates trained together
         (``K.learn_block``): regressors, targets, pre-update predictions
     work : float64 (L, 4), act : int64 (L,): ``K.learn_block``'s scratch
+    sel : int64 (L,): 1 for the candidates the leaf trains (``_select_trained``)
     """
 
     fs: np.ndarray
@@ -94,13 +96,14 @@ class LeafWork(NamedTuple):
     yh: np.ndarray
     work: np.ndarray
     act: np.ndarray
+    sel: np.ndarray
 
 
 def leaf_work(L: int) -> LeafWork:
     L = max(1, int(L))
     return LeafWork(np.zeros((2, L)), np.full(L + 1, -1, dtype=np.int64), np.zeros(L, dtype=np.int64), np.zeros(L),
                     np.zeros(L, dtype=np.int64), np.zeros(L), np.zeros(L), np.zeros((L, 4)),
-                    np.zeros(L, dtype=np.int64))
+                    np.zeros(L, dtype=np.int64), np.zeros(L, dtype=np.int64))
 
 
 @kernel(inline="always")
@@ -418,9 +421,30 @@ def _independent_of(lin, m, ms, a, b, nd):
 
 
 @kernel()
+def _select_trained(node_top, v, y, tf, n, M, sel):
+    """``sel[q] = 1`` for the candidates the leaf trains: all of them when ``M = 0`` or ``n <= M``,
+    else the M best by pre-update score ``tf`` (ties: the earlier in the list) and the label."""
+    full = M == 0 or n <= M
+    for q in range(n):
+        sel[q] = 1 if full else 0
+    if full:
+        return
+    for _ in range(M):
+        bi = -1
+        for q in range(n):
+            if sel[q] == 0 and (bi < 0 or tf[q] > tf[bi]):
+                bi = q
+        sel[bi] = 1
+    for q in range(n):
+        if node_top[v, q] == y:
+            sel[q] = 1
+
+
+@kernel()
 def _train_leaf(lin, idx, val, st, en, y, iw, posw, node_i, node_top, glob, j, lw, trained, nt, distinct, nd):
-    """One-against-some at leaf ``j``: every candidate's label regressor (the candidates of
-    ``_candidate_node``) learns toward +1 if it is ``y`` (importance ``iw * posw``), else -1
+    """One-against-some at leaf ``j``: the label regressors of the candidates (of
+    ``_candidate_node``) chosen by ``_select_trained`` from their scores before any of them learns
+    (all of them with ``M = 0``) learn toward +1 if it is ``y`` (importance ``iw * posw``), else -1
     (``iw``), in list order: each scored (``K.score``) and updated (``K.learn``) in turn.
 
     With ``G_SHORTCUTS`` the same bits, cheaper. A candidate's pre-update score is the
@@ -437,12 +461,19 @@ def _train_leaf(lin, idx, val, st, en, y, iw, posw, node_i, node_top, glob, j, l
     ``trained`` : int64, capacity >= nt + L."""
     L = glob[G_LEAFL]
     W0 = glob[G_W0]
+    M = glob[G_TOPM]
     v = _candidate_node(node_i, glob, j)
     if glob[G_SHORTCUTS] == 0:
-        for q in range(L):
+        n = 0
+        while n < L and node_top[v, n] != 0:
+            if M > 0:
+                lw.tf[n] = K.score(lin, idx, val, st, en, W0 + node_top[v, n] - 1)
+            n += 1
+        _select_trained(node_top, v, y, lw.tf, n, M, lw.sel)
+        for q in range(n):
+            if lw.sel[q] == 0:
+                continue
             c = node_top[v, q]
-            if c == 0:
-                break
             m = W0 + c - 1
             f = K.score(lin, idx, val, st, en, m)
             K.learn(lin, idx, val, st, en, m, 1.0 if c == y else -1.0, iw * posw if c == y else iw,
@@ -468,9 +499,12 @@ def _train_leaf(lin, idx, val, st, en, y, iw, posw, node_i, node_top, glob, j, l
         n += 1
     if not known:
         K.score_set(lin, idx, val, st, en, lw.tm, n, lw.tf)
+    _select_trained(node_top, v, y, lw.tf, n, M, lw.sel)
     nr = nt
     nb = 0
     for q in range(n):
+        if lw.sel[q] == 0:
+            continue
         m = lw.tm[q]
         if not _independent_of(lin, m, lw.ms, 0, nb, nd):
             K.learn_block(lin, idx, val, st, en, lw.ms, nb, lw.ys, iw, lw.yh, lw.work, lw.act, distinct,

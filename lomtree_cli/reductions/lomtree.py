@@ -159,6 +159,7 @@ class LomTree(Reduction):
         self.glob[LK.G_W0] = max(1, self.T)
         self.up = int(rcfg.candidates_up)
         self.glob[LK.G_UP] = self.up
+        self.glob[LK.G_TOPM] = int(rcfg.trained_candidates)
         self.node_top = np.zeros((node_cap, 2 * max(1, self.L)), dtype=np.int64)
         # training's leaf scratch, made once (per call it cost a one-example ``learn_one`` about
         # 20 µs): training runs on one thread, and each example predicts before it trains, so it
@@ -446,6 +447,7 @@ class LomTree(Reduction):
         glob[LK.G_LEAFL] = self.L
         glob[LK.G_W0] = max(1, self.T)
         glob[LK.G_UP] = self.up
+        glob[LK.G_TOPM] = int(self.config.trained_candidates)
         depths = depths_from_parents(node_i[:nn, LK.N_PARENT])
         if depths.max() > meta["depth_bound"]:
             raise ValueError("depth_bound is smaller than the tree depth")

@@ -145,7 +145,8 @@ _LARGE_K_PLT = {**_LARGE_K_TREE, "arity": large_k_arity, "power_t": 0.75, "beam"
 #: error 1.4 points lower on 330K examples and equal on 2.4M (the candidates' label regressors,
 #: not the leaves, tell the classes apart). KJV next word (k = 5,001): 75.57 against 75.55 with
 #: T = 5,000.
-_LARGE_K_LOMTREE = {"max_internal_nodes": 1023, "leaf_labels": 64, "candidates_up": 2, "leaf_positive_weight": 16.0}
+_LARGE_K_LOMTREE = {"max_internal_nodes": 1023, "leaf_labels": 64, "candidates_up": 2, "leaf_positive_weight": 16.0,
+                    "trained_candidates": 16}
 
 #: the reduction of ``lomtree train`` and ``Classifier`` when none is given
 DEFAULT = "lomtree"
@@ -177,9 +178,12 @@ REGISTRY = {
                     "regressors alone; -1 = chosen by progressive validation among 0, 0.02, 0.05, 0.1, 0.2)"),
         Option("leaf_positive_weight", ("--leaf-positive-weight",), float,
                help=f"importance of the label's own update at the leaf, the other candidates' being 1 [1; with "
-                    f"-k >= {LARGE_K}: {_LARGE_K_LOMTREE['leaf_positive_weight']:g}]")),
+                    f"-k >= {LARGE_K}: {_LARGE_K_LOMTREE['leaf_positive_weight']:g}]"),
+        Option("trained_candidates", ("--trained-candidates",),
+               help=f"the leaf trains the label and the M best-scored candidates (0 = all) [0; with -k >= "
+                    f"{LARGE_K}: {_LARGE_K_LOMTREE['trained_candidates']}]")),
         defaults={"power_t": 0.75, "learning_rate": 0.25, "leaf_labels": 32, "candidates_up": 3,
-                  "leaf_positive_weight": 1.0},
+                  "leaf_positive_weight": 1.0, "trained_candidates": 0},
         large_k_defaults=_LARGE_K_LOMTREE, regressors="tree node", vw_options={"log_multi": False}),
     "filter": ReductionSpec("lomtree_cli.reductions.filter_tree:FilterTree", "Filter tree", "filter tree (VW's --ect)",
                             dask="fixed", regressors="tree node", vw_options={"ect": False}),

@@ -55,7 +55,7 @@ class RefLomTree:
     BETAS = (0.0, 0.02, 0.05, 0.1, 0.2)
 
     def __init__(self, k, lin, T=None, swap_resistance=4, leaf_labels=0, candidates_up=0, label_prior=-1.0,
-                 positive_weight=1.0):
+                 positive_weight=1.0, trained_candidates=0):
         self.k = k
         self.auto = label_prior < 0
         self.beta = self.BETAS[0] if self.auto else label_prior
@@ -65,6 +65,7 @@ class RefLomTree:
         self.W0 = max(1, self.T)
         self.up = candidates_up
         self.posw = positive_weight
+        self.M = trained_candidates
         self.RS = swap_resistance
         self.lin = lin
         self.nodes = [Node()]  # node 0 is the root; ids are creation order
@@ -210,7 +211,15 @@ class RefLomTree:
             j = nd.left if s < 0 else nd.right
         nodes[j].C += 1
         self._update_c(j)
-        for c in self.candidates(j):
+        cands = self.candidates(j)
+        keep = range(len(cands))
+        if self.M and len(cands) > self.M:  # the label and the M best-scored before any learns
+            scores = [self.lin.score(idx, val, self.W0 + c - 1) for c in cands]
+            keep = set(sorted(range(len(cands)), key=lambda q: (-scores[q], q))[:self.M])
+            keep |= {q for q, c in enumerate(cands) if c == y}
+        for q, c in enumerate(cands):
+            if q not in keep:
+                continue
             m = self.W0 + c - 1
             f = self.lin.score(idx, val, m)
             self.lin.learn(idx, val, m, 1.0 if c == y else -1.0, iw * self.posw if c == y else iw, self.lin.clip(f))
