@@ -689,9 +689,9 @@ def test_cli_defaults_are_the_measured_best(tmp_path):
     assert got.reduction.config == ReductionConfig(name="lomtree", k=3)
 
 
-def test_leaf_positive_weight_is_checked_and_kept(tmp_path):
-    """``--leaf-positive-weight``: a bad value is one error line (exit 2); a model keeps its weight,
-    and ``-i`` trains on with it."""
+def test_leaf_positive_weight_and_trained_candidates_are_checked_and_kept(tmp_path):
+    """``--leaf-positive-weight``, ``--trained-candidates``: a bad value is one error line (exit 2);
+    a model keeps them, and ``-i`` trains on with them."""
     from tests.helpers import cli, one_error
 
     data = tmp_path / "d.vw"
@@ -699,9 +699,15 @@ def test_leaf_positive_weight_is_checked_and_kept(tmp_path):
     for bad in ("0", "-1", "nan"):
         line = one_error(*cli("train", "-r", "lomtree", "-k", 3, data, "--leaf-positive-weight", bad, "--quiet")[::2], 2)
         assert "--leaf-positive-weight" in line
+    for bad in ("-1", "2000", "x"):
+        code, _, err = cli("train", "-r", "lomtree", "-k", 3, data, "--trained-candidates", bad, "--quiet")
+        assert code == 2 and "--trained-candidates" in err, err
     m = tmp_path / "m.lt"
-    assert cli("train", "-r", "lomtree", "-k", 3, data, "--leaf-positive-weight", 4, "-f", m, "--quiet")[0] == 0
+    assert cli("train", "-r", "lomtree", "-k", 3, data, "--leaf-positive-weight", 4, "--trained-candidates", 2,
+               "-f", m, "--quiet")[0] == 0
     got = load_model(str(m))
     assert got.reduction.config.leaf_positive_weight == 4.0 and got.reduction.prior[LT.P_POSW] == 4.0
+    assert got.reduction.glob[LT.G_TOPM] == 2
     assert cli("train", "-i", m, data, "-f", tmp_path / "m2.lt", "--quiet")[0] == 0
-    assert load_model(str(tmp_path / "m2.lt")).reduction.prior[LT.P_POSW] == 4.0
+    again = load_model(str(tmp_path / "m2.lt")).reduction
+    assert again.prior[LT.P_POSW] == 4.0 and again.glob[LT.G_TOPM] == 2

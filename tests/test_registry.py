@@ -153,8 +153,8 @@ def test_plt_defaults_from_large_k_on():
 
 def test_lomtree_internal_nodes_from_large_k_on():
     """Single-label lomtree with k >= LARGE_K: T = 1,023 internal nodes (k-1 below it: None, the
-    reduction's own rule), 64 candidates from 2 levels up, the label's own update weighted 16; a
-    given value still wins; the model's T follows."""
+    reduction's own rule), 64 candidates from 2 levels up, the label's own update weighted 16, the
+    16 best-scored candidates trained; a given value still wins; the model's T follows."""
     from lomtree_cli.commands import new_model_configs
     from lomtree_cli.reductions.lomtree import LomTree
     from lomtree_cli.reductions.registry import LARGE_K
@@ -170,8 +170,8 @@ def test_lomtree_internal_nodes_from_large_k_on():
     assert rcfg(LARGE_K - 1).max_internal_nodes is None and LomTree.max_internal(rcfg(LARGE_K - 1)) == LARGE_K - 2
     assert rcfg(2 * LARGE_K, max_internal_nodes=5000).max_internal_nodes == 5000
     big, small = rcfg(LARGE_K), rcfg(LARGE_K - 1)
-    assert (big.leaf_labels, big.candidates_up, big.leaf_positive_weight) == (64, 2, 16.0)
-    assert (small.leaf_labels, small.candidates_up, small.leaf_positive_weight) == (32, 3, 1.0)
+    assert (big.leaf_labels, big.candidates_up, big.leaf_positive_weight, big.trained_candidates) == (64, 2, 16.0, 16)
+    assert (small.leaf_labels, small.candidates_up, small.leaf_positive_weight, small.trained_candidates) == (32, 3, 1.0, 0)
     assert rcfg(LARGE_K, leaf_positive_weight=2.0).leaf_positive_weight == 2.0
     assert rcfg(LARGE_K, leaf_labels=32).leaf_labels == 32
 
