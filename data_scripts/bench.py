@@ -95,6 +95,9 @@ REDUCTION_ONLY = {"max_internal_nodes": "lomtree", "swap_resistance": "lomtree",
 #: options of the run section that are not flags
 META_KEYS = {"dataset", "reduction", "k", "vw", "vw_args", "extra_args", "paper_error", "enabled",
              "note", "format"}
+#: a variant's option that is not a flag: ``ensemble = N`` trains N models (``--seed`` s, s + 1, ...,
+#: s the variant's seed, 0 by default) and predicts with all of them (``lomtree predict -i ... -i ...``)
+ENSEMBLE = "ensemble"
 
 #: the LOMtree paper's tuned test errors (%) (Choromanska & Langford 2015, Table 3)
 PAPER_ERRORS = {("sector", "lomtree"): 16.19, ("sector", "rtree"): 15.77,
@@ -160,7 +163,7 @@ def load_experiment(path: str | os.PathLike) -> Experiment:
         raise ValueError(f"{path}: unknown reduction {run['reduction']!r}; known: {', '.join(REDUCTIONS)}")
     tuned = dict(raw.get("tuned", {}))
     for section, opts in (("run", run), ("tuned", tuned)):
-        unknown = set(opts) - META_KEYS - set(LOMTREE_FLAGS)
+        unknown = set(opts) - META_KEYS - set(LOMTREE_FLAGS) - {ENSEMBLE}
         if unknown:
             raise ValueError(f"{path}: [{section}] unknown option(s) {sorted(unknown)}")
     base = {k: v for k, v in run.items() if k not in META_KEYS}
@@ -237,7 +240,7 @@ def lomtree_train_cmd(reduction: str, k: int | None, opts: dict, train: str, mod
     if k is not None:
         cmd += ["-k", str(k)]
     for key, val in opts.items():
-        if key in REDUCTION_ONLY and REDUCTION_ONLY[key] != reduction:
+        if key == ENSEMBLE or (key in REDUCTION_ONLY and REDUCTION_ONLY[key] != reduction):
             continue
         if key == "passes" and int(val) == 1:
             continue
@@ -248,8 +251,11 @@ def lomtree_train_cmd(reduction: str, k: int | None, opts: dict, train: str, mod
     return cmd
 
 
-def lomtree_predict_cmd(model: str, test: str, report: str) -> list[str]:
-    return lomtree_exe() + ["predict", "-i", model, test, "-p", "/dev/null", "--report", report, "--quiet"]
+def lomtree_predict_cmd(model, test: str, report: str) -> list[str]:
+    """``lomtree predict -i MODEL ...``; ``model``: a path, or a list of them (an ensemble)."""
+    models = [model] if isinstance(model, str) else list(model)
+    return lomtree_exe() + ["predict", *[a for m in models for a in ("-i", m)], test, "-p", "/dev/null",
+                            "--report", report, "--quiet"]
 
 
 def vw_train_cmd(vw_reduction: str, k: int, opts: dict, train: str, model: str, cache: str | None = None,
@@ -461,6 +467,9 @@ def _cleanup(*paths):
 def run_ours(run_id: str, reduction: str, k: int | None, opts: dict, train: str, test: str,
              extra=(), keep_model: bool = False, timeout: float | None = None) -> dict:
     """``lomtree train`` then ``lomtree predict``; a result record (status ok/missing/failed)."""
+    members = int(opts.get(ENSEMBLE, 1))
+    if members > 1:
+        return _run_ensemble(run_id, reduction, k, opts, train, test, extra, members, timeout)
     model, rtrain, rtest = (str(RUNS_DIR / f"{run_id}.{s}") for s in ("model", "train.json", "test.json"))
     cache = str(RUNS_DIR / f"{run_id}.cache")
     _cleanup(model, rtrain, rtest, cache)
@@ -492,6 +501,54 @@ def run_ours(run_id: str, reduction: str, k: int | None, opts: dict, train: str,
     rec["status"] = "ok"
     if not keep_model:
         _cleanup(model, cache)
+    return rec
+
+
+def _run_ensemble(run_id: str, reduction: str, k: int | None, opts: dict, train: str, test: str, extra,
+                  members: int, timeout: float | None) -> dict:
+    """``run_ours`` of an ensemble: ``members`` models trained one after another (seeds s, s + 1,
+    ...), one ``lomtree predict`` with all of them. The training record sums the members' seconds
+    (their peak RSS: the largest); its report is the first member's."""
+    seed = int(opts.get("seed", 0))
+    rec: dict = {"id": run_id, "system": "lomtree", "reduction": reduction, "k": k, "options": dict(opts),
+                 "loadavg_1min": _load1()}
+    models, parts = [], []
+    for i in range(members):
+        model, rtrain, cache = (str(RUNS_DIR / f"{run_id}.m{i}.{s}") for s in ("model", "train.json", "cache"))
+        _cleanup(model, rtrain, cache)
+        member = {key: v for key, v in opts.items() if key != ENSEMBLE}
+        member["seed"] = seed + i
+        t = run_timed(lomtree_train_cmd(reduction, k, member, train, model, rtrain, cache, extra), timeout)
+        parts.append(t.as_dict())
+        if t.rc != 0:
+            rec.update(status="missing" if is_missing(t) else "failed", train=parts[-1],
+                       message=f"train exit {t.rc}: {_tail(t.stderr)}")
+            return rec
+        if i == 0:
+            rep = _read_json(rtrain) or {}
+        models.append(model)
+        _cleanup(cache)
+    rec["train"] = {"cmd": " ; ".join(d["cmd"] for d in parts), "rc": 0,
+                    "seconds": round(sum(d["seconds"] for d in parts), 4),
+                    "cpu_seconds": round(sum(d["cpu_seconds"] for d in parts), 4),
+                    "peak_rss_mb": max(d["peak_rss_mb"] for d in parts),
+                    "discarded_compiling_runs": sum(d["discarded_compiling_runs"] for d in parts),
+                    "members": members, "report": rep, "examples": rep.get("examples")}
+    rec["passes_used"] = rep.get("passes", opts.get("passes", 1))
+    rec["holdout_loss"] = rep.get("holdout_loss")
+    rtest = str(RUNS_DIR / f"{run_id}.test.json")
+    _cleanup(rtest)
+    p = run_timed(lomtree_predict_cmd(models, test, rtest), timeout)
+    rec["test"] = p.as_dict()
+    _cleanup(*models)
+    if p.rc != 0:
+        rec.update(status="failed", message=f"predict exit {p.rc}: {_tail(p.stderr)}")
+        return rec
+    prep = _read_json(rtest) or {}
+    rec["test"]["report"] = prep
+    rec["test"]["examples"] = prep.get("examples")
+    rec.update(error_record(_test_error_from_report(prep), prep.get("examples")))
+    rec["status"] = "ok"
     return rec
 
 

@@ -737,3 +737,28 @@ def test_recorded_commands_hold_no_machine_paths():
     t = Timed(cmd=[str(REPO_ROOT / ".venv/bin/lomtree"), "train", str(REPO_ROOT / "bench/data/a b.vw"), "/elsewhere/x"],
               rc=0, seconds=1.0, maxrss_kb=1024, stderr="")
     assert t.as_dict()["cmd"] == ".venv/bin/lomtree train 'bench/data/a b.vw' /elsewhere/x"
+
+
+def test_an_ensemble_variant_trains_its_members_and_predicts_with_all(tmp_path, monkeypatch):
+    """``ensemble = 2``: two models of seeds 3 and 4, one ``lomtree predict`` with both; the
+    record's error is that command's, its training time the members' sum."""
+    monkeypatch.setattr(bench, "RUNS_DIR", tmp_path)
+    data = tmp_path / "d.vw"
+    data.write_text("".join(f"{1 + i % 4} | w{i % 4} n{i % 7}\n" for i in range(200)))
+    path = tmp_path / "d_plt.toml"
+    path.write_text('[run]\ndataset = "d"\nreduction = "plt"\nk = 4\nvw = ""\n[tuned]\nensemble = 2\nseed = 3\n')
+    opts = bench.load_experiment(path).variants["tuned"]
+    assert bench.ENSEMBLE not in bench.lomtree_train_cmd("plt", 4, opts, "t", "m", "r")
+    rec = bench.run_ours("e", "plt", 4, opts, str(data), str(data))
+    assert rec["status"] == "ok", rec.get("message")
+    cmds = rec["train"]["cmd"].split(" ; ")
+    assert len(cmds) == 2 and "--seed 3" in cmds[0] and "--seed 4" in cmds[1]
+    assert rec["train"]["members"] == 2 and rec["train"]["seconds"] > 0
+    assert rec["test"]["cmd"].count(" -i ") == 2
+    one = bench.run_ours("one", "plt", 4, {"bits": 18, "passes": 1}, str(data), str(data))
+    assert one["status"] == "ok" and " -i " in one["test"]["cmd"] and "members" not in one["train"]
+    assert not list(tmp_path.glob("*.model"))  # the members are removed after the prediction
+    with pytest.raises(ValueError, match="unknown option"):
+        bad = tmp_path / "d_cpt.toml"
+        bad.write_text('[run]\ndataset = "d"\nreduction = "cpt"\nensembles = 2\n')
+        bench.load_experiment(bad)
