@@ -488,20 +488,26 @@ def run_ours(run_id: str, reduction: str, k: int | None, opts: dict, train: str,
     rec["train"]["examples"] = rep.get("examples")
     rec["passes_used"] = rep.get("passes", opts.get("passes", 1))
     rec["holdout_loss"] = rep.get("holdout_loss")
+    _test(rec, model, test, rtest, timeout)
+    if not keep_model:
+        _cleanup(model, cache)
+    return rec
+
+
+def _test(rec: dict, model, test: str, rtest: str, timeout: float | None) -> None:
+    """``lomtree predict`` of ``model`` (a path or a list: an ensemble) on ``test`` into ``rec``:
+    its timing, report and test error, status ok or failed."""
     p = run_timed(lomtree_predict_cmd(model, test, rtest), timeout)
     rec["test"] = p.as_dict()
     if p.rc != 0:
         rec.update(status="failed", message=f"predict exit {p.rc}: {_tail(p.stderr)}")
-        return rec
+        return
     prep = _read_json(rtest) or {}
     rec["test"]["report"] = prep
     n = prep.get("examples")
     rec["test"]["examples"] = n
     rec.update(error_record(_test_error_from_report(prep), n))
     rec["status"] = "ok"
-    if not keep_model:
-        _cleanup(model, cache)
-    return rec
 
 
 def _run_ensemble(run_id: str, reduction: str, k: int | None, opts: dict, train: str, test: str, extra,
@@ -538,17 +544,8 @@ def _run_ensemble(run_id: str, reduction: str, k: int | None, opts: dict, train:
     rec["holdout_loss"] = rep.get("holdout_loss")
     rtest = str(RUNS_DIR / f"{run_id}.test.json")
     _cleanup(rtest)
-    p = run_timed(lomtree_predict_cmd(models, test, rtest), timeout)
-    rec["test"] = p.as_dict()
+    _test(rec, models, test, rtest, timeout)
     _cleanup(*models)
-    if p.rc != 0:
-        rec.update(status="failed", message=f"predict exit {p.rc}: {_tail(p.stderr)}")
-        return rec
-    prep = _read_json(rtest) or {}
-    rec["test"]["report"] = prep
-    rec["test"]["examples"] = prep.get("examples")
-    rec.update(error_record(_test_error_from_report(prep), prep.get("examples")))
-    rec["status"] = "ok"
     return rec
 
 
