@@ -49,7 +49,7 @@ def run_predict(p: dict, given: set, start: float) -> None:
     models = list(dict.fromkeys(p["model"]))
     if len(models) > 1 and (p["daemon"] or p["dask"] is not None):
         raise ConfigError("several -i (an ensemble) predict in one process: not with --daemon or --dask")
-    p = dict(p, model=models[0] if len(models) == 1 else models)
+    p = dict(p, model=models[0])  # the daemon's and Dask's one model
     if p["daemon"]:
         if p["dask"] is not None:
             raise ConfigError("--daemon and --dask cannot be used together")
@@ -84,7 +84,7 @@ def run_predict(p: dict, given: set, start: float) -> None:
         from .distributed import predict as dask_predict
 
         return dask_predict(p["model"], opts, p["dask"], skip_invalid=p["skip_invalid"])
-    predict(p["model"], opts, skip_invalid=p["skip_invalid"])
+    predict(models, opts, skip_invalid=p["skip_invalid"])
 
 
 #: predict options that have no meaning for a daemon (it answers on its connections)

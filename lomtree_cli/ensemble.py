@@ -79,20 +79,12 @@ class EnsembleReduction:
             answers.append((labs, probs))
             p_true.append(np.asarray(pt, dtype=np.float64))
         labs, probs = combine(answers, n)
-        return labs, probs, np.mean(p_true, axis=0) if len(batch) else np.zeros(0)
+        return labs, probs, np.mean(p_true, axis=0)
 
     def process(self, batch, train):
         if np.any(train):
             raise ConfigError("an ensemble of models predicts; it does not learn")
         return self.predict_top(batch, 1)[0][:, 0], None
-
-    def set_need_predictions(self, need: bool) -> None:
-        for m in self.members:
-            m.reduction.set_need_predictions(need)
-
-    def settle(self) -> None:
-        for m in self.members:
-            m.settle()
 
     def summary_extra(self) -> dict:
         return {"ensemble": len(self.members)}
@@ -109,7 +101,6 @@ class Ensemble:
         self.input_config = first.input_config
         self.base = first.base
         self.label_dict = first.label_dict
-        self.passes_done = first.passes_done
         self.reduction = EnsembleReduction(self.members)
 
     def process(self, batch, train):
@@ -117,9 +108,6 @@ class Ensemble:
 
     def predict_top(self, batch, n: int):
         return self.reduction.predict_top(batch, n)
-
-    def settle(self) -> None:
-        self.reduction.settle()
 
 
 def check_members(members, paths) -> None:
