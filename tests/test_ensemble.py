@@ -115,11 +115,35 @@ def test_cli_ensemble_averages_its_models_answers(tmp_path, reductions):
 
 
 def test_an_ensemble_of_one_model_is_the_model(tmp_path):
-    m = _train(tmp_path, "a.lt", "-r", "plt")
+    """Two copies of a model predict as the model: the same probabilities, in the same order, and
+    the same labels wherever a probability is not tied with its neighbours' (ties go to the
+    smaller label in an ensemble; plt floors unlikely labels at the same tiny probability and
+    keeps its own order among them; ``--path-weight 1`` makes plt rank by the probabilities it
+    prints, which an ensemble averages); the same file given twice is one model, not an ensemble."""
+    import shutil
+
+    m = _train(tmp_path, "a.lt", "-r", "plt", "--path-weight", 1)
+    copy = tmp_path / "b.lt"
+    shutil.copyfile(m, copy)
     test = tmp_path / "train.vw"
-    one = cli("predict", "-i", m, test, "--top-k", 2, "--quiet")
-    same = cli("predict", "-i", m, "-i", m, test, "--top-k", 2, "--quiet")  # the same file twice: once
-    assert one == same
+    code, one, err = cli("predict", "-i", m, test, "--top-k", 5, "--quiet")
+    assert code == 0, err
+    code, two, err = cli("predict", "-i", m, "-i", copy, test, "--top-k", 5, "--quiet", "--report", tmp_path / "two.json")
+    assert code == 0, err
+    (l1, p1), (l2, p2) = _top(one), _top(two)
+    assert p1 == p2
+    compared = 0
+    for la, lb, pr in zip(l1, l2, p1):
+        for j, p in enumerate(pr):
+            # the last one may tie with the first label past the cut
+            if (j == 0 or pr[j - 1] != p) and j + 1 < len(pr) and pr[j + 1] != p:
+                assert la[j] == lb[j]
+                compared += 1
+    assert compared > len(l1)  # most answers hold untied labels
+    assert json.loads((tmp_path / "two.json").read_text())["ensemble"] == 2
+    cli("predict", "-i", m, "-i", m, test, "--quiet", "--report", tmp_path / "once.json")
+    once = json.loads((tmp_path / "once.json").read_text())
+    assert once["reduction"] == "plt" and "ensemble" not in once
 
 
 def test_multilabel_ensemble_thresholds_the_mean_marginals(tmp_path):
