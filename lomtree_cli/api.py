@@ -755,6 +755,7 @@ class Classifier:
                  passes=1, holdout_period=10, holdout_off=False, early_terminate=3, seed=0, hash_seed=0,
                  noconstant=False, label_offset=0, format=None, max_internal_nodes=None, swap_resistance=None,
                  leaf_labels=None, candidates_up=None, label_prior=None, leaf_positive_weight=None, trained_candidates=None,
+                 max_class_records=None,
                  cpt_alpha=None, cpt_predict=None,
                  cpt_random_insert=None,
                  arity=None, beam=None, tree_buffer=None, path_weight=None, leaf_negatives=None, block_group=None,
@@ -790,6 +791,7 @@ class Classifier:
         self.label_prior = label_prior
         self.leaf_positive_weight = leaf_positive_weight
         self.trained_candidates = trained_candidates
+        self.max_class_records = max_class_records
         self.cpt_alpha = cpt_alpha
         self.cpt_predict = cpt_predict
         self.cpt_random_insert = cpt_random_insert

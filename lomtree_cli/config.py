@@ -249,6 +249,8 @@ class ReductionConfig:
         against 1 for each other candidate's
     trained_candidates : LOMtree M: the leaf trains the label and the M best-scored candidates
         (0: every candidate)
+    max_class_records : LOMtree N: the most class records kept (None: ``2^(b-3)``); more are
+        pruned by count
     label_prior : LOMtree: beta, weight of a candidate's log count share in its ranking score (-1:
         chosen by progressive validation)
     cpt_alpha : CPT balance/regressor trade-off in [0, 1]
@@ -282,6 +284,7 @@ class ReductionConfig:
     candidates_up: int = 0
     leaf_positive_weight: float = 1.0
     trained_candidates: int = 0
+    max_class_records: int | None = None
     label_prior: float = -1.0
     cpt_alpha: float = 0.5
     cpt_predict: str = "exact"
@@ -321,6 +324,8 @@ class ReductionConfig:
             raise ConfigError(f"--candidates-up must be in 0..64, got {self.candidates_up}")
         if not 0 <= int(self.trained_candidates) <= 1024:
             raise ConfigError(f"--trained-candidates must be in 0..1024, got {self.trained_candidates}")
+        if self.max_class_records is not None and not 1 <= int(self.max_class_records) < 2**62:
+            raise ConfigError(f"--max-class-records must be a positive count, got {self.max_class_records}")
         if not 0.0 < float(self.leaf_positive_weight) <= 1e6:
             raise ConfigError(f"--leaf-positive-weight must be in (0, 1e6], got {self.leaf_positive_weight}")
         if not (self.label_prior == -1.0 or (math.isfinite(self.label_prior) and 0.0 <= self.label_prior <= 10.0)):

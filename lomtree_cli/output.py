@@ -222,6 +222,8 @@ def finish(err, opts, s: dict) -> None:
         for key, v in s.items():
             if key in ("number_of_swaps",):
                 err.write(f"number of swaps = {v}\n")
+            if key == "record_prunes" and v:
+                err.write(f"class records pruned (--max-class-records) = {v} times\n")
         if s["skipped_lines"]:
             err.write(f"skipped lines = {s['skipped_lines']}\n")
         if s.get("labels_below_1"):

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from lomtree_cli.batch import ExampleBatch
 from lomtree_cli.config import InputConfig, LearnerConfig, ReductionConfig
+from lomtree_cli.errors import ConfigError
 from lomtree_cli.kernels import linear as KL
 from lomtree_cli.learner import LinearLearner
 from lomtree_cli.model_io import load_model, save_model
@@ -26,9 +27,10 @@ BITS = 10
 HS = settings(deadline=None, max_examples=30, suppress_health_check=[HealthCheck.too_slow])
 
 
-def make(k, T=None, rs=4, bits=BITS, loss="quantile", lr=None, L=0, up=0, beta=-1.0, posw=1.0, M=0):
+def make(k, T=None, rs=4, bits=BITS, loss="quantile", lr=None, L=0, up=0, beta=-1.0, posw=1.0, M=0, N=None):
     rcfg = ReductionConfig(name="lomtree", k=k, max_internal_nodes=T, swap_resistance=rs, leaf_labels=L,
-                           candidates_up=up, label_prior=beta, leaf_positive_weight=posw, trained_candidates=M)
+                           candidates_up=up, label_prior=beta, leaf_positive_weight=posw, trained_candidates=M,
+                           max_class_records=N)
     lcfg = LearnerConfig(loss=loss, learning_rate=lr)
     lin = LinearLearner(lcfg, bits, LomTree.n_models_for(rcfg))
     return LomTree(rcfg, lin)
@@ -91,11 +93,11 @@ def streams(draw, kmax=6, nmax=60):
     return k, T, rs, ex
 
 
-def ref_run(k, T, rs, ex, bits=BITS, L=0, loss="quantile", up=0, beta=-1.0, posw=1.0, M=0):
+def ref_run(k, T, rs, ex, bits=BITS, L=0, loss="quantile", up=0, beta=-1.0, posw=1.0, M=0, N=0):
     Tm = k - 1 if T is None else T
     ref = RefLomTree(k, RefLinear(bits=bits, n_models=max(1, Tm) + (k if L else 0), loss=loss), T=Tm,
                      swap_resistance=rs, leaf_labels=L, candidates_up=up, label_prior=beta, positive_weight=posw,
-                     trained_candidates=M)
+                     trained_candidates=M, max_records=N)
     preds = []
     for y, feats, iw in ex:
         idx = [h for h, _ in feats]
@@ -246,6 +248,107 @@ def test_kernel_matches_reference(case, L, up, loss, leaf):
 
 
 @HS
+@given(streams(kmax=14, nmax=160), st.sampled_from([0, 1, 3]), st.integers(0, 30), st.sampled_from([1, 8]))
+def test_pruned_records_match_reference(case, L, extra, chunk):
+    """``--max-class-records N`` at (or just above) its least value, so records are pruned
+    often: the same predictions, tree, kept records and weights as the reference's pruning by
+    count; at most ``N`` live records before every example."""
+    k, T, rs, ex = case
+    T = 8 if T is None else T
+    red = make(k, T=T, rs=rs, L=L, loss="squared", up=1, M=0)
+    N = LomTree.min_records(red.config) + extra
+    red = make(k, T=T, rs=rs, L=L, loss="squared", up=1, N=N)
+    preds = run(red, ex, chunk=chunk)
+    ref, rpreds = ref_run(k, T, rs, ex, L=L, loss="squared", up=1, N=N)
+    assert preds == rpreds
+    compare_to_ref(red, ref)
+    assert red.n_prunes == ref.prunes
+    assert int(red.glob[LT.G_LIVE]) <= N
+    np.testing.assert_allclose(red.learner.arrays.table[:, 0], ref.lin.dense_w(), rtol=1e-5, atol=1e-6)
+    check_tree(red)
+
+
+def test_pruning_keeps_the_lists_and_resumes_after_a_save(tmp_path):
+    """Many labels through a small tree with few records allowed: records are pruned many times,
+    the root's and the candidates' survive (the lists rebuilt from the saved records equal the
+    live ones), and a model saved after pruning trains on exactly as the uninterrupted run."""
+    rng = np.random.default_rng(3)
+    k = 40
+    ex = [(int(y), [(int(y) * 7 % 1000, 1.0), (int(rng.integers(0, 1000)), 0.5), CONST], 1.0)
+          for y in rng.zipf(1.3, 1200) % k + 1]
+    base = make(k, T=12, L=3, up=1, loss="squared")
+    N = LomTree.min_records(base.config) + 10
+    full = make(k, T=12, L=3, up=1, loss="squared", N=N)
+    run(full, ex, chunk=100)
+    assert full.n_prunes >= 5
+    node, lab, cnt, _, _ = full.records()
+    assert len(lab) <= N and set(lab[node == 0].tolist()) == {y for y, _, _ in ex}
+    rebuilt = full._node_lists(full.node_top.shape[0], node, lab, cnt)
+    assert (rebuilt[:full.n_nodes] == full.node_top[:full.n_nodes]).all()
+    half = make(k, T=12, L=3, up=1, loss="squared", N=N)
+    run(half, ex[:600], chunk=100)
+    assert half.n_prunes >= 1
+    path = str(tmp_path / "m.lt")
+    save_model(path, InputConfig(bits=BITS), half.learner, half)
+    loaded = load_model(path).reduction
+    assert int(loaded.glob[LT.G_RECMAX]) == N
+    run(loaded, ex[600:], chunk=100)
+    _assert_same(loaded, full)
+    assert run(loaded, ex, train=False) == run(full, ex, train=False)
+
+
+def test_max_class_records_is_checked():
+    with pytest.raises(ConfigError, match="at least"):
+        make(40, T=12, L=3, N=LomTree.min_records(make(40, T=12, L=3).config) - 1)
+    with pytest.raises(ConfigError, match="positive"):
+        make(40, T=12, L=3, N=0)
+    # the default follows -b: 2^(b-3) records, at least the least allowed
+    assert int(make(40, T=12, L=3, bits=20).glob[LT.G_RECMAX]) == 1 << 17
+    assert int(make(40, T=12, L=3, bits=6).glob[LT.G_RECMAX]) == LomTree.min_records(make(40, T=12, L=3).config)
+
+
+@HS
+@given(st.lists(st.sampled_from([-1.0, -0.25, 0.0, 0.0, 0.5, 1.0, 2.5]), min_size=1, max_size=80), st.integers(0, 90),
+       st.integers(0, 100))
+def test_select_trained_is_the_m_best_and_the_label(scores, M, ypos):
+    """The leaf's trained candidates: the M best by score, ties to the earlier in the list (as
+    a stable sort), and the label wherever it ranks; all of them when M is 0 or at least n."""
+    n = len(scores)
+    top = np.zeros((1, 2 * n), dtype=np.int64)
+    top[0, :n] = np.arange(1, n + 1)
+    y = ypos % (n + 3) + 1  # sometimes not a candidate
+    sel = np.zeros(n, dtype=np.int64)
+    LT._select_trained(top, 0, y, np.array(scores), n, M, sel)
+    want = set(range(n)) if M == 0 or n <= M else set(sorted(range(n), key=lambda q: (-scores[q], q))[:M])
+    if y <= n:
+        want.add(y - 1)
+    assert set(np.flatnonzero(sel).tolist()) == want
+
+
+def test_cli_reports_record_prunes(tmp_path):
+    """``--max-class-records`` through the command line: the prunes in the report and on stderr, a
+    value below the least one a one-line usage error (exit 2)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from lomtree_cli.cli import main
+
+    data = tmp_path / "wide.vw"
+    data.write_text("".join(f"{1 + i % 97} |a f{i % 13} g{i % 5}\n" for i in range(400)))
+    rep = tmp_path / "r.json"
+    opts = ["train", "-r", "lomtree", "-k", "97", "-b", "18", str(data), "--leaf-labels", "0",
+            "--max-internal-nodes", "8"]
+    r = CliRunner().invoke(main, opts + ["--max-class-records", "124", "--report", str(rep)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(rep.read_text())["record_prunes"] > 0
+    assert "class records pruned (--max-class-records) = " in r.output
+    r = CliRunner().invoke(main, opts + ["--max-class-records", "123"])
+    assert r.exit_code == 2 and "--max-class-records must be at least" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+
+
+@HS
 @given(streams(), st.sampled_from([1, 2, 3]), st.sampled_from([-1.0, 0.0, 0.05, 0.5, 3.0]))
 def test_label_prior_matches_reference(case, L, beta):
     """The label-frequency prior in the candidates' ranking (fixed beta, or chosen by progressive
@@ -363,7 +466,7 @@ def test_swaps_happen_and_are_counted():
     red = make(k, T=4, rs=4)
     run(red, ex)
     assert red.n_swaps > 0
-    assert red.summary_extra() == {"number_of_swaps": red.n_swaps}
+    assert red.summary_extra() == {"number_of_swaps": red.n_swaps, "record_prunes": 0}
     assert red.node_i[:red.n_nodes, LT.N_GEN].max() <= math.log2(len(ex))
     check_tree(red)
 
@@ -518,7 +621,7 @@ def test_corrupt_state_is_rejected():
     bad(lambda a, m: a["left"].__setitem__(v, a["right"][v]))
     bad(lambda a, m: a["parent"].__setitem__(int(a["left"][v]), 0 if v else 1))
     bad(lambda a, m: a["C"].__setitem__(v, a["C"][v] + 1))
-    bad(lambda a, m: a["En"].__setitem__(v, a["En"][v] + 1))
+    bad(lambda a, m: a["En"].__setitem__(v, a["En"][v] - 1))
     bad(lambda a, m: a["maxcnt"].__setitem__(0, a["maxcnt"][0] + 1))
     bad(lambda a, m: a["maxlab"].__setitem__(0, 13))
     bad(lambda a, m: a["model"].__setitem__(v, 5))

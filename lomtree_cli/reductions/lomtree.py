@@ -119,7 +119,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..entropy import depths_from_parents
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ..kernels import lomtree_kernels as LK
 from .base import Reduction, n_distinct
 
@@ -160,6 +160,7 @@ class LomTree(Reduction):
         self.up = int(rcfg.candidates_up)
         self.glob[LK.G_UP] = self.up
         self.glob[LK.G_TOPM] = int(rcfg.trained_candidates)
+        self.glob[LK.G_RECMAX] = self.max_records(rcfg, learner.bits)
         self.node_top = np.zeros((node_cap, 2 * max(1, self.L)), dtype=np.int64)
         # training's leaf scratch, made once (per call it cost a one-example ``learn_one`` about
         # 20 µs): training runs on one thread, and each example predicts before it trains, so it
@@ -172,12 +173,34 @@ class LomTree(Reduction):
         self.prior[LK.P_AUTO] = 1.0 if auto else 0.0
         self.prior[LK.P_BETA] = LK.BETAS[0] if auto else float(rcfg.label_prior)
         self._pending = None  # loaded class records not yet in the hash table (load_state)
+        self.n_prunes = 0
 
     @staticmethod
     def max_internal(rcfg) -> int:
         k = int(rcfg.k)
         T = rcfg.max_internal_nodes
         return max(0, k - 1) if T is None else int(T)
+
+    @staticmethod
+    def min_records(rcfg) -> int:
+        """The fewest class records ``--max-class-records`` may allow: those a prune never drops
+        (the root's, at most k; a candidate list and a majority label a node) and one example's."""
+        T = LomTree.max_internal(rcfg)
+        return int(rcfg.k) + (2 * T + 1) * (int(rcfg.leaf_labels) + 1) + T + 2
+
+    @staticmethod
+    def max_records(rcfg, bits: int) -> int:
+        """N, the most live class records (``--max-class-records``; default ``2^(b-3)``: a table of
+        at most ``2^(b-2)`` slots of 32 bytes, 2/3 of the weight table's bytes), at least
+        ``min_records``."""
+        lo = LomTree.min_records(rcfg)
+        N = rcfg.max_class_records
+        if N is None:
+            return max(1 << max(0, int(bits) - 3), lo)
+        if int(N) < lo:
+            raise ConfigError(f"--max-class-records must be at least k + (2T + 1)(L + 1) + T + 2 = {lo:,} "
+                              f"(the records a prune keeps), got {int(N):,}")
+        return int(N)
 
     @staticmethod
     def n_models_for(rcfg) -> int:
@@ -227,7 +250,17 @@ class LomTree(Reduction):
                 raise InputError(batch.source, int(batch.line_numbers[start]), "class_count",
                                  f"lomtree cannot train on label {int(batch.labels[start])}: the tree has counted "
                                  f"{LK.CNT_MAX:,} examples of it, the most its 32-bit class records hold")
-            self._grow_records(int(self.glob[LK.G_DEPTH]) + 2)
+            if status == LK.PRUNE:
+                self._prune_records()
+            else:
+                self._grow_records(int(self.glob[LK.G_DEPTH]) + 2)
+
+    def _prune_records(self) -> None:
+        """Drop the live records of lowest count down to 3/4 of ``--max-class-records``
+        (``LK.prune_records``), then rehash the rest within the table."""
+        LK.prune_records(self.node_i, self.node_top, self.rec_i, self.glob)
+        self.n_prunes += 1
+        LK.rehash_in_place(self.node_i, self.rec_i, self.rec_i.shape[0], self.glob)
 
     def _grow_records(self, need: int) -> None:
         """Make room for ``need`` more records at load <= 1/2: the live records rehashed within
@@ -411,8 +444,9 @@ class LomTree(Reduction):
         pos = np.minimum(np.searchsorted(root_lab, lab), root_lab.shape[0] - 1) if ptr[1] else None
         if nrec and (pos is None or (root_lab[pos] != lab).any() or (root_cnt[pos] < cnt).any()):
             raise ValueError("a class record counts more examples than the root's record of its label")
-        if (np.bincount(rnode, weights=cn, minlength=nn) != En).any():
-            raise ValueError("En does not match the class records")
+        # pruned records (--max-class-records) leave En above their sum
+        if (np.bincount(rnode, weights=cn, minlength=nn) > En).any():
+            raise ValueError("En is less than the n of its class records")
         mx = np.zeros(nn, dtype=np.int64)
         np.maximum.at(mx, rnode, cnt)
         if (mx != maxcnt).any():
@@ -448,6 +482,7 @@ class LomTree(Reduction):
         glob[LK.G_W0] = max(1, self.T)
         glob[LK.G_UP] = self.up
         glob[LK.G_TOPM] = int(self.config.trained_candidates)
+        glob[LK.G_RECMAX] = self.glob[LK.G_RECMAX]
         depths = depths_from_parents(node_i[:nn, LK.N_PARENT])
         if depths.max() > meta["depth_bound"]:
             raise ValueError("depth_bound is smaller than the tree depth")
@@ -496,7 +531,7 @@ class LomTree(Reduction):
 
     # -- reporting -------------------------------------------------------------------------
     def summary_extra(self) -> dict:
-        return {"number_of_swaps": self.n_swaps}
+        return {"number_of_swaps": self.n_swaps, "record_prunes": self.n_prunes}
 
     def label_levels(self):
         """The class records of every node: the examples of each label that reached it."""

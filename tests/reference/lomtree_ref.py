@@ -18,6 +18,12 @@ validation (each trained example counts, per beta, whether its candidates ranked
 before it is learned; the best so far, first on ties, is used), else beta = ``label_prior``.
     pred = ref.predict(idx, val)
     ref.train(idx, val, y, iw)
+
+With ``max_records=N``, before a training example finds ``live + depth_bound + 2 > N`` (``live``
+the records of all nodes, ``depth_bound`` the deepest split ever made), the records are pruned to
+``3N/4`` by count: never the root's, a node's ``L`` candidates or its ``maxlab``; of the others
+all with ``cnt <= t`` for the least ``t >= 1`` that reaches the target (counts >= ``HIST`` in one
+bin; ``t = HIST`` drops all of them).
 """
 
 from __future__ import annotations
@@ -53,9 +59,10 @@ class Node:
 
 class RefLomTree:
     BETAS = (0.0, 0.02, 0.05, 0.1, 0.2)
+    HIST = 4096
 
     def __init__(self, k, lin, T=None, swap_resistance=4, leaf_labels=0, candidates_up=0, label_prior=-1.0,
-                 positive_weight=1.0, trained_candidates=0):
+                 positive_weight=1.0, trained_candidates=0, max_records=0):
         self.k = k
         self.auto = label_prior < 0
         self.beta = self.BETAS[0] if self.auto else label_prior
@@ -66,6 +73,9 @@ class RefLomTree:
         self.up = candidates_up
         self.posw = positive_weight
         self.M = trained_candidates
+        self.N = max_records
+        self.depth_bound = 0
+        self.prunes = 0
         self.RS = swap_resistance
         self.lin = lin
         self.nodes = [Node()]  # node 0 is the root; ids are creation order
@@ -158,14 +168,47 @@ class RefLomTree:
     def candidates(self, v):
         """Leaf v's candidate labels: the L most frequent (ties: smaller label first) of
         ``count_node(v)``."""
-        cl = self.count_node(v).classes
+        return self.candidates_of(self.count_node(v))
+
+    def candidates_of(self, nd):
+        cl = nd.classes
         return sorted(cl, key=lambda lab: (-cl[lab][0], lab))[:self.L]
 
+    def _prune(self):
+        nodes = self.nodes
+        live = sum(len(nd.classes) for nd in nodes)
+        if not self.N or live + self.depth_bound + 2 <= self.N:
+            return
+        kept = set()
+        for v, nd in enumerate(nodes):
+            if v == 0:
+                kept |= {(0, lab) for lab in nd.classes}
+                continue
+            if nd.maxcnt > 0:
+                kept.add((v, nd.maxlab))
+            if self.L > 0:
+                kept |= {(v, lab) for lab in self.candidates_of(nd)}
+        hist = [0] * (self.HIST + 1)
+        for v, nd in enumerate(nodes):
+            for lab, rec in nd.classes.items():
+                if (v, lab) not in kept:
+                    hist[min(rec[0], self.HIST)] += 1
+        t, drop = 0, 0
+        while t < self.HIST and live - drop > self.N * 3 // 4:
+            t += 1
+            drop += hist[t]
+        for v, nd in enumerate(nodes):
+            nd.classes = {lab: rec for lab, rec in nd.classes.items()
+                          if (v, lab) in kept or not (t == self.HIST or rec[0] <= t)}
+        self.prunes += 1
+
     def train(self, idx, val, y, iw=1.0):
+        self._prune()
         if self.L > 0:
             self._prior_stats(idx, val, y)
         nodes = self.nodes
         j = 0
+        depth = 0
         while True:
             nd = nodes[j]
             rec = nd.classes.setdefault(y, [0, 0, 0.0])
@@ -197,6 +240,7 @@ class RefLomTree:
                 self._update_c(L)
                 nodes[L].maxlab = nodes[R].maxlab = nd.maxlab
                 nd.internal = True
+                self.depth_bound = max(self.depth_bound, depth + 1)
             E = nd.Esum / nd.En if nd.En else 0.0
             e = rec[2] / rec[1] if rec[1] else 0.0
             z = -1.0 if E > e else 1.0
@@ -209,6 +253,7 @@ class RefLomTree:
             rec[2] += s
             rec[1] += 1
             j = nd.left if s < 0 else nd.right
+            depth += 1
         nodes[j].C += 1
         self._update_c(j)
         cands = self.candidates(j)
