@@ -110,9 +110,11 @@ def _warm_commands(d: str) -> list[list[str]]:
         f.write("".join(f"{1 + i % 97} |a f{i % 13} g{i % 5}\n" for i in range(400)))
     for r in REGISTRY:
         cmds.append(["train", "-r", r, "-k", "97", "-b", "18", wide, "--quiet"])
-    # LOMtree's records pruned (--max-class-records at its least for this tree)
-    cmds.append(["train", "-r", "lomtree", "-k", "97", "-b", "18", wide, "--leaf-labels", "0", "--max-internal-nodes",
-                 "8", "--max-class-records", "124", "--quiet"])
+    # class records pruned (LOMtree's --max-class-records at its least for this tree)
+    for r, spec in REGISTRY.items():
+        if any(o.field == "max_class_records" for o in spec.options):
+            cmds.append(["train", "-r", r, "-k", "97", "-b", "18", wide, "--leaf-labels", "0", "--max-internal-nodes",
+                         "8", "--max-class-records", "248", "--quiet"])
     # label sets: every reduction that learns them, on the three formats that carry them
     xmc, mls = os.path.join(d, "w.xmc"), os.path.join(d, "w.mls")
     with open(xmc, "w") as f:

@@ -183,10 +183,11 @@ class LomTree(Reduction):
 
     @staticmethod
     def min_records(rcfg) -> int:
-        """The fewest class records ``--max-class-records`` may allow: those a prune never drops
-        (the root's, at most k; a candidate list and a majority label a node) and one example's."""
+        """The fewest class records ``--max-class-records`` may allow: twice those a prune never
+        drops (the root's, at most k; a candidate list and a majority label a node) and one
+        example's, so that every prune frees at least a quarter of them."""
         T = LomTree.max_internal(rcfg)
-        return int(rcfg.k) + (2 * T + 1) * (int(rcfg.leaf_labels) + 1) + T + 2
+        return 2 * (int(rcfg.k) + (2 * T + 1) * (int(rcfg.leaf_labels) + 1) + T + 2)
 
     @staticmethod
     def max_records(rcfg, bits: int) -> int:
@@ -198,8 +199,8 @@ class LomTree(Reduction):
         if N is None:
             return max(1 << max(0, int(bits) - 3), lo)
         if int(N) < lo:
-            raise ConfigError(f"--max-class-records must be at least k + (2T + 1)(L + 1) + T + 2 = {lo:,} "
-                              f"(the records a prune keeps), got {int(N):,}")
+            raise ConfigError(f"--max-class-records must be at least 2 (k + (2T + 1)(L + 1) + T + 2) = {lo:,} "
+                              f"(twice the records a prune keeps), got {int(N):,}")
         return int(N)
 
     @staticmethod
