@@ -32,7 +32,7 @@ from pathlib import Path
 from . import bench_anchors as ba
 from .bench import lomtree_exe
 from .common import DEFAULT_DATA_DIR, REPO_ROOT, atomic_write, run_timed, sanitize_command
-from .pypi_tasks import PYPI_RELPATH, build_all, size_name, task_name
+from .pypi_tasks import size_name, task_name
 
 #: system id -> (display name, kind, options). kind: lomtree (train options), vw (VW reduction),
 #: fasttext (epochs), napkinxc (anchor id).
@@ -267,6 +267,17 @@ def plot_sweep(results: dict, path: Path) -> bool:
     return True
 
 
+def build_files(data_dir: str, files: Path, sizes, vocabs) -> int:
+    """``pypi_tasks.build_all`` in a child process: the summaries it reads (~600 MB of Python
+    objects for all of them) would stay in this process, and every command it then forks starts
+    from its memory, so each one's peak RSS (``ru_maxrss``) would be at least that."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "data_scripts.pypi_tasks", "--data-dir", str(data_dir), "--out-dir", str(files),
+           "--summaries", *map(str, sizes), "--vocab", *map(str, vocabs)]
+    return subprocess.run(cmd, cwd=REPO_ROOT).returncode
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m data_scripts.bench_pypi", description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR))
@@ -284,7 +295,6 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=str(REPO_ROOT / "bench" / "pypi.json"))
     ap.add_argument("--markdown", default=str(REPO_ROOT / "bench" / "pypi.md"))
     a = ap.parse_args(argv)
-    src = Path(a.data_dir) / PYPI_RELPATH
     files = Path(a.files)
     work = files / "runs"
     work.mkdir(parents=True, exist_ok=True)
@@ -308,7 +318,8 @@ def main(argv=None) -> int:
         plot_sweep(results, jpath.with_name("pypi_cost_vs_k.png"))
 
     if not a.no_main:
-        build_all(src, files, a.sizes, a.vocabs, log=log)
+        if build_files(a.data_dir, files, a.sizes, a.vocabs):
+            return 1
         for size in a.sizes:
             for vocab in a.vocabs:
                 run_task(size, vocab, a.systems, files, work, results, a.anchor_python, a.budget, a.timeout,
@@ -316,7 +327,8 @@ def main(argv=None) -> int:
                 save()
     if not a.no_sweep:
         size = min(a.sizes) if a.sizes else 40_000
-        build_all(src, files, [size], a.sweep_vocabs, log=log)
+        if build_files(a.data_dir, files, [size], a.sweep_vocabs):
+            return 1
         for vocab in a.sweep_vocabs:
             run_task(size, vocab, REDUCTIONS_SWEPT, files, work, results, a.anchor_python, a.budget, a.timeout,
                      smallest=size, prefix="sweep")

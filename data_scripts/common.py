@@ -143,7 +143,12 @@ class Timed:
 
 
 def run_timed(cmd: list[str], env_extra: dict | None = None, timeout: float | None = None) -> Timed:
-    """Run ``cmd``; wall time, CPU (user + system) and peak RSS of the child from ``os.wait4``."""
+    """Run ``cmd``; wall time, CPU (user + system) and peak RSS of the child from ``os.wait4``.
+
+    The child starts as a copy of this process, and Linux carries that copy's resident size into
+    its ``ru_maxrss`` across ``exec``: the peak reported is at least this process's RSS at the
+    call, so a caller that measures memory must stay small (``bench_pypi`` builds its files in a
+    child process for that reason)."""
     env = dict(os.environ)
     env.update(env_extra or {})
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:

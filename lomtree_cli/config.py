@@ -249,7 +249,7 @@ class ReductionConfig:
         against 1 for each other candidate's
     trained_candidates : LOMtree M: the leaf trains the label and the M best-scored candidates
         (0: every candidate)
-    max_class_records : LOMtree N: the most class records kept (None: ``2^(b-3)``); more are
+    max_class_records : LOMtree N: the most class records kept (None: ``2^(b-4)``); more are
         pruned by count
     label_prior : LOMtree: beta, weight of a candidate's log count share in its ranking score (-1:
         chosen by progressive validation)

@@ -320,8 +320,8 @@ def test_max_class_records_is_checked():
         make(40, T=12, L=3, N=LomTree.min_records(make(40, T=12, L=3).config) - 1)
     with pytest.raises(ConfigError, match="positive"):
         make(40, T=12, L=3, N=0)
-    # the default follows -b: 2^(b-3) records, at least the least allowed
-    assert int(make(40, T=12, L=3, bits=20).glob[LT.G_RECMAX]) == 1 << 17
+    # the default follows -b: 2^(b-4) records, at least the least allowed
+    assert int(make(40, T=12, L=3, bits=20).glob[LT.G_RECMAX]) == 1 << 16
     assert int(make(40, T=12, L=3, bits=6).glob[LT.G_RECMAX]) == LomTree.min_records(make(40, T=12, L=3).config)
 
 
@@ -484,7 +484,7 @@ def test_swaps_happen_and_are_counted():
     red = make(k, T=4, rs=4)
     run(red, ex)
     assert red.n_swaps > 0
-    assert red.summary_extra() == {"number_of_swaps": red.n_swaps, "record_prunes": 0}
+    assert red.summary_extra() == {"number_of_swaps": red.n_swaps, "record_prunes": red.n_prunes}
     assert red.node_i[:red.n_nodes, LT.N_GEN].max() <= math.log2(len(ex))
     check_tree(red)
 

@@ -191,13 +191,14 @@ class LomTree(Reduction):
 
     @staticmethod
     def max_records(rcfg, bits: int) -> int:
-        """N, the most live class records (``--max-class-records``; default ``2^(b-3)``: a table of
-        at most ``2^(b-2)`` slots of 32 bytes, 2/3 of the weight table's bytes), at least
+        """N, the most live class records (``--max-class-records``; default ``2^(b-4)``: a table of
+        at most ``2^(b-3)`` slots of 32 bytes, 1/3 of the weight table's bytes; on PyPI next word
+        ``2^(b-3)`` and no bound were as accurate, bench/notes/lomtree.md), at least
         ``min_records``."""
         lo = LomTree.min_records(rcfg)
         N = rcfg.max_class_records
         if N is None:
-            return max(1 << max(0, int(bits) - 3), lo)
+            return max(1 << max(0, int(bits) - 4), lo)
         if int(N) < lo:
             raise ConfigError(f"--max-class-records must be at least 2 (k + (2T + 1)(L + 1) + T + 2) = {lo:,} "
                               f"(twice the records a prune keeps), got {int(N):,}")

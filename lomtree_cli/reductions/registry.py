@@ -184,7 +184,7 @@ REGISTRY = {
                     f"{LARGE_K}: {_LARGE_K_LOMTREE['trained_candidates']}]"),
         Option("max_class_records", ("--max-class-records",),
                help="the most (node, label) class records kept, 32 bytes each: beyond it those of lowest count "
-                    "are dropped, never the root's or a node's candidates [2^(b-3)]")),
+                    "are dropped, never the root's or a node's candidates [2^(b-4)]")),
         defaults={"power_t": 0.75, "learning_rate": 0.25, "leaf_labels": 32, "candidates_up": 3,
                   "leaf_positive_weight": 1.0, "trained_candidates": 0},
         large_k_defaults=_LARGE_K_LOMTREE, regressors="tree node", vw_options={"log_multi": False}),
