@@ -320,6 +320,9 @@ def test_max_class_records_is_checked():
         make(40, T=12, L=3, N=LomTree.min_records(make(40, T=12, L=3).config) - 1)
     with pytest.raises(ConfigError, match="positive"):
         make(40, T=12, L=3, N=0)
+    # a bound the machine could not hold is refused up front, with the bytes it needs
+    with pytest.raises(ConfigError, match=r"would need .* GiB for at most 1,099,511,627,776 class records"):
+        make(40, T=12, L=3, N=1 << 40)
     # the default follows -b: 2^(b-4) records, at least the least allowed
     assert int(make(40, T=12, L=3, bits=20).glob[LT.G_RECMAX]) == 1 << 16
     assert int(make(40, T=12, L=3, bits=6).glob[LT.G_RECMAX]) == LomTree.min_records(make(40, T=12, L=3).config)

@@ -120,6 +120,7 @@ import numpy as np
 
 from ..entropy import depths_from_parents
 from ..errors import ConfigError, InputError
+from ..learner import check_memory
 from ..kernels import lomtree_kernels as LK
 from .base import Reduction, n_distinct
 
@@ -160,7 +161,9 @@ class LomTree(Reduction):
         self.up = int(rcfg.candidates_up)
         self.glob[LK.G_UP] = self.up
         self.glob[LK.G_TOPM] = int(rcfg.trained_candidates)
-        self.glob[LK.G_RECMAX] = self.max_records(rcfg, learner.bits)
+        self.glob[LK.G_RECMAX] = N = self.max_records(rcfg, learner.bits)
+        # the table holds at most N live records at load <= 1/2 (``_grow_records``)
+        check_memory(LK.RF * 8 * (1 << (2 * N - 1).bit_length()), f"at most {N:,} class records (--max-class-records)")
         self.node_top = np.zeros((node_cap, 2 * max(1, self.L)), dtype=np.int64)
         # training's leaf scratch, made once (per call it cost a one-example ``learn_one`` about
         # 20 µs): training runs on one thread, and each example predicts before it trains, so it
