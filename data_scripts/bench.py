@@ -77,7 +77,7 @@ LOMTREE_FLAGS = {
     "early_terminate": "--early-terminate", "max_internal_nodes": "--max-internal-nodes",
     "swap_resistance": "--swap-resistance", "cpt_alpha": "--cpt-alpha", "seed": "--seed",
     "decay_learning_rate": "--decay-learning-rate", "holdout_off": "--holdout-off",
-    "solver": "--solver", "cost": "--cost",
+    "solver": "--solver", "cost": "--cost", "max_class_records": "--max-class-records",
 }
 #: options of the online solver's learning rate, left out of a run with ``solver = "dual"`` (it has none)
 RATE_OPTIONS = ("learning_rate", "power_t", "initial_t", "decay_learning_rate")
@@ -91,7 +91,8 @@ VW_FLAGS = {
 #: options that are switches (true: the flag alone; false: left out)
 SWITCHES = {"holdout_off"}
 #: options that apply only to one reduction (ours)
-REDUCTION_ONLY = {"max_internal_nodes": "lomtree", "swap_resistance": "lomtree", "cpt_alpha": "cpt"}
+REDUCTION_ONLY = {"max_internal_nodes": "lomtree", "swap_resistance": "lomtree", "max_class_records": "lomtree",
+                  "cpt_alpha": "cpt"}
 #: options of the run section that are not flags
 META_KEYS = {"dataset", "reduction", "k", "vw", "vw_args", "extra_args", "paper_error", "enabled",
              "note", "format"}
@@ -166,6 +167,10 @@ def load_experiment(path: str | os.PathLike) -> Experiment:
         unknown = set(opts) - META_KEYS - set(LOMTREE_FLAGS) - {ENSEMBLE}
         if unknown:
             raise ValueError(f"{path}: [{section}] unknown option(s) {sorted(unknown)}")
+    # the experiment's own keys are [run]'s: in [tuned] they would be ignored, silently
+    run_only = set(tuned) & (META_KEYS - {"paper_error", "note"})
+    if run_only:
+        raise ValueError(f"{path}: {sorted(run_only)} belong in [run], not [tuned]")
     base = {k: v for k, v in run.items() if k not in META_KEYS}
     base.setdefault("bits", 18)
     base.setdefault("passes", 1)

@@ -94,6 +94,7 @@ def test_load_experiment_default_vw_counterpart(tmp_path):
     ('[run]\nreduction = "oaa"\n', "dataset"),
     ('[tuned]\npasses = 3\n', "no \\[run\\]"),
     ('[run]\ndataset = "sector"\nreduction = "oaa"\n[tuned]\npases = 3\n', "unknown option"),
+    ('[run]\ndataset = "sector"\nreduction = "oaa"\n[tuned]\nextra_args = ["-l", "1"]\n', "belong in \\[run\\]"),
 ])
 def test_load_experiment_rejects(tmp_path, text, msg):
     with pytest.raises(ValueError, match=msg):
