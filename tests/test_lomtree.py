@@ -346,6 +346,22 @@ def test_select_trained_is_the_m_best_and_the_label(scores, M, ypos):
     assert set(np.flatnonzero(sel).tolist()) == want
 
 
+@HS
+@given(st.lists(st.tuples(st.sampled_from([-1.0, 0.0, 0.0, 0.5, 1.0, float("nan")]),
+                          st.sampled_from([-3.0, -1.0, -1.0, -0.5, 0.0])), min_size=1, max_size=40),
+       st.sampled_from(list(LT.BETAS)))
+def test_ranks_first_is_best_candidate(keys, beta):
+    """The label prior's statistics ask whether a candidate ranks first; the early-stopping
+    check answers as ``_best_candidate`` itself, ties and NaN scores included."""
+    n = len(keys)
+    top = np.zeros((1, 2 * n), dtype=np.int64)
+    top[0, :n] = np.arange(1, n + 1)
+    fs = np.array([[a for a, _ in keys], [b for _, b in keys]])
+    best = LT._best_candidate(top, 0, n, fs, beta)
+    for q in range(n):
+        assert LT._ranks_first(top, 0, n, fs, n, q, beta) == (best == q + 1)
+
+
 def test_cli_reports_record_prunes(tmp_path):
     """``--max-class-records`` through the command line: the prunes in the report and on stderr, a
     value below the least one a one-line usage error (exit 2)."""
