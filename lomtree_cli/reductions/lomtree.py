@@ -40,7 +40,11 @@ within the table, enlarged in place to load <= 1/2 (``LK.rehash_in_place``; once
 3/8, unless stale records are many): no second table is alive beside it. So one statistics
 look-up is ``O(1)`` expected, and no step ever scans the labels of a node: training costs
 ``O(depth)`` regressor calls plus ``O(depth)`` look-ups and ``UPDATE_C``/``SWAP`` walks. Memory
-grows with (node, label) pairs actually seen; the layout of the table never changes a result.
+grows with (node, label) pairs actually seen, up to ``N = --max-class-records`` (default
+``2^(b-4)``): before a training example that could pass it, ``LK.prune_records`` drops the records
+of lowest count down to ``3N/4``, never the root's, a node's candidate list or its ``maxlab``
+(docs/ALGORITHMS.md §3.4; ``N`` at least twice those, so a prune frees ``N/4``). The layout of the
+table never changes a result; pruning depends on the records alone.
 
 * ``T`` default ``k - 1`` (``--max-internal-nodes``; VW hard-codes ``k-1``): enough internal
   nodes for a tree with one leaf per class; more (the paper explores up to ``64k-1``) lets
