@@ -108,8 +108,8 @@ Model state (``state()``): node arrays ``parent, left, right, internal, model, C
 maxlab`` (int64) and ``Esum`` (float64), each of length ``n_nodes``; class records in CSR form
 ``cls_ptr`` (n_nodes+1), ``cls_label, cls_cnt, cls_n`` (int64), ``cls_msum`` (float64), records
 of a node sorted by label. ``load_state`` checks every invariant it can (links form one tree,
-``C`` of an internal node = min of its children, ``En >= sum n(y)`` (equal unless pruned), ``maxcnt = max cnt(y)``,
-label ranges, counters) and raises ValueError otherwise; the hash table is rebuilt, so saving
+``C`` of an internal node = min of its children, ``En >= sum n(y)`` (equal unless pruned),
+``maxcnt = max cnt(y)``, label ranges, counters) and raises ValueError otherwise; the hash table is rebuilt, so saving
 then loading continues bit-exactly (record sums do not depend on the table layout).
 
 References
