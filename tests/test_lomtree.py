@@ -248,7 +248,8 @@ def test_kernel_matches_reference(case, L, up, loss, leaf):
 
 
 @HS
-@given(streams(kmax=30, nmax=250, kmin=12, nmin=150), st.sampled_from([0, 1, 3]), st.integers(0, 30), st.sampled_from([1, 8]))
+@given(streams(kmax=30, nmax=250, kmin=12, nmin=150), st.sampled_from([0, 1, 3]), st.integers(0, 30),
+       st.sampled_from([1, 8]))
 def test_pruned_records_match_reference(case, L, extra, chunk):
     """Records pruned often: N set below the option's least value (half of it, where every
     prune still ends below N, though it may free little): the same predictions, tree, kept
