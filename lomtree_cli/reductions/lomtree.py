@@ -109,8 +109,9 @@ maxlab`` (int64) and ``Esum`` (float64), each of length ``n_nodes``; class recor
 ``cls_ptr`` (n_nodes+1), ``cls_label, cls_cnt, cls_n`` (int64), ``cls_msum`` (float64), records
 of a node sorted by label. ``load_state`` checks every invariant it can (links form one tree,
 ``C`` of an internal node = min of its children, ``En >= sum n(y)`` (equal unless pruned),
-``maxcnt = max cnt(y)``, label ranges, counters) and raises ValueError otherwise; the hash table is rebuilt, so saving
-then loading continues bit-exactly (record sums do not depend on the table layout).
+``maxcnt = max cnt(y)``, label ranges, counters) and raises ValueError otherwise; the hash table
+is rebuilt, so saving then loading continues bit-exactly (record sums do not depend on the table
+layout).
 
 References
 ----------
@@ -167,7 +168,8 @@ class LomTree(Reduction):
         self.glob[LK.G_TOPM] = int(rcfg.trained_candidates)
         self.glob[LK.G_RECMAX] = N = self.max_records(rcfg, learner.bits)
         # the table holds at most N live records at load <= 1/2 (``_grow_records``)
-        check_memory(LK.RF * 8 * (1 << (2 * N - 1).bit_length()), f"at most {N:,} class records (--max-class-records)")
+        check_memory(LK.RF * 8 * (1 << (2 * N - 1).bit_length()),
+                     f"at most {N:,} class records (--max-class-records)")
         self.node_top = np.zeros((node_cap, 2 * max(1, self.L)), dtype=np.int64)
         # training's leaf scratch, made once (per call it cost a one-example ``learn_one`` about
         # 20 µs): training runs on one thread, and each example predicts before it trains, so it
