@@ -133,6 +133,10 @@ from .base import Reduction, n_distinct
 _NODE_FIELDS = (("parent", LK.N_PARENT), ("left", LK.N_LEFT), ("right", LK.N_RIGHT), ("internal", LK.N_INTERNAL),
                 ("model", LK.N_MODEL), ("C", LK.N_C), ("En", LK.N_EN), ("maxcnt", LK.N_MAXCNT), ("maxlab", LK.N_MAXLAB))
 _CLS_FIELDS = ("cls_ptr", "cls_label", "cls_cnt", "cls_n", "cls_msum")
+#: the entries of ``glob`` that the configuration fixes (set in ``__init__``; a loaded model's
+#: other entries are its counters)
+_SETTINGS = [LK.G_T, LK.G_RS, LK.G_NODECAP_MAX, LK.G_SHORTCUTS, LK.G_LEAFL, LK.G_W0, LK.G_UP, LK.G_TOPM,
+             LK.G_RECMAX]
 #: class records per piece of a saved model's record members (``LomTree.state_members``)
 SAVE_RECORDS = 1 << 18
 
@@ -481,19 +485,11 @@ class LomTree(Reduction):
             node_i[:nn, col] = arrays[name]
         node_f[:nn] = arrays["Esum"]
         glob = np.zeros(LK.NG, dtype=np.int64)
+        glob[_SETTINGS] = self.glob[_SETTINGS]  # as __init__ derived them from the configuration
         glob[LK.G_NNODES] = nn
         glob[LK.G_TUSED] = t_used
         glob[LK.G_NSWAPS] = meta["n_swaps"]
-        glob[LK.G_T] = self.T
-        glob[LK.G_RS] = self.R_S
         glob[LK.G_DEPTH] = meta["depth_bound"]
-        glob[LK.G_NODECAP_MAX] = cap_max
-        glob[LK.G_SHORTCUTS] = 1
-        glob[LK.G_LEAFL] = self.L
-        glob[LK.G_W0] = max(1, self.T)
-        glob[LK.G_UP] = self.up
-        glob[LK.G_TOPM] = int(self.config.trained_candidates)
-        glob[LK.G_RECMAX] = self.glob[LK.G_RECMAX]
         depths = depths_from_parents(node_i[:nn, LK.N_PARENT])
         if depths.max() > meta["depth_bound"]:
             raise ValueError("depth_bound is smaller than the tree depth")
