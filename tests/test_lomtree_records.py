@@ -125,9 +125,9 @@ def test_growth_drops_stale_records_and_keeps_the_size_when_they_are_many():
     _check(red, ref)
 
 
-def test_growth_holds_one_table():
-    """No second table: the array is enlarged in place (``realloc``), so a growth allocates the
-    new size and no more (a table beside the old one was the old size more)."""
+def test_growth_allocates_the_new_table_and_nothing_more():
+    """A growth allocates the larger table and copies the old rows in: no third table or
+    temporary of table size (the rehash works within the new array)."""
     import tracemalloc
 
     red, ref = _table(), {}

@@ -4,6 +4,7 @@ labels and their prior, swaps, and the record hash table."""
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -72,6 +73,12 @@ P_BETA = NB
 P_AUTO = NB + 1
 P_POSW = NB + 2
 NP = NB + 3
+
+#: ``LOG_COUNT[c] = log(c)`` (``math.log``: the C library's, as the kernels' own ``np.log``) for
+#: the counts of candidates below ``LOG_SMALL``: the log shares of 64 candidates per example
+#: were 64 calls of ``log``, 2.5% of training at scale
+LOG_SMALL = 4096
+LOG_COUNT = np.array([-np.inf] + [math.log(c) for c in range(1, LOG_SMALL)])
 
 MIN_HASH_CAP = 64
 NODE_CAP0 = 1024
@@ -217,8 +224,8 @@ def find_slots(rec_i, nodes, labels, out):
 @jit()
 def rehash_in_place(node_i, rec_i, old, glob):
     """Rehash the table's first ``old`` rows (a table of ``old`` slots) into all of ``rec_i``
-    (``old`` or a power-of-two multiple of it slots: the caller enlarged the array in place),
-    dropping the stale records; no second table.
+    (``old`` or a power-of-two multiple of it slots: the caller copied the old rows into a
+    larger array), dropping the stale records; no second table.
 
     The old slots are visited once, cyclically from an empty one; each record is taken out and
     inserted again from its new hash. A record whose new home is in the old range has the same
@@ -400,17 +407,20 @@ def _candidate_node(node_i, glob, j):
 
 @kernel()
 def _candidate_shares(node_top, v, L, fs):
-    """``fs[1, q] = log(cnt_q / sum of the candidates' counts)`` for the candidates of node ``v``
-    (computed once per example, whatever the number of betas ranked)."""
+    """``fs[1, q] = log(cnt_q) - log(sum of the candidates' counts)``, the log share of each
+    candidate of node ``v`` (computed once per example, whatever the number of betas ranked;
+    ``log(cnt_q)`` from ``LOG_COUNT`` below ``LOG_SMALL``)."""
     tot = 0
     for q in range(L):
         if node_top[v, q] == 0:
             break
         tot += node_top[v, L + q]
+    lt = np.log(np.float64(tot))
     for q in range(L):
+        c = node_top[v, L + q]
         if node_top[v, q] == 0:
             break
-        fs[1, q] = np.log(node_top[v, L + q] / tot)
+        fs[1, q] = (LOG_COUNT[c] if c < LOG_SMALL else np.log(np.float64(c))) - lt
 
 
 @kernel()
@@ -547,7 +557,7 @@ def _select_trained(node_top, v, y, tf, n, M, sel):
 
 
 @kernel()
-def _train_leaf(lin, idx, val, st, en, y, iw, posw, node_i, node_top, glob, j, lw, trained, nt, distinct, nd):
+def _train_leaf(lin, idx, val, st, en, y, iw, posw, node_i, node_top, glob, j, lw, trained, nt, distinct, nd, pv):
     """One-against-some at leaf ``j``: the label regressors of the candidates (of
     ``_candidate_node``) chosen by ``_select_trained`` from their scores before any of them learns
     (all of them with ``M = 0``) learn toward +1 if it is ``y`` (importance ``iw * posw``), else -1
@@ -556,7 +566,7 @@ def _train_leaf(lin, idx, val, st, en, y, iw, posw, node_i, node_top, glob, j, l
     With ``G_SHORTCUTS`` the same bits, cheaper. A candidate's pre-update score is the
     prediction's (``lw.cand``/``lw.fs``) unless a regressor trained on this example since may
     share one of its slots (``K.scores_independent``, ``nd`` from ``K.slot_layout``: the routers
-    ``trained[:nt]``); if any candidate's is not, all are scored in one pass (``K.score_set``).
+    ``trained[:nt]``); those whose is not are scored together in one pass (``K.score_set``).
     Consecutive candidates that share no slot are then updated together in one pass over the
     features (``K.learn_block``); a candidate that shares a slot with one of the batch starts the
     next batch, and is scored again if it shares one with a candidate of an earlier batch. A batch
@@ -564,7 +574,8 @@ def _train_leaf(lin, idx, val, st, en, y, iw, posw, node_i, node_top, glob, j, l
     ``K.slot_layout``), and ``K.learn_block`` is told so. The label's own regressor, of another
     importance when ``posw != 1``, learns alone (``K.learn``) at its place in the list, as a
     candidate of a batch of its own.
-    ``trained`` : int64, capacity >= nt + L."""
+    ``trained`` : int64, capacity >= nt + L; ``pv``: the node whose candidates the prediction
+    scored."""
     L = glob[G_LEAFL]
     W0 = glob[G_W0]
     M = glob[G_TOPM]
@@ -588,26 +599,36 @@ def _train_leaf(lin, idx, val, st, en, y, iw, posw, node_i, node_top, glob, j, l
     P = 0  # the prediction's list: lw.cand[:P] (entries after its -1 are older examples')
     while lw.cand[P] >= 0:
         P += 1
+    # the same node: training moved only y in its list (up, or in at the end), so a candidate is
+    # at its place in the prediction's list or one before, and y may need a scan; another node
+    # (the training path left the prediction's): no look-ups, all are scored
+    same = pv == v
     n = 0
-    known = True
+    nu = 0  # candidates to score: regressors lw.ms[:nu], positions lw.act[:nu]
     while n < L and node_top[v, n] != 0:
         m = W0 + node_top[v, n] - 1
         lw.tm[n] = m
-        if known:  # once one is unknown all are scored afresh: no more look-ups
-            # the prediction's list at the same position (the same leaf), or one before (the
-            # label moved up past it since), else found by a scan
-            p = n
-            if p >= P or lw.cand[p] != m:
-                p = n - 1 if 0 < n <= P and lw.cand[n - 1] == m else 0
+        p = P
+        if same:
+            if n < P and lw.cand[n] == m:
+                p = n
+            elif 0 < n <= P and lw.cand[n - 1] == m:
+                p = n - 1
+            else:
+                p = 0
                 while p < P and lw.cand[p] != m:
                     p += 1
-            if p == P or not _independent_of(lin, m, trained, 0, nt, nd):
-                known = False
-            else:
-                lw.tf[n] = lw.fs[0, p]
+        if p < P and _independent_of(lin, m, trained, 0, nt, nd):
+            lw.tf[n] = lw.fs[0, p]
+        else:
+            lw.ms[nu] = m
+            lw.act[nu] = n
+            nu += 1
         n += 1
-    if not known:
-        K.score_set(lin, idx, val, st, en, lw.tm, n, lw.tf)
+    if nu > 0:
+        K.score_set(lin, idx, val, st, en, lw.ms, nu, lw.yh)
+        for u in range(nu):
+            lw.tf[lw.act[u]] = lw.yh[u]
     _select_trained(node_top, v, y, lw.tf, n, M, lw.sel)
     nr = nt
     nb = 0
@@ -693,22 +714,18 @@ def _prefetch_children(lin, idx, st, en, node_i, j):
 
 
 @kernel(inline="always")
-def _prefetch_records(rec_i, rec_f, pnode, plen, y):
-    """Prefetch the first probe of the records ``(node, y)`` of the prediction path's nodes: the
-    training path mostly follows it, and each record look-up is otherwise a cache miss that
-    waits for the one before (KJV next-word: the look-ups were a fifth of LOMtree's training
-    time). A hint only; nothing is read or changed."""
-    hmask = rec_i.shape[0] - 1
-    flat = rec_f.reshape(rec_f.size)
-    for d in range(plen):
-        h = _hash(pnode[d], y, hmask)
-        prefetch_row(rec_i, h)
-        prefetch_row(flat, h * RF + RF - 1)  # the row's last field: rows start 16 bytes into a line
+def _prefetch_record(rec_i, hmask, j, y):
+    """Prefetch the first probe of record ``(j, y)``: both cache lines of its row (rows of 32
+    bytes start 16 bytes into a line). A hint only; nothing is read or changed."""
+    h = _hash(j, y, hmask)
+    prefetch_row(rec_i, h)
+    if h + 1 <= hmask:
+        prefetch_row(rec_i, h + 1)
 
 
 @kernel()
 def _train_one(lin, idx, val, st, en, y, iw, posw, node_i, node_f, node_top, rec_i, rec_f, glob, pnode, pscore,
-               plen, lw, trained):
+               plen, lw, trained, pv):
     """Algorithm 1 for one example (capacity for 2 nodes and depth+1 records guaranteed).
 
     ``pnode[:plen]``, ``pscore[:plen]``: the internal nodes of this example's prediction path and
@@ -716,7 +733,8 @@ def _train_one(lin, idx, val, st, en, y, iw, posw, node_i, node_f, node_top, rec
     follows it, a node's pre-update score is taken from there instead of being recomputed,
     unless ``K.slot_layout`` says a regressor trained above it may share one of its slots; the
     post-update score comes from ``K.learn_rescore``. Both bit-identical to scoring afresh.
-    ``lw``, ``trained``: the leaf's scratch (``_train_leaf``; ``trained`` >= depth + 1 + L).
+    ``lw``, ``trained``, ``pv``: the leaf's scratch and the prediction's candidate node
+    (``_train_leaf``; ``trained`` >= depth + 1 + L).
     """
     T = glob[G_T]
     RS = glob[G_RS]
@@ -726,7 +744,6 @@ def _train_one(lin, idx, val, st, en, y, iw, posw, node_i, node_f, node_top, rec
     distinct, nd = K.slot_layout(lin, idx, st, en)
     onpath = plen > 0 and shortcuts
     nt = 0
-    _prefetch_records(rec_i, rec_f, pnode, plen, y)
     while True:
         r = _record(node_i, rec_i, rec_f, glob, j, y)
         # cnt(j, y) <= cnt(root, y) < CNT_MAX (lomtree_process): no carry into n
@@ -802,19 +819,26 @@ def _train_one(lin, idx, val, st, en, y, iw, posw, node_i, node_f, node_top, rec
     node_i[j, N_C] += 1
     update_c(node_i, j)
     if glob[G_LEAFL] > 0:
-        _train_leaf(lin, idx, val, st, en, y, iw, posw, node_i, node_top, glob, j, lw, trained, nt, distinct, nd)
+        _train_leaf(lin, idx, val, st, en, y, iw, posw, node_i, node_top, glob, j, lw, trained, nt, distinct, nd,
+                    pv)
 
 
 @kernel()
-def predict_path(lin, idx, val, st, en, node_i, node_top, glob, prior, lw, pnode, pscore):
+def predict_path(lin, idx, val, st, en, node_i, node_top, glob, prior, lw, pnode, pscore, rec_i, y):
     """Descend by the sign of each node's score to a leaf; returns (the leaf's prediction
     (``leaf_label``, 1-based), the number of internal nodes scored, the leaf). Those nodes and their raw scores are
     recorded in ``pnode``/``pscore`` (capacity > ``glob[G_DEPTH]``, the depth bound), which
-    training reuses. While node ``j`` is scored, both children's rows are prefetched."""
+    training reuses. While node ``j`` is scored, both children's rows are prefetched, and with a
+    label ``y > 0`` (an example about to be trained) the first probe of its record ``(j, y)``,
+    which training looks up after the leaf's scoring (the look-ups are random reads of a table
+    of up to 64 MB at ``-b 24``; training mostly follows the prediction's path)."""
     j = 0
     d = 0
+    hmask = rec_i.shape[0] - 1
     while node_i[j, N_INTERNAL] != 0:
         _prefetch_children(lin, idx, st, en, node_i, j)
+        if y > 0:
+            _prefetch_record(rec_i, hmask, j, y)
         f = K.score(lin, idx, val, st, en, node_i[j, N_MODEL])
         pnode[d] = j
         pscore[d] = f
@@ -852,6 +876,50 @@ FULL = 2
 PRUNE = 3
 
 
+#: ``_process_span`` stopped before an example that needs more node capacity, or a depth bound
+#: beyond its scratch (``lomtree_process`` grows them and goes on)
+_NODES = 4
+_DEPTH = 5
+
+
+@kernel()
+def _process_span(lin, indptr, indices, values, labels, weights, train, node_i, node_f, node_top, rec_i, rec_f,
+                  glob, prior, lw, preds, start, pnode, pscore, trained):
+    """``lomtree_process``'s loop over examples ``start..`` until one needs what only the caller
+    can give (a status of ``lomtree_process``, or ``_NODES``, ``_DEPTH``); returns (that example,
+    the status). None of its arrays is replaced here, so numba passes them on without reference
+    counting (the loop that replaced them counted references on every call: 5% of training)."""
+    n = labels.shape[0]
+    for i in range(start, n):
+        st = indptr[i]
+        en = indptr[i + 1]
+        if glob[G_DEPTH] >= pnode.shape[0]:
+            return i, _DEPTH
+        if train[i]:
+            # checked before the prediction (which the progressive prior counts): a stop here
+            # leaves example i untouched; the tables do not change until its training
+            if glob[G_RECMAX] > 0 and glob[G_LIVE] + glob[G_DEPTH] + 2 > glob[G_RECMAX]:
+                return i, PRUNE
+            if 4 * (glob[G_OCC] + glob[G_DEPTH] + 2) > 3 * rec_i.shape[0]:
+                return i, GROW
+            # every example counts its label at the root, whose records are never reset, so
+            # cnt(j, y) <= cnt(root, y); the root's maxcnt bounds them all and is checked first
+            if node_i[0, N_MAXCNT] >= CNT_MAX and root_count(node_i, rec_i, labels[i]) >= CNT_MAX:
+                return i, FULL
+            if glob[G_NNODES] + 2 > node_i.shape[0] and node_i.shape[0] < glob[G_NODECAP_MAX]:
+                return i, _NODES
+        preds[i], plen, leaf = predict_path(lin, indices, values, st, en, node_i, node_top, glob, prior, lw, pnode,
+                                            pscore, rec_i, labels[i] if train[i] else 0)
+        if i + 1 < n:
+            _prefetch_next(lin, indices, en, indptr[i + 2], node_i, glob)
+        if train[i]:
+            _prior_stats(node_i, node_top, glob, prior, lw.fs, leaf, labels[i])
+            _train_one(lin, indices, values, st, en, labels[i], weights[i], prior[P_POSW], node_i, node_f, node_top,
+                       rec_i, rec_f, glob, pnode, pscore, plen, lw, trained, _candidate_node(node_i, glob, leaf))
+            K.end_example(lin, weights[i])
+    return n, DONE
+
+
 @jit(nogil=True)
 def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i, node_f, node_top, rec_i,
                     rec_f, glob, prior, lw, preds, start):
@@ -859,54 +927,36 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
     ``_prior_stats``; ``lw``: ``LeafWork``).
 
     preds : int64, shape (n,) out. Returns the (possibly regrown) node and leaf-list arrays, the
-    example it stopped before (n when done) and a status (``DONE``, ``GROW``, ``FULL``). The record
-    table is grown by the caller, in place (the kernel cannot resize an array it was handed).
+    example it stopped before (n when done) and a status (``DONE``, ``GROW``, ``FULL``,
+    ``PRUNE``). The record table is grown by the caller (``LomTree._grow_records``).
     """
-    n = labels.shape[0]
     L = max(1, glob[G_LEAFL])
     # the prediction path: at most glob[G_DEPTH] internal nodes, a bound training may raise; the
     # regressors trained on one example: the routers (at most depth + 1), then the candidates
     pnode = np.empty(glob[G_DEPTH] + 1, dtype=np.int64)
     pscore = np.empty(glob[G_DEPTH] + 1, dtype=np.float64)
     trained = np.empty(glob[G_DEPTH] + 2 + L, dtype=np.int64)
-    for i in range(start, n):
-        st = indptr[i]
-        en = indptr[i + 1]
-        if glob[G_DEPTH] >= pnode.shape[0]:
+    i = start
+    while True:
+        i, status = _process_span(lin, indptr, indices, values, labels, weights, train, node_i, node_f, node_top,
+                                  rec_i, rec_f, glob, prior, lw, preds, i, pnode, pscore, trained)
+        if status == _NODES:
+            node_i, node_f, node_top = _grow_nodes(node_i, node_f, node_top, glob)
+        elif status == _DEPTH:
             pnode = np.empty(2 * glob[G_DEPTH] + 1, dtype=np.int64)
             pscore = np.empty(2 * glob[G_DEPTH] + 1, dtype=np.float64)
             trained = np.empty(2 * glob[G_DEPTH] + 2 + L, dtype=np.int64)
-        if train[i]:
-            # checked before the prediction (which the progressive prior counts): a stop here
-            # leaves example i untouched; the tables do not change until its training
-            if glob[G_RECMAX] > 0 and glob[G_LIVE] + glob[G_DEPTH] + 2 > glob[G_RECMAX]:
-                return node_i, node_f, node_top, i, PRUNE
-            if 4 * (glob[G_OCC] + glob[G_DEPTH] + 2) > 3 * rec_i.shape[0]:
-                return node_i, node_f, node_top, i, GROW
-            # every example counts its label at the root, whose records are never reset, so
-            # cnt(j, y) <= cnt(root, y); the root's maxcnt bounds them all and is checked first
-            if node_i[0, N_MAXCNT] >= CNT_MAX and root_count(node_i, rec_i, labels[i]) >= CNT_MAX:
-                return node_i, node_f, node_top, i, FULL
-        preds[i], plen, leaf = predict_path(lin, indices, values, st, en, node_i, node_top, glob, prior, lw, pnode,
-                                            pscore)
-        if i + 1 < n:
-            _prefetch_next(lin, indices, en, indptr[i + 2], node_i, glob)
-        if train[i]:
-            _prior_stats(node_i, node_top, glob, prior, lw.fs, leaf, labels[i])
-            if glob[G_NNODES] + 2 > node_i.shape[0] and node_i.shape[0] < glob[G_NODECAP_MAX]:
-                node_i, node_f, node_top = _grow_nodes(node_i, node_f, node_top, glob)
-            _train_one(lin, indices, values, st, en, labels[i], weights[i], prior[P_POSW], node_i, node_f, node_top,
-                       rec_i, rec_f, glob, pnode, pscore, plen, lw, trained)
-            K.end_example(lin, weights[i])
-    return node_i, node_f, node_top, n, DONE
+        else:
+            return node_i, node_f, node_top, i, status
 
 
 @kernel(nogil=True)
-def lomtree_predict(lin, indptr, indices, values, node_i, node_top, glob, prior, preds, lw, pnode, pscore):
-    """Predictions only; lw (``LeafWork``), pnode, pscore: scratch of ``predict_path``."""
+def lomtree_predict(lin, indptr, indices, values, node_i, node_top, glob, prior, preds, lw, pnode, pscore, norec):
+    """Predictions only; lw (``LeafWork``), pnode, pscore: scratch of ``predict_path``; norec: any
+    int64 array of shape (1, ``RF``) (no record is prefetched)."""
     for i in range(indptr.shape[0] - 1):
         preds[i] = predict_path(lin, indices, values, indptr[i], indptr[i + 1], node_i, node_top, glob, prior, lw,
-                                pnode, pscore)[0]
+                                pnode, pscore, norec, 0)[0]
 
 
 @kernel()

@@ -36,8 +36,8 @@ reset and reused, other stale records are dropped at the next rehash. Before eac
 kernel guarantees ``occupied + depth_bound + 2 <= 3/4 capacity`` (one example touches at most
 ``depth + 1`` records; ``depth_bound`` is the deepest depth ever created, an upper bound because
 swaps only move subtrees up); else it stops, and ``_grow_records`` rehashes the live records
-within the table, enlarged in place to load <= 1/2 (``LK.rehash_in_place``; once doubled, to load
-3/8, unless stale records are many): no second table is alive beside it. So one statistics
+within a table enlarged to load <= 1/2 (the old rows copied into a new array, then
+``LK.rehash_in_place``; once doubled, to load 3/8, unless stale records are many). So one statistics
 look-up is ``O(1)`` expected, and no step ever scans the labels of a node: training costs
 ``O(depth)`` regressor calls plus ``O(depth)`` look-ups and ``UPDATE_C``/``SWAP`` walks. Memory
 grows with (node, label) pairs actually seen, up to ``N = --max-class-records`` (default
@@ -245,7 +245,8 @@ class LomTree(Reduction):
             d = int(self.glob[LK.G_DEPTH]) + 1
             LK.lomtree_predict(self.learner.arrays, batch.indptr, batch.indices, batch.values, self.node_i,
                                self.node_top, self.glob, self.prior, preds, LK.leaf_work(self.L),
-                               np.empty(d, dtype=np.int64), np.empty(d, dtype=np.float64))
+                               np.empty(d, dtype=np.int64), np.empty(d, dtype=np.float64),
+                               np.empty((1, LK.RF), dtype=np.int64))
             return preds, None
         self._ensure_records()
         # let learn_block cache one rate per (feature, candidate) pair of the longest example
@@ -279,22 +280,21 @@ class LomTree(Reduction):
 
     def _grow_records(self, need: int) -> None:
         """Make room for ``need`` more records at load <= 1/2: the live records rehashed within
-        the table, enlarged in place (``ndarray.resize``, a ``realloc``: the C library moves the
-        pages of a large block without copying them) by doubling unless stale records were many.
-        A new table beside the old one was 1.5x the new table at the peak (300k PyPI: 4M slots
-        of 40 bytes next to 2M, 240 MB)."""
+        the table, enlarged (by doubling unless stale records were many) into a new array that
+        the old one's rows are copied to, so that the old one lives only during the copy. A new
+        array, not ``ndarray.resize`` (a ``realloc`` that moves the pages without copying
+        them): numpy asks the kernel for huge pages for a new large array, and the table's
+        look-ups are random reads that missed the TLB on 4 KB pages (300k PyPI summaries: 5%
+        of training; the old table beside the new one adds half the new one's size at
+        that moment, 32 MB at the default bound of ``-b 24``)."""
         old = self.rec_i.shape[0]
         cap = old
         while 2 * (int(self.glob[LK.G_LIVE]) + need) > cap:
             cap *= 2
-        self.rec_f = None  # a view would keep the array from resizing
         if cap > old:
-            try:
-                self.rec_i.resize((cap, LK.RF))
-            except ValueError:  # another reference to the table (a caller's): copy instead
-                grown = np.empty((cap, LK.RF), dtype=np.int64)
-                grown[:old] = self.rec_i
-                self.rec_i = grown
+            grown = np.empty((cap, LK.RF), dtype=np.int64)
+            grown[:old] = self.rec_i
+            self.rec_i = grown
         LK.rehash_in_place(self.node_i, self.rec_i, old, self.glob)
         self.rec_f = self.rec_i.view(np.float64)
 

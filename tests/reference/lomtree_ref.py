@@ -134,7 +134,7 @@ class RefLomTree:
     @staticmethod
     def ranked_first(cands, counts, scores, beta):
         tot = sum(counts)
-        key = [s + beta * math.log(c / tot) for s, c in zip(scores, counts)]
+        key = [s + beta * (math.log(c) - math.log(tot)) for s, c in zip(scores, counts)]
         best = 0
         for q in range(1, len(cands)):
             if key[q] > key[best]:
