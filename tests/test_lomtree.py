@@ -330,18 +330,21 @@ def test_max_class_records_is_checked():
 
 
 @HS
-@given(st.lists(st.sampled_from([-1.0, -0.25, 0.0, 0.0, 0.5, 1.0, 2.5]), min_size=1, max_size=80), st.integers(0, 90),
-       st.integers(0, 100))
+@given(st.lists(st.sampled_from([-1.0, -0.25, 0.0, 0.0, 0.5, 1.0, 2.5, 1e300, float("nan")]), min_size=1,
+                max_size=80), st.integers(0, 90), st.integers(0, 100))
 def test_select_trained_is_the_m_best_and_the_label(scores, M, ypos):
     """The leaf's trained candidates: the M best by score, ties to the earlier in the list (as
-    a stable sort), and the label wherever it ranks; all of them when M is 0 or at least n."""
+    a stable sort), and the label wherever it ranks; all of them when M is 0 or at least n. A
+    NaN score is trained and takes none of the M places."""
     n = len(scores)
     top = np.zeros((1, 2 * n), dtype=np.int64)
     top[0, :n] = np.arange(1, n + 1)
     y = ypos % (n + 3) + 1  # sometimes not a candidate
     sel = np.zeros(n, dtype=np.int64)
     LT._select_trained(top, 0, y, np.array(scores), n, M, sel)
-    want = set(range(n)) if M == 0 or n <= M else set(sorted(range(n), key=lambda q: (-scores[q], q))[:M])
+    nan = {q for q in range(n) if scores[q] != scores[q]}
+    ranked = sorted(set(range(n)) - nan, key=lambda q: (-scores[q], q))
+    want = set(range(n)) if M == 0 or n <= M else nan | set(ranked[:M])
     if y <= n:
         want.add(y - 1)
     assert set(np.flatnonzero(sel).tolist()) == want
