@@ -14,9 +14,9 @@ from .version import __version__  # noqa: F401
 
 
 def __getattr__(name):
-    """``lomtree_cli.Classifier`` (and ``Model``): the Python API (``api.py``), imported on first
-    use so that the command line's start-up does not pay for it."""
-    if name in ("Classifier", "Model"):
+    """``lomtree_cli.Classifier`` (and ``Model``, ``Ensemble``): the Python API (``api.py``),
+    imported on first use so that the command line's start-up does not pay for it."""
+    if name in ("Classifier", "Model", "Ensemble"):
         from . import api
 
         return getattr(api, name)

@@ -1378,6 +1378,59 @@ class Classifier:
             self._set_model(other._model, other._labels)
 
 
+class Ensemble:
+    """Fitted classifiers that predict as one, as ``lomtree predict -i A -i B ...`` does: each
+    answers its most probable labels and a label's score is the mean of their probabilities
+    (``lomtree_cli/ensemble.py``); label trees of different seeds make different mistakes.
+
+    ``Ensemble([Classifier.load(p) for p in paths])``, or classifiers just fitted. Every member
+    must give probabilities (oaa, cpt, plt, mtree, table), read examples with the same input
+    options and have the same classes (ValueError otherwise). An ensemble predicts
+    (``predict``, ``predict_top``, ``predict_proba``, ``score``, with the arguments and results
+    of ``Classifier``'s); it does not learn, and it is not a model file: save its members."""
+
+    def __init__(self, members):
+        from .ensemble import Ensemble as Combined, check_members
+
+        members = list(members)
+        if not members:
+            raise ValueError("an Ensemble needs at least one fitted Classifier")
+        for i, m in enumerate(members):
+            if not isinstance(m, Classifier):
+                raise TypeError(f"members[{i}] is a {type(m).__name__}, not a Classifier")
+            m._check_fitted()
+        try:
+            check_members([m._model for m in members], [f"members[{i}]" for i in range(len(members))])
+        except LomtreeError as e:
+            raise _value_error(e) from None
+        first = members[0]
+        for i, m in enumerate(members[1:], 1):
+            if not np.array_equal(np.asarray(m.classes_), np.asarray(first.classes_)):
+                raise ValueError(f"members[{i}]: its classes differ from members[0]'s")
+        self.members = members
+        # members[0]'s parameters, input handling and labels, the combined model behind them (a
+        # copy of its attributes: copy.copy would pickle the model through __getstate__)
+        self._front = object.__new__(Classifier)
+        self._front.__dict__.update(first.__dict__)
+        self._front._set_model(Combined([m._model for m in members]), first._labels)
+        self.classes_ = first.classes_
+
+    def predict(self, X, top_k: int | None = None, threshold: float | None = None):
+        return self._front.predict(X, top_k=top_k, threshold=threshold)
+
+    def predict_top(self, X, k: int = 5):
+        return self._front.predict_top(X, k)
+
+    def predict_proba(self, X) -> np.ndarray:
+        return self._front.predict_proba(X)
+
+    def score(self, X, y, sample_weight=None) -> float:
+        return self._front.score(X, y, sample_weight=sample_weight)
+
+    def __repr__(self) -> str:
+        return f"Ensemble({len(self.members)} members: {'+'.join(m._model.reduction.name for m in self.members)})"
+
+
 def _feature_params(icfg: InputConfig) -> dict:
     """A model's feature options as Classifier parameters: every cross (``-q``, ``--cubic``,
     ``--interactions``: the model keeps them as one list) under ``interactions``."""
@@ -1396,4 +1449,4 @@ def _gives_probabilities(reduction) -> bool:
 
 Model = Classifier
 
-__all__ = ["Classifier", "Model", "NotFittedError", "matrix_batch", "lines_batch", "dict_line"]
+__all__ = ["Classifier", "Model", "Ensemble", "NotFittedError", "matrix_batch", "lines_batch", "dict_line"]

@@ -574,7 +574,7 @@ def predict(model_path, opts: RunOptions, skip_invalid: bool = False) -> dict:
             from .ensemble import Ensemble, check_members
 
             members = [model] + [Learner.load(x, predict_only=True, skip_unused=True) for x in paths_in[1:]]
-            check_members(members, paths_in)
+            check_members(members, [f"-i {p}" for p in paths_in])
             model = Ensemble(members)
         if opts.top_k:  # no answer holds more labels than the model knows: nothing is sized beyond them
             opts = replace(opts, top_k=min(int(opts.top_k), model.reduction.top_k_bound()))

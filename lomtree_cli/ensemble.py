@@ -103,30 +103,41 @@ class Ensemble:
         self.label_dict = first.label_dict
         self.reduction = EnsembleReduction(self.members)
 
+    has_probabilities = True  # check_members
+
     def process(self, batch, train):
         return self.reduction.process(batch, train)
+
+    def predict(self, batch):
+        """The combined first label of every example (``process`` without learning)."""
+        return self.reduction.process(batch, np.zeros(len(batch), dtype=np.bool_))[0]
 
     def predict_top(self, batch, n: int):
         return self.reduction.predict_top(batch, n)
 
+    def settle(self) -> None:
+        for m in self.members:
+            m.settle()
+
 
 def check_members(members, paths) -> None:
     """ConfigError unless the models can be averaged: every one gives probabilities, reads
-    examples with the same input options and names the same classes."""
+    examples with the same input options and names the same classes. ``paths``: how the errors
+    name the members (``-i A``, ``members[0]``)."""
     first, name0 = members[0], paths[0]
     for m, name in zip(members, paths):
         if not m.has_probabilities:
-            raise ConfigError(f"-i {name}: reduction {m.reduction.name} gives no probabilities, and an "
-                              f"ensemble (several -i) averages them")
+            raise ConfigError(f"{name}: reduction {m.reduction.name} gives no probabilities, and an "
+                              f"ensemble averages them")
     for m, name in zip(members[1:], paths[1:]):
         a, b = first.input_config, m.input_config
         if a != b:
             field = next(f for f in a.__dataclass_fields__ if getattr(a, f) != getattr(b, f))
-            raise ConfigError(f"-i {name}: its input options differ from {name0}'s ({field} = "
+            raise ConfigError(f"{name}: its input options differ from {name0}'s ({field} = "
                               f"{getattr(b, field)!r}, not {getattr(a, field)!r}); an ensemble reads "
                               f"each example once, as all its models do")
         if m.reduction.k != first.reduction.k:
-            raise ConfigError(f"-i {name}: it has {m.reduction.k} classes, {name0} has {first.reduction.k}")
+            raise ConfigError(f"{name}: it has {m.reduction.k} classes, {name0} has {first.reduction.k}")
         da, db = first.label_dict, m.label_dict
         if (da is None) != (db is None) or (da is not None and list(da.names) != list(db.names)):
-            raise ConfigError(f"-i {name}: its class names differ from {name0}'s")
+            raise ConfigError(f"{name}: its class names differ from {name0}'s")

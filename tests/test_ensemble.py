@@ -186,3 +186,57 @@ def test_ensembles_refuse_what_cannot_be_averaged(tmp_path):
     assert "x" in line
     line = one_error(*cli("predict", "-i", plt_model, "-i", bits, "--daemon", "--port", 0)[::2], 2)
     assert "--daemon" in line
+
+
+# -- the Python API's Ensemble ------------------------------------------------------------------
+
+def test_api_ensemble_predicts_as_the_cli_ensemble(tmp_path):
+    """``Ensemble([Classifier.load(a), Classifier.load(b)])`` answers what ``lomtree predict -i a
+    -i b`` prints: the same top labels and probabilities (to the CLI's 6 digits), the same first
+    labels; ``predict_proba`` rows are distributions whose best column is ``predict``'s label,
+    and ``score`` is the accuracy of ``predict``."""
+    from lomtree_cli import Classifier, Ensemble
+
+    models = [_train(tmp_path, f"m{i}.lt", "-r", r, "--seed", i) for i, r in enumerate(("plt", "cpt"))]
+    test = tmp_path / "test.vw"
+    lines = separable_lines(12, 150, seed=5, noise_feats=4, vocab=30)
+    test.write_text("\n".join(lines) + "\n")
+    args = [a for m in models for a in ("-i", m)]
+    code, out, err = cli("predict", *args, test, "--top-k", 3, "--quiet")
+    assert code == 0, err
+    want_l, want_p = _top(out)
+    code, plain, err = cli("predict", *args, test, "-p", "-", "--quiet")
+    assert code == 0, err
+    ens = Ensemble([Classifier.load(str(m)) for m in models])
+    labs, probs = ens.predict_top(lines, 3)
+    np.testing.assert_allclose(probs, np.array(want_p), atol=1e-5)
+    clear = np.abs(np.diff(np.array(want_p), axis=1)) > 1e-5
+    assert all(labs[i][0] == want_l[i][0] for i in range(len(lines)) if clear[i, 0])
+    first = ens.predict(lines)
+    assert first.tolist() == [int(v) for v in plain.split()]
+    proba = ens.predict_proba(lines)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert (np.asarray(ens.classes_)[proba.argmax(axis=1)] == first)[clear[:, 0]].all()
+    y = [int(line.split()[0]) for line in lines]
+    assert ens.score(lines, y) == pytest.approx(np.mean(first == np.array(y)))
+    assert "2 members" in repr(ens)
+
+
+def test_api_ensemble_refuses_what_cannot_be_averaged(tmp_path):
+    from lomtree_cli import Classifier, Ensemble
+
+    a = Classifier.load(str(_train(tmp_path, "a.lt", "-r", "plt")))
+    with pytest.raises(ValueError, match=r"members\[1\]: reduction filter gives no probabilities"):
+        Ensemble([a, Classifier.load(str(_train(tmp_path, "f.lt", "-r", "filter")))])
+    with pytest.raises(ValueError, match=r"members\[1\]: its input options differ from members\[0\]'s \(bits"):
+        Ensemble([a, Classifier.load(str(_train(tmp_path, "b.lt", "-r", "plt", "-b", 20)))])
+    with pytest.raises(ValueError, match=r"members\[1\]: it has 13 classes"):
+        Ensemble([a, Classifier.load(str(_train(tmp_path, "k.lt", "-r", "plt", k=13)))])
+    with pytest.raises(ValueError, match="at least one"):
+        Ensemble([])
+    with pytest.raises(TypeError, match=r"members\[1\] is a str"):
+        Ensemble([a, "b.lt"])
+    with pytest.raises(ValueError, match="not fitted"):  # NotFittedError (scikit-learn's when loaded)
+        Ensemble([a, Classifier(reduction="plt", classes=12)])
+    # no learning: an Ensemble has no fit
+    assert not hasattr(Ensemble([a]), "fit")
