@@ -240,3 +240,23 @@ def test_api_ensemble_refuses_what_cannot_be_averaged(tmp_path):
         Ensemble([a, Classifier(reduction="plt", classes=12)])
     # no learning: an Ensemble has no fit
     assert not hasattr(Ensemble([a]), "fit")
+
+
+def test_api_ensemble_of_label_set_models_thresholds_as_the_cli(tmp_path):
+    """Multi-label members: ``Ensemble.predict(lines, threshold=0.4)`` gives the label sets that
+    ``lomtree predict -i a -i b --threshold 0.4`` prints."""
+    from lomtree_cli import Classifier, Ensemble
+
+    rng = np.random.default_rng(1)
+    lines = []
+    for _ in range(600):
+        labs = sorted(set(int(v) for v in rng.integers(1, 9, size=2)))
+        lines.append(",".join(map(str, labs)) + " | " + " ".join(f"f{v}" for v in labs) + f" n{rng.integers(9)}")
+    a = _train(tmp_path, "a.lt", "-r", "plt", "--multilabel", lines=lines, k=8)
+    b = _train(tmp_path, "b.lt", "-r", "oaa", "--multilabel", lines=lines, k=8)
+    code, out, err = cli("predict", "-i", a, "-i", b, tmp_path / "train.vw", "--threshold", 0.4, "--quiet")
+    assert code == 0, err
+    want = [sorted(int(t) for t in line.replace(",", " ").split()) for line in out.splitlines()]
+    got = Ensemble([Classifier.load(str(a)), Classifier.load(str(b))]).predict(lines, threshold=0.4)
+    assert [sorted(int(v) for v in s) for s in got] == want
+    assert any(len(s) > 1 for s in want) and any(len(s) == 1 for s in want)
