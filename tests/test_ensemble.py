@@ -146,14 +146,21 @@ def test_an_ensemble_of_one_model_is_the_model(tmp_path):
     assert once["reduction"] == "plt" and "ensemble" not in once
 
 
-def test_multilabel_ensemble_thresholds_the_mean_marginals(tmp_path):
-    rng = np.random.default_rng(0)
+def _label_set_models(tmp_path, n, seed):
+    """``n`` lines of one or two labels of 1..8 (a feature per label, one of noise) and the plt
+    and oaa label-set models trained on them: (lines, plt model, oaa model)."""
+    rng = np.random.default_rng(seed)
     lines = []
-    for _ in range(800):
+    for _ in range(n):
         labs = sorted(set(int(v) for v in rng.integers(1, 9, size=2)))
         lines.append(",".join(map(str, labs)) + " | " + " ".join(f"f{v}" for v in labs) + f" n{rng.integers(9)}")
     a = _train(tmp_path, "a.lt", "-r", "plt", "--multilabel", lines=lines, k=8)
     b = _train(tmp_path, "b.lt", "-r", "oaa", "--multilabel", lines=lines, k=8)
+    return lines, a, b
+
+
+def test_multilabel_ensemble_thresholds_the_mean_marginals(tmp_path):
+    lines, a, b = _label_set_models(tmp_path, 800, seed=0)
     test = tmp_path / "train.vw"
     outs = []
     for m in (a, b):
@@ -247,13 +254,7 @@ def test_api_ensemble_of_label_set_models_thresholds_as_the_cli(tmp_path):
     ``lomtree predict -i a -i b --threshold 0.4`` prints."""
     from lomtree_cli import Classifier, Ensemble
 
-    rng = np.random.default_rng(1)
-    lines = []
-    for _ in range(600):
-        labs = sorted(set(int(v) for v in rng.integers(1, 9, size=2)))
-        lines.append(",".join(map(str, labs)) + " | " + " ".join(f"f{v}" for v in labs) + f" n{rng.integers(9)}")
-    a = _train(tmp_path, "a.lt", "-r", "plt", "--multilabel", lines=lines, k=8)
-    b = _train(tmp_path, "b.lt", "-r", "oaa", "--multilabel", lines=lines, k=8)
+    lines, a, b = _label_set_models(tmp_path, 600, seed=1)
     code, out, err = cli("predict", "-i", a, "-i", b, tmp_path / "train.vw", "--threshold", 0.4, "--quiet")
     assert code == 0, err
     want = [sorted(int(t) for t in line.replace(",", " ").split()) for line in out.splitlines()]

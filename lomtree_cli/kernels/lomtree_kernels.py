@@ -417,9 +417,9 @@ def _candidate_shares(node_top, v, L, fs):
         tot += node_top[v, L + q]
     lt = np.log(np.float64(tot))
     for q in range(L):
-        c = node_top[v, L + q]
         if node_top[v, q] == 0:
             break
+        c = node_top[v, L + q]
         fs[1, q] = (LOG_COUNT[c] if c < LOG_SMALL else np.log(np.float64(c))) - lt
 
 
@@ -716,13 +716,17 @@ def _prefetch_children(lin, idx, st, en, node_i, j):
 
 
 @kernel(inline="always")
-def _prefetch_record(rec_i, hmask, j, y):
-    """Prefetch the first probe of record ``(j, y)``: both cache lines of its row (rows of 32
-    bytes start 16 bytes into a line). A hint only; nothing is read or changed."""
-    h = _hash(j, y, hmask)
-    prefetch_row(rec_i, h)
-    if h + 1 <= hmask:
-        prefetch_row(rec_i, h + 1)
+def _prefetch_records(rec_i, pnode, plen, y):
+    """Prefetch the first probe of the records ``(node, y)`` of the prediction path's nodes, both
+    cache lines of each row (rows of 32 bytes start 16 bytes into a line): the training path
+    mostly follows it, and each record look-up is otherwise a cache miss that waits for the one
+    before. A hint only; nothing is read or changed."""
+    hmask = rec_i.shape[0] - 1
+    for d in range(plen):
+        h = _hash(pnode[d], y, hmask)
+        prefetch_row(rec_i, h)
+        if h + 1 <= hmask:
+            prefetch_row(rec_i, h + 1)
 
 
 @kernel()
@@ -746,6 +750,7 @@ def _train_one(lin, idx, val, st, en, y, iw, posw, node_i, node_f, node_top, rec
     distinct, nd = K.slot_layout(lin, idx, st, en)
     onpath = plen > 0 and shortcuts
     nt = 0
+    _prefetch_records(rec_i, pnode, plen, y)
     while True:
         r = _record(node_i, rec_i, rec_f, glob, j, y)
         # cnt(j, y) <= cnt(root, y) < CNT_MAX (lomtree_process): no carry into n
@@ -826,21 +831,15 @@ def _train_one(lin, idx, val, st, en, y, iw, posw, node_i, node_f, node_top, rec
 
 
 @kernel()
-def predict_path(lin, idx, val, st, en, node_i, node_top, glob, prior, lw, pnode, pscore, rec_i, y):
+def predict_path(lin, idx, val, st, en, node_i, node_top, glob, prior, lw, pnode, pscore):
     """Descend by the sign of each node's score to a leaf; returns (the leaf's prediction
     (``leaf_label``, 1-based), the number of internal nodes scored, the leaf). Those nodes and their raw scores are
     recorded in ``pnode``/``pscore`` (capacity > ``glob[G_DEPTH]``, the depth bound), which
-    training reuses. While node ``j`` is scored, both children's rows are prefetched, and with a
-    label ``y > 0`` (an example about to be trained) the first probe of its record ``(j, y)``,
-    which training looks up after the leaf's scoring (the look-ups are random reads of a table
-    of up to 64 MB at ``-b 24``; training mostly follows the prediction's path)."""
+    training reuses. While node ``j`` is scored, both children's rows are prefetched."""
     j = 0
     d = 0
-    hmask = rec_i.shape[0] - 1
     while node_i[j, N_INTERNAL] != 0:
         _prefetch_children(lin, idx, st, en, node_i, j)
-        if y > 0:
-            _prefetch_record(rec_i, hmask, j, y)
         f = K.score(lin, idx, val, st, en, node_i[j, N_MODEL])
         pnode[d] = j
         pscore[d] = f
@@ -911,7 +910,7 @@ def _process_span(lin, indptr, indices, values, labels, weights, train, node_i, 
             if glob[G_NNODES] + 2 > node_i.shape[0] and node_i.shape[0] < glob[G_NODECAP_MAX]:
                 return i, _NODES
         preds[i], plen, leaf = predict_path(lin, indices, values, st, en, node_i, node_top, glob, prior, lw, pnode,
-                                            pscore, rec_i, labels[i] if train[i] else 0)
+                                            pscore)
         if i + 1 < n:
             _prefetch_next(lin, indices, en, indptr[i + 2], node_i, glob)
         if train[i]:
@@ -953,12 +952,11 @@ def lomtree_process(lin, indptr, indices, values, labels, weights, train, node_i
 
 
 @kernel(nogil=True)
-def lomtree_predict(lin, indptr, indices, values, node_i, node_top, glob, prior, preds, lw, pnode, pscore, norec):
-    """Predictions only; lw (``LeafWork``), pnode, pscore: scratch of ``predict_path``; norec: any
-    int64 array of shape (1, ``RF``) (no record is prefetched)."""
+def lomtree_predict(lin, indptr, indices, values, node_i, node_top, glob, prior, preds, lw, pnode, pscore):
+    """Predictions only; lw (``LeafWork``), pnode, pscore: scratch of ``predict_path``."""
     for i in range(indptr.shape[0] - 1):
         preds[i] = predict_path(lin, indices, values, indptr[i], indptr[i + 1], node_i, node_top, glob, prior, lw,
-                                pnode, pscore, norec, 0)[0]
+                                pnode, pscore)[0]
 
 
 @kernel()

@@ -245,8 +245,7 @@ class LomTree(Reduction):
             d = int(self.glob[LK.G_DEPTH]) + 1
             LK.lomtree_predict(self.learner.arrays, batch.indptr, batch.indices, batch.values, self.node_i,
                                self.node_top, self.glob, self.prior, preds, LK.leaf_work(self.L),
-                               np.empty(d, dtype=np.int64), np.empty(d, dtype=np.float64),
-                               np.empty((1, LK.RF), dtype=np.int64))
+                               np.empty(d, dtype=np.int64), np.empty(d, dtype=np.float64))
             return preds, None
         self._ensure_records()
         # let learn_block cache one rate per (feature, candidate) pair of the longest example
