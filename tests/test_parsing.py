@@ -12,13 +12,14 @@ import sys
 import numpy as np
 import pytest
 import xxhash
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from fuzz.fuzz_parsers import batch_lists
 from lomtree_cli.config import InputConfig
 from lomtree_cli.errors import InputError
 from lomtree_cli.kernels.parse import _count_newlines, _find_newline, _parse_float_long, parse_float
+from lomtree_cli import parsing
 from lomtree_cli.parsing import iter_batches, open_input, parse_bytes
 from tests.reference.parser_ref import Bad, parse_ref
 
@@ -608,6 +609,9 @@ def test_soup_vs_reference(data, fmt):
 @settings(deadline=None, max_examples=60)
 @given(SOUP, st.integers(1, 9))
 def test_soup_chunking(data, chunk):
+    """Chunk boundaries are invisible in a text stream (bytes that start as a gzip, bzip2 or xz
+    header are read as that, by design: tested with the compressed inputs)."""
+    assume(parsing._stream_compressor(data[:10]) is None)
     c = cfg(skip_invalid=True)
     assert batch_lists(iter_batches_bytes(data, c, chunk_bytes=chunk)) == batch_lists([parse_bytes(data, c)])
 
