@@ -418,3 +418,27 @@ def test_quiet_report_has_no_loss_of_skipped_predictions(tmp_path):
         losses[name] = json.loads(rep.read_text())["average_loss"]
     assert losses["quiet"] is None
     assert 0.0 <= losses["table"] < 0.5 and 0.0 <= losses["negatives"] < 0.5
+
+
+def test_cli_reports_the_examples_predicted_while_the_tree_buffer_filled(tmp_path):
+    """The progressive loss counts the label-frequency predictions of the buffered examples; the
+    summary and the report say how many there were: all of a run shorter than the buffer, the
+    buffer's size of a longer one, none without a buffer (or at ``predict``)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from lomtree_cli.cli import main
+
+    data = tmp_path / "s.vw"
+    data.write_text("".join(f"{1 + i % 7} |a f{i % 7} g{i % 3}\n" for i in range(300)))
+    for buf, want in (("1000", 300), ("120", 120), ("0", None)):
+        rep = tmp_path / f"r{buf}.json"
+        r = CliRunner().invoke(main, ["train", "-r", "plt", "-k", "7", "-b", "16", str(data), "--tree-buffer", buf,
+                                      "-f", str(tmp_path / "m.lt"), "--report", str(rep)])
+        assert r.exit_code == 0, r.output
+        assert json.loads(rep.read_text()).get("label_frequency_predictions") == want
+        line = f"predicted by label frequency while held for the tree (--tree-buffer) = {want}"
+        assert (line in r.output) == (want is not None)
+    r = CliRunner().invoke(main, ["predict", "-i", str(tmp_path / "m.lt"), str(data), "--report", str(rep)])
+    assert r.exit_code == 0 and "label_frequency_predictions" not in json.loads(rep.read_text())

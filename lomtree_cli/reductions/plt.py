@@ -498,6 +498,11 @@ class ProbabilisticLabelTree(Reduction):
     def end_pass(self) -> None:
         self.flush()
 
+    def summary_extra(self) -> dict:
+        # the progressive loss counts these examples' label-frequency predictions: a run that fits
+        # in the buffer reports a frequency table's loss, not the tree's (the held-out error does)
+        return {"label_frequency_predictions": self.buffered} if self.buffered else {}
+
     def settle(self) -> None:
         """The tree is built from the examples buffered so far (later labels join it online)."""
         self.flush()
