@@ -423,7 +423,9 @@ def test_quiet_report_has_no_loss_of_skipped_predictions(tmp_path):
 def test_cli_reports_the_examples_predicted_while_the_tree_buffer_filled(tmp_path):
     """The progressive loss counts the label-frequency predictions of the buffered examples; the
     summary and the report say how many there were: all of a run shorter than the buffer, the
-    buffer's size of a longer one, none without a buffer (or at ``predict``)."""
+    buffer's size of a longer one, none without a buffer (or at ``predict``), and the loss of their
+    replay into the tree (each predicted before it is learned): on a stream whose label is one of
+    its features, far below the frequency table's."""
     import json
 
     from click.testing import CliRunner
@@ -437,8 +439,13 @@ def test_cli_reports_the_examples_predicted_while_the_tree_buffer_filled(tmp_pat
         r = CliRunner().invoke(main, ["train", "-r", "plt", "-k", "7", "-b", "16", str(data), "--tree-buffer", buf,
                                       "-f", str(tmp_path / "m.lt"), "--report", str(rep)])
         assert r.exit_code == 0, r.output
-        assert json.loads(rep.read_text()).get("label_frequency_predictions") == want
+        got = json.loads(rep.read_text())
+        assert got.get("label_frequency_predictions") == want
         line = f"predicted by label frequency while held for the tree (--tree-buffer) = {want}"
         assert (line in r.output) == (want is not None)
+        assert ("replay_loss" in got) == (want is not None)
+        if want == 300:  # the whole run buffered: its average loss is the frequency table's
+            assert got["average_loss"] > 0.8 and got["replay_loss"] < 0.3
+            assert f"before it learned them = {got['replay_loss']:.6f}" in r.output
     r = CliRunner().invoke(main, ["predict", "-i", str(tmp_path / "m.lt"), str(data), "--report", str(rep)])
     assert r.exit_code == 0 and "label_frequency_predictions" not in json.loads(rep.read_text())

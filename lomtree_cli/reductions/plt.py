@@ -18,8 +18,10 @@ Choices (measured in one pass at ``-b 24``; figures and what lost in ``bench/not
   trained in order and the rest of the stream follows. Each example is still learned exactly
   once (one pass), and its progressive prediction is made before it is learned: while the prefix
   is buffered the prediction is the most frequent label so far (the model has no weights yet),
-  so the progressive loss of a run shorter than the buffer is that of a frequency table; the
-  held-out error is what measures the model. The buffer is also emptied at the end of a pass
+  so the progressive loss of a run shorter than the buffer is that of a frequency table. The
+  summary says how many examples that was, and (unless nobody reads predictions) the replay
+  predicts each buffered example again before it learns it: ``replay_loss``, the tree's own
+  progressive loss over the prefix. The buffer is also emptied at the end of a pass
   and before a model is saved.
 * **Labels unseen when the tree was built** are inserted online at the example that brings them
   (``plt_kernels.insert_label``): descend to the child of highest probability, discounted by
@@ -68,6 +70,7 @@ from ..errors import ConfigError
 from ..kernels.linear import HP_CLOCK, HP_GROUP, HP_NAN, HP_W, MODE_BLOCK
 from ..batch import ExampleBatch
 from ..learner import check_memory
+from ..multilabel import in_sets
 from ..workers import Pool
 from .base import Reduction, run_resuming
 
@@ -259,6 +262,7 @@ class ProbabilisticLabelTree(Reduction):
         self.buffer: list = []  # (batch copy, train mask)
         self.buffered = 0
         self.buffered_features = 0
+        self.replay_loss: float | None = None  # 0/1 loss of the buffered examples' replay (``flush``)
         self.freq = np.zeros(self.k + 1, dtype=np.int64)
         self._room_labels = 1  # the most labels one example of the running batch may insert
         self.threads = 1  # train --threads (set_train_threads)
@@ -403,12 +407,20 @@ class ProbabilisticLabelTree(Reduction):
         buf, self.buffer = self.buffer, []
         self.freq = np.zeros(0, dtype=np.int64)
         self._build_tree(buf)
-        self.params[P.PAR_NEED_PRED] = 0.0
-        try:
-            for b, t in buf:
-                self._run(b, t)
-        finally:
-            self.params[P.PAR_NEED_PRED] = 1.0 if self.need_predictions else 0.0
+        # with a reader of the progressive loss, the replay predicts each buffered example before
+        # learning it, as the examples after the buffer are: their loss is the tree's
+        # (``replay_loss``), the label-frequency predictions the run reported meanwhile are not
+        need = self.need_predictions
+        self.params[P.PAR_NEED_PRED] = 1.0 if need else 0.0
+        miss = weight = 0.0
+        for b, t in buf:
+            preds = self._run(b, t)
+            if need:
+                w = np.where(t, b.weights, 0.0)
+                miss += float(w[~in_sets(preds, *b.label_sets())].sum())
+                weight += float(w.sum())
+        if need and weight > 0.0:
+            self.replay_loss = miss / weight
 
     def set_need_predictions(self, need: bool) -> None:
         """Without a reader of the progressive predictions, a trained example whose beam serves
@@ -501,7 +513,10 @@ class ProbabilisticLabelTree(Reduction):
     def summary_extra(self) -> dict:
         # the progressive loss counts these examples' label-frequency predictions: a run that fits
         # in the buffer reports a frequency table's loss, not the tree's (the held-out error does)
-        return {"label_frequency_predictions": self.buffered} if self.buffered else {}
+        out = {"label_frequency_predictions": self.buffered} if self.buffered else {}
+        if self.replay_loss is not None:
+            out["replay_loss"] = self.replay_loss
+        return out
 
     def settle(self) -> None:
         """The tree is built from the examples buffered so far (later labels join it online)."""
