@@ -158,6 +158,12 @@ class Runner:
         losses = None if any(o[1] is None for o in outs) else np.concatenate([o[1] for o in outs])
         return preds, losses
 
+    def amend(self) -> None:
+        """Take the reduction's amendment of losses already counted (``progressive_amendment``)."""
+        a = self.reduction.progressive_amendment()
+        if a is not None:
+            self.progress.amend(*a)
+
     def close(self):
         if self._pool is not None:
             self._pool.shutdown()
@@ -265,6 +271,7 @@ class Runner:
             if self.learn:
                 self.learner.ensure_scratch(int(batch.n_features.max()))
             preds, losses = self._process(batch, train)
+            self.amend()
             shown = None
             if batch.label_ptr is not None:
                 from .multilabel import in_sets, label_text
@@ -489,6 +496,7 @@ def end_of_pass(runner: Runner, holdout: Holdout, p: int, opts: RunOptions, save
     """After pass ``p`` (0-based): the reduction's pass hook, the learning-rate decay, the holdout
     verdict (``save`` the best pass); True when the run stops early. (``distributed.train`` too.)"""
     runner.model.end_pass()
+    runner.amend()
     if holdout.active and holdout.end_pass(p, runner.progress.end_pass(), save) and p + 1 < opts.passes:
         if not opts.quiet:
             runner.err.write(f"early stopping after pass {p + 1}: no holdout improvement in "

@@ -167,6 +167,13 @@ class Progress:
         else:
             self.next_dump = tot * float(self.progress)
 
+    def amend(self, progressive: float, holdout: float) -> None:
+        """Add to the progressive and holdout loss sums (``Reduction.progressive_amendment``);
+        lines already printed stay as they were."""
+        self.L += progressive
+        self.Lh += holdout
+        self.Lhp += holdout
+
     def end_pass(self) -> float:
         """Holdout loss of the pass just ended (inf when it had no holdout example); resets it."""
         hl = self.Lhp / self.whp if self.whp > 0 else math.inf

@@ -420,12 +420,14 @@ def test_quiet_report_has_no_loss_of_skipped_predictions(tmp_path):
     assert 0.0 <= losses["table"] < 0.5 and 0.0 <= losses["negatives"] < 0.5
 
 
-def test_cli_reports_the_examples_predicted_while_the_tree_buffer_filled(tmp_path):
-    """The progressive loss counts the label-frequency predictions of the buffered examples; the
-    summary and the report say how many there were: all of a run shorter than the buffer, the
-    buffer's size of a longer one, none without a buffer (or at ``predict``), and the loss of their
-    replay into the tree (each predicted before it is learned): on a stream whose label is one of
-    its features, far below the frequency table's."""
+def test_buffered_examples_count_by_their_replay_into_the_tree(tmp_path):
+    """The examples held for the tree are shown (table, ``-p``) with their label-frequency
+    predictions, but the losses count their replay into the built tree, each predicted before it
+    is learned: on a stream whose label is one of its features, a run shorter than the buffer
+    reports about the loss of a run without a buffer, not a frequency table's (6/7 wrong here),
+    and so does the first pass's holdout loss. The summary and the report say how many examples
+    were held: all of a short run, the buffer's size of a longer one, none without a buffer (or
+    at ``predict``)."""
     import json
 
     from click.testing import CliRunner
@@ -434,18 +436,23 @@ def test_cli_reports_the_examples_predicted_while_the_tree_buffer_filled(tmp_pat
 
     data = tmp_path / "s.vw"
     data.write_text("".join(f"{1 + i % 7} |a f{i % 7} g{i % 3}\n" for i in range(300)))
-    for buf, want in (("1000", 300), ("120", 120), ("0", None)):
-        rep = tmp_path / f"r{buf}.json"
+    got = {}
+    for buf, held in (("1000", 300), ("120", 120), ("0", None)):
+        rep, preds = tmp_path / f"r{buf}.json", tmp_path / f"p{buf}.txt"
         r = CliRunner().invoke(main, ["train", "-r", "plt", "-k", "7", "-b", "16", str(data), "--tree-buffer", buf,
-                                      "-f", str(tmp_path / "m.lt"), "--report", str(rep)])
+                                      "-f", str(tmp_path / "m.lt"), "--report", str(rep), "-p", str(preds)])
         assert r.exit_code == 0, r.output
-        got = json.loads(rep.read_text())
-        assert got.get("label_frequency_predictions") == want
-        line = f"predicted by label frequency while held for the tree (--tree-buffer) = {want}"
-        assert (line in r.output) == (want is not None)
-        assert ("replay_loss" in got) == (want is not None)
-        if want == 300:  # the whole run buffered: its average loss is the frequency table's
-            assert got["average_loss"] > 0.8 and got["replay_loss"] < 0.3
-            assert f"before it learned them = {got['replay_loss']:.6f}" in r.output
+        got[buf] = json.loads(rep.read_text())
+        assert got[buf].get("label_frequency_predictions") == held
+        assert (f"held for the tree (--tree-buffer) = {held} examples" in r.output) == (held is not None)
+        if held == 300:  # what -p shows: the frequency table's predictions, wrong 6 times in 7
+            shown = [int(x) for x in preds.read_text().split()]
+            assert np.mean([p != 1 + i % 7 for i, p in enumerate(shown)]) > 0.8
+    assert got["1000"]["average_loss"] < 0.15 and got["0"]["average_loss"] < 0.15
+    assert abs(got["120"]["average_loss"] - got["0"]["average_loss"]) < 0.1
+    r = CliRunner().invoke(main, ["train", "-r", "plt", "-k", "7", "-b", "16", str(data), "--passes", "2", "-c",
+                                  "-f", str(tmp_path / "m2.lt"), "--report", str(rep)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(rep.read_text())["holdout_losses"][0] < 0.2
     r = CliRunner().invoke(main, ["predict", "-i", str(tmp_path / "m.lt"), str(data), "--report", str(rep)])
     assert r.exit_code == 0 and "label_frequency_predictions" not in json.loads(rep.read_text())

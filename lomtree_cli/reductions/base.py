@@ -193,6 +193,13 @@ class Reduction:
     def set_need_predictions(self, need: bool) -> None:
         """Whether ``process`` must compute progressive predictions (no-op where they are free)."""
 
+    def progressive_amendment(self):
+        """None, or ``(progressive, holdout)``: how much the loss sums of examples ``process``
+        already returned predictions for changed, their predictions having been made again before
+        they were learned (plt: its buffer's replay into the tree); taken once (the driver adds
+        them to its totals after each batch and at the end of a pass)."""
+        return None
+
     @property
     def skips_progressive(self) -> bool:
         """``process`` leaves trained examples unpredicted (``set_need_predictions(False)`` took

@@ -18,10 +18,10 @@ Choices (measured in one pass at ``-b 24``; figures and what lost in ``bench/not
   trained in order and the rest of the stream follows. Each example is still learned exactly
   once (one pass), and its progressive prediction is made before it is learned: while the prefix
   is buffered the prediction is the most frequent label so far (the model has no weights yet),
-  so the progressive loss of a run shorter than the buffer is that of a frequency table. The
-  summary says how many examples that was, and (unless nobody reads predictions) the replay
-  predicts each buffered example again before it learns it: ``replay_loss``, the tree's own
-  progressive loss over the prefix. The buffer is also emptied at the end of a pass
+  and that is what the table and ``-p`` show for them. Once the tree is built, the replay
+  predicts each buffered example again before it learns it, and the losses (progressive and
+  holdout) count that prediction instead (``progressive_amendment``): a run shorter than the
+  buffer reports the tree's progressive loss, not a frequency table's. The buffer is also emptied at the end of a pass
   and before a model is saved.
 * **Labels unseen when the tree was built** are inserted online at the example that brings them
   (``plt_kernels.insert_label``): descend to the child of highest probability, discounted by
@@ -259,10 +259,10 @@ class ProbabilisticLabelTree(Reduction):
         self.params[P.PAR_NEGATIVES] = 1.0 if rcfg.leaf_negatives else 0.0
         self.buffer_limit = int(rcfg.tree_buffer)
         self.built = self.buffer_limit == 0
-        self.buffer: list = []  # (batch copy, train mask)
+        self.buffer: list = []  # (batch copy, train mask, label-frequency predictions)
         self.buffered = 0
         self.buffered_features = 0
-        self.replay_loss: float | None = None  # 0/1 loss of the buffered examples' replay (``flush``)
+        self.amendment = None  # (progressive, holdout) loss sums the replay changed (``flush``)
         self.freq = np.zeros(self.k + 1, dtype=np.int64)
         self._room_labels = 1  # the most labels one example of the running batch may insert
         self.threads = 1  # train --threads (set_train_threads)
@@ -374,7 +374,7 @@ class ProbabilisticLabelTree(Reduction):
                             indices=batch.indices[lo:hi].copy(), values=batch.values[lo:hi].copy(),
                             line_numbers=batch.line_numbers.copy(), source=batch.source, label_ptr=lptr,
                             label_ids=lids)
-        self.buffer.append((copy, train.copy()))
+        self.buffer.append((copy, train.copy(), preds.copy()))
         self.buffered += len(batch)
         self.buffered_features += int(batch.indptr[-1] - batch.indptr[0])
         return preds
@@ -407,20 +407,21 @@ class ProbabilisticLabelTree(Reduction):
         buf, self.buffer = self.buffer, []
         self.freq = np.zeros(0, dtype=np.int64)
         self._build_tree(buf)
-        # with a reader of the progressive loss, the replay predicts each buffered example before
-        # learning it, as the examples after the buffer are: their loss is the tree's
-        # (``replay_loss``), the label-frequency predictions the run reported meanwhile are not
-        need = self.need_predictions
-        self.params[P.PAR_NEED_PRED] = 1.0 if need else 0.0
-        miss = weight = 0.0
-        for b, t in buf:
+        # the replay predicts each buffered example before learning it, as the examples after
+        # the buffer are; the losses then count that prediction instead of the label frequency's
+        # (held-out examples always are predicted, trained ones unless ``skips_progressive``)
+        self.params[P.PAR_NEED_PRED] = 1.0 if self.need_predictions else 0.0
+        trained = not self.skips_progressive
+        d_prog = d_hold = 0.0
+        for b, t, freq in buf:
             preds = self._run(b, t)
-            if need:
-                w = np.where(t, b.weights, 0.0)
-                miss += float(w[~in_sets(preds, *b.label_sets())].sum())
-                weight += float(w.sum())
-        if need and weight > 0.0:
-            self.replay_loss = miss / weight
+            lptr, lids = b.label_sets()
+            change = np.where(b.labels > 0, b.weights, 0.0) * (
+                (~in_sets(preds, lptr, lids)).astype(np.float64) - (~in_sets(freq, lptr, lids)))
+            d_hold += float(change[~t].sum())
+            if trained:
+                d_prog += float(change[t].sum())
+        self.amendment = (d_prog, d_hold)
 
     def set_need_predictions(self, need: bool) -> None:
         """Without a reader of the progressive predictions, a trained example whose beam serves
@@ -437,7 +438,7 @@ class ProbabilisticLabelTree(Reduction):
     def _build_tree(self, buf) -> None:
         if not buf:
             return
-        pairs = [_label_pairs(b, t) for b, t in buf]  # (example, label) of the trained examples
+        pairs = [_label_pairs(b, t) for b, t, _ in buf]  # (example, label) of the trained examples
         labels = np.concatenate([lab for _, lab in pairs])
         seen = np.flatnonzero(np.bincount(labels, minlength=self.k + 1)[1:]) + 1
         if seen.size == 0:
@@ -449,7 +450,7 @@ class ProbabilisticLabelTree(Reduction):
             bits -= 1
         X = np.zeros((seen.size, 1 << bits), dtype=np.float64)
         cnt = np.zeros(seen.size, dtype=np.float64)
-        for (b, _), (ex, lab) in zip(buf, pairs):
+        for (b, _, _), (ex, lab) in zip(buf, pairs):
             rows = row_of[lab]
             P.sketch_centroids(b.indptr, b.indices, b.values, ex, rows, bits, X)
             np.add.at(cnt, rows, 1.0)
@@ -510,13 +511,12 @@ class ProbabilisticLabelTree(Reduction):
     def end_pass(self) -> None:
         self.flush()
 
+    def progressive_amendment(self):
+        a, self.amendment = self.amendment, None
+        return a
+
     def summary_extra(self) -> dict:
-        # the progressive loss counts these examples' label-frequency predictions: a run that fits
-        # in the buffer reports a frequency table's loss, not the tree's (the held-out error does)
-        out = {"label_frequency_predictions": self.buffered} if self.buffered else {}
-        if self.replay_loss is not None:
-            out["replay_loss"] = self.replay_loss
-        return out
+        return {"label_frequency_predictions": self.buffered} if self.buffered else {}
 
     def settle(self) -> None:
         """The tree is built from the examples buffered so far (later labels join it online)."""
