@@ -271,7 +271,6 @@ class Runner:
             if self.learn:
                 self.learner.ensure_scratch(int(batch.n_features.max()))
             preds, losses = self._process(batch, train)
-            self.amend()
             shown = None
             if batch.label_ptr is not None:
                 from .multilabel import in_sets, label_text
@@ -285,6 +284,7 @@ class Runner:
                 losses = zero_one
                 zero_one = None
             self.progress.add_batch(labels, weights, preds, losses, batch.n_features, hold, zero_one, shown)
+            self.amend()  # after the batch's own losses: an amendment may cover its first examples
             if self.learner.nan_count and not self.warned_nan:
                 self._warn("a regressor produced NaN (score or update); it was replaced by 0")
                 self.warned_nan = True
