@@ -225,8 +225,8 @@ def finish(err, opts, s: dict) -> None:
             if key == "record_prunes" and v:
                 err.write(f"class records pruned (--max-class-records) = {v} times\n")
             if key == "label_frequency_predictions":
-                err.write(f"held for the tree (--tree-buffer) = {v} examples: the table and -p show their label-frequency "
-                          f"predictions, the losses their replay into the tree\n")
+                err.write(f"held for the tree (--tree-buffer) = {v} examples: the table and -p show their "
+                          f"label-frequency predictions, the losses their replay into the tree\n")
         if s["skipped_lines"]:
             err.write(f"skipped lines = {s['skipped_lines']}\n")
         if s.get("labels_below_1"):

@@ -21,8 +21,8 @@ Choices (measured in one pass at ``-b 24``; figures and what lost in ``bench/not
   and that is what the table and ``-p`` show for them. Once the tree is built, the replay
   predicts each buffered example again before it learns it, and the losses (progressive and
   holdout) count that prediction instead (``progressive_amendment``): a run shorter than the
-  buffer reports the tree's progressive loss, not a frequency table's. The buffer is also emptied at the end of a pass
-  and before a model is saved.
+  buffer reports the tree's progressive loss, not a frequency table's. The buffer is also
+  emptied at the end of a pass and before a model is saved.
 * **Labels unseen when the tree was built** are inserted online at the example that brings them
   (``plt_kernels.insert_label``): descend to the child of highest probability, discounted by
   the labels its subtree holds (so the tree stays near ``log_M k`` deep when most labels arrive
