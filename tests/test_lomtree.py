@@ -255,7 +255,12 @@ def test_pruned_records_match_reference(case, L, extra, chunk):
     prune still ends below N, though it may free little): the same predictions, tree, kept
     records and weights as the reference's pruning by count; at most ``N`` live records."""
     k, T, rs, ex = case
-    T = 8 if T is None else T
+    _pruned_like_reference(k, 8 if T is None else T, rs, ex, L, chunk, extra)
+
+
+def _pruned_like_reference(k, T, rs, ex, L, chunk, extra):
+    """Train with ``N`` at half the option's least value plus ``extra`` and check everything
+    against the reference's pruning by count; returns the reduction."""
     red = make(k, T=T, rs=rs, L=L, loss="squared", up=1)
     N = LomTree.min_records(red.config) // 2 + extra
     red.glob[LT.G_RECMAX] = N
@@ -267,6 +272,7 @@ def test_pruned_records_match_reference(case, L, extra, chunk):
     assert int(red.glob[LT.G_LIVE]) <= N
     np.testing.assert_allclose(red.learner.arrays.table[:, 0], ref.lin.dense_w(), rtol=1e-5, atol=1e-6)
     check_tree(red)
+    return red
 
 
 @pytest.mark.parametrize("L", [0, 1, 3])
@@ -276,15 +282,7 @@ def test_pruned_records_match_reference_on_a_busy_stream(L):
     rng = np.random.default_rng(0)
     k = 20
     ex = [(int(rng.integers(1, k + 1)), [(int(rng.integers(0, 40)), 1.0), CONST], 1.0) for _ in range(200)]
-    red = make(k, T=8, rs=4, L=L, loss="squared", up=1)
-    N = LomTree.min_records(red.config) // 2
-    red.glob[LT.G_RECMAX] = N
-    preds = run(red, ex, chunk=8)
-    ref, rpreds = ref_run(k, 8, 4, ex, L=L, loss="squared", up=1, N=N)
-    assert preds == rpreds
-    compare_to_ref(red, ref)
-    assert red.n_prunes == ref.prunes >= 10
-    np.testing.assert_allclose(red.learner.arrays.table[:, 0], ref.lin.dense_w(), rtol=1e-5, atol=1e-6)
+    assert _pruned_like_reference(k, 8, 4, ex, L, 8, 0).n_prunes >= 10
 
 
 def test_pruning_keeps_the_lists_and_resumes_after_a_save(tmp_path):

@@ -476,8 +476,7 @@ class LomTree(Reduction):
         if stats.dtype != np.float64 or stats.shape != (LK.NB,) or not np.all(np.isfinite(stats)) or (stats < 0).any():
             raise ValueError("lomtree prior_stats invalid")
         # build
-        cap_max = 2 * self.T + 1
-        cap = min(cap_max, max(LK.NODE_CAP0, 1 << int(nn).bit_length()))
+        cap = min(int(self.glob[LK.G_NODECAP_MAX]), max(LK.NODE_CAP0, 1 << int(nn).bit_length()))
         node_i = np.zeros((cap, LK.NF), dtype=np.int64)
         node_f = np.zeros(cap, dtype=np.float64)
         for name, col in _NODE_FIELDS:
