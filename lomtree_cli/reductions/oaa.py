@@ -93,6 +93,7 @@ class DualState:
 class OneAgainstAll(Reduction):
     name = "oaa"
     parallel_predict = True
+    parallel_top = True  # oaa_scores into arrays of the call
 
     @staticmethod
     def n_models_for(rcfg) -> int:

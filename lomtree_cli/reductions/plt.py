@@ -230,6 +230,10 @@ class ProbabilisticLabelTree(Reduction):
     """PLT reduction (see the module docstring)."""
 
     name = "plt"
+    # a built tree (every loaded model) with no example to train: plt_process and plt_top only
+    # read the tree and the weights, their beams and scores are arrays of the call
+    parallel_predict = True
+    parallel_top = True
     slot_mode = MODE_BLOCK
     fixed_models = False
 
