@@ -484,7 +484,11 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: StopFlag, holdout
                 _batches_for_pass(paths, runner.input_cfg, opts, p, cache, runner.label_dict)
             batches = prefetch(source, should_stop=lambda: stop.signum != 0)
             passes_used = p + 1
-            if not runner.run_pass(batches, p, holdout.active, writer, stop):
+            try:
+                done = runner.run_pass(batches, p, holdout.active, writer, stop)
+            finally:  # a bad line stops the parser thread now, not at exit
+                batches.close()
+            if not done:
                 break
             if end_of_pass(runner, holdout, p, opts, save):
                 break

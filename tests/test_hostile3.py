@@ -435,3 +435,17 @@ def test_crafted_label_counts_are_refused(ml, tmp_path):
         p = run(["inspect", str(out)], env_extra={"PYTHONWARNINGS": "error"})
         line = one_error_line(p, 2)
         assert "label_counts invalid" in line and "Warning" not in p.stderr, p.stderr
+
+
+def test_a_bad_label_ends_the_run_with_one_line_and_nothing_at_exit(tmp_path):
+    """The parser thread is stopped when a bad line ends the pass: left to the interpreter's exit,
+    its generator could not be closed and Python printed a traceback after the error line."""
+    f = tmp_path / "d.vw"
+    f.write_text("7 | a b\n" + "".join(f"{1 + i % 5} | f{i} g\n" for i in range(3000)))
+    import subprocess
+    import sys
+
+    for _ in range(5):  # (the module's own entry point: ``launch`` leaves with os._exit)
+        p = subprocess.run([sys.executable, "-m", "lomtree_cli.cli", "train", "-r", "oaa", "-k", "5", "-b", "10",
+                            "--quiet", str(f)], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 1 and p.stderr == f"error: {f}:1: label 7 is outside 1..5\n", p.stderr
