@@ -213,6 +213,11 @@ class LinearLearner:
                     else:
                         out = np.empty(c + 1, dtype=np.uint32)
                         K.kept_column(b, v, col, out)
+                        if col == 1:  # G: an adaptive sum that overflowed float32 (a feature value
+                            # near 1e19, x^2 past 3.4e38) has stopped its weight, as the largest
+                            # float32 does: saved so, the finished run is kept (not refused as inf)
+                            g = out[:c].view(np.float32)
+                            np.minimum(g, np.finfo(np.float32).max, out=g)
                         yield out[:c].view(dtype)
             return Streamed(np.dtype(dtype), (m,), chunks)
 

@@ -449,3 +449,24 @@ def test_a_bad_label_ends_the_run_with_one_line_and_nothing_at_exit(tmp_path):
         p = subprocess.run([sys.executable, "-m", "lomtree_cli.cli", "train", "-r", "oaa", "-k", "5", "-b", "10",
                             "--quiet", str(f)], capture_output=True, text=True, timeout=120)
         assert p.returncode == 1 and p.stderr == f"error: {f}:1: label 7 is outside 1..5\n", p.stderr
+
+
+@pytest.mark.parametrize("red", ["oaa", "plt"])
+def test_an_overflowing_adaptive_sum_does_not_lose_the_run(tmp_path, red):
+    """A feature value near 1e19 (a legal float32) squares past float32 in its adaptive sum: that
+    weight has stopped learning, and the finished run is saved (the sum as the largest float32),
+    predicts, and trains on."""
+    from lomtree_cli import model_io
+
+    lines = [f"{1 + i % 3} | c{1 + i % 3} n{i % 7}" for i in range(400)]
+    lines[200] = "3 | c3 d:1e30"
+    f = tmp_path / "d.vw"
+    f.write_text("\n".join(lines) + "\n")
+    m = tmp_path / "m.lt"
+    p = run(["train", "-r", red, "-k", "3", str(f), "-f", str(m), "--quiet"])
+    assert p.returncode == 0 and m.exists(), p.stderr
+    g = model_io.load_model(str(m)).learner.arrays.table[:, 1]
+    assert np.all(np.isfinite(g)) and g.max() == np.finfo(np.float32).max
+    assert _accuracy(_predict(m, f), f) > 0.95
+    p = run(["train", "-i", str(m), str(f), "-f", str(tmp_path / "m2.lt"), "--quiet"])
+    assert p.returncode == 0, p.stderr
