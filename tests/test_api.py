@@ -217,7 +217,7 @@ def test_bad_inputs_raise_value_error():
     with pytest.raises(ValueError, match="outside 1..3"):
         Classifier(reduction="oaa", classes=3).fit(["1 | a", "9 | b"])
     with pytest.raises(ValueError, match="classes"):
-        Classifier(reduction="oaa").learn_one({"a": 1}, 1)
+        Classifier(reduction="filter").learn_one({"a": 1}, 1)
     with pytest.raises(ValueError, match="bits"):
         Classifier(bits=40).fit(X, y)
     with pytest.raises(ValueError, match="feature name"):
