@@ -1617,6 +1617,22 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         self._stream(batch)
         return self
 
+    def _know(self, labels: list) -> None:
+        """The labels ``labels`` become classes of an open label set without anything learned of
+        them (River's multi-label targets name every label, those absent too); with fixed
+        classes nothing changes (a label outside them is refused when it is learned)."""
+        if not labels:
+            return
+        _no_nested(labels, "y")
+        if getattr(self, "_model", None) is None:
+            if self.classes is None and self.reduction in OPEN_REDUCTIONS:
+                self._new_model(Labels.from_param(None, int(self.label_offset), labels), self.format or "vw")
+            return
+        if getattr(self, "_open", False):
+            new = self._labels.unseen(labels)
+            if new:
+                self._take_labels(new)
+
     def predict_one(self, x: dict, top_k: int | None = None, threshold: float | None = None):
         """The predicted label of the feature dict ``x`` (None before any learning, as River).
         Multi-label models: the set of labels with P(label|x) >= ``threshold`` (0.5), or with
