@@ -311,9 +311,10 @@ class _DictHashes:
                 v = float(v)
             if not -F32_OVER < v < F32_OVER:  # NaN, infinite, or inf in float32: refused
                 break
-            h = index.get(key) if type(key) is str else None
+            tk = type(key)  # (not a bool: True would find the entry of the key 1)
+            h = index.get(key) if tk is str or tk is int else None
             if h is None:
-                if type(key) is not str or not self._learn_names(x):
+                if (tk is not str and tk is not int) or not self._learn_names(x):
                     break
                 h = index.get(key)  # (None if another thread emptied the memo meanwhile)
                 if h is None:
@@ -332,8 +333,10 @@ class _DictHashes:
 
     def _learn_names(self, x: dict) -> bool:
         """Hash the new string keys of ``x`` by the parser; False if a key is no feature name."""
-        new = [k for k in x if type(k) is str and k not in self.index]
-        if any(not k or _NOT_IN_NAME.search(k) is not None for k in new):
+        # an int key is the name str(key), as ``dict_line`` writes it (VW hashes a number name
+        # as the number); it is memoised under the int itself, beside the string
+        new = [k for k in x if (type(k) is str or type(k) is int) and k not in self.index]
+        if any(type(k) is str and (not k or _NOT_IN_NAME.search(k) is not None) for k in new):
             return False
         if len(self.index) + len(new) > self.MAX_NAMES:
             self.index.clear()
@@ -917,6 +920,12 @@ class _SklearnEstimator(_SkEstimator):
         rng = np.random.default_rng(rs)
         return lambda _pass: rng.permutation(n)
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.input_tags.sparse = True
+        return tags
+
     def _more_tags(self):  # scikit-learn < 1.6
         return {"requires_y": True, "X_types": ["2darray", "sparse"], "_xfail_checks": dict(self.EXPECTED_FAILED_CHECKS)}
 
@@ -1056,9 +1065,6 @@ class Classifier(_SkClassifier, _SklearnEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.estimator_type = "classifier"
-        tags.target_tags.required = True
-        tags.input_tags.sparse = True
         tags.classifier_tags.multi_label = bool(self.multilabel)
         return tags
 
@@ -1423,6 +1429,15 @@ class Classifier(_SkClassifier, _SklearnEstimator):
             return None
         self._model.settle()
         return SetPredictor(self._model.reduction, 0, float(t))
+
+    def settle(self):
+        """End what a stream holds back: a plt model builds its label tree from the examples it
+        buffers (``tree_buffer``; the end of ``fit``'s pass, ``save`` and pickling do the same).
+        Predictions never do it (they would change what later learning builds): until then a
+        buffering model predicts by label frequency, as the CLI's progressive predictions."""
+        self._check_fitted()
+        self._model.settle()
+        return self
 
     def _buffering(self) -> bool:
         """The reduction holds a stream's first examples to build its structure from (plt's
