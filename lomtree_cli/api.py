@@ -655,6 +655,7 @@ class Labels:
         except TypeError:  # unhashable
             i = None
         if i is None or type(y) is bool or (type(y) is float and self.names.dtype.kind not in "f"):
+            _no_nested([y], "y")  # (``ids`` would read ['a'] as a column of the label 'a')
             return int(self.ids([y])[0])  # its message, or the conversions ``ids`` makes
         return i
 
@@ -785,6 +786,7 @@ def _label_lists(Y) -> tuple[list, np.ndarray]:
                              f"collection (a list or a set)")
         before = len(flat)
         flat.extend(s.tolist() if isinstance(s, np.ndarray) else s)
+        _no_nested(flat[before:], f"Y[{i}]")
         sizes[i] = len(flat) - before
     return flat, sizes
 
