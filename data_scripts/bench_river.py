@@ -23,10 +23,10 @@ import os
 import time
 
 
-def streams(rbf_n: int):
+def streams(rbf_n: int, segments_n: int | None = None):
     from river import datasets
 
-    return {"ImageSegments": lambda: datasets.ImageSegments(),
+    return {"ImageSegments": lambda: datasets.ImageSegments().take(segments_n or 10**9),
             f"RandomRBF-{rbf_n}": lambda: datasets.synth.RandomRBF(seed_model=42, seed_sample=42).take(rbf_n)}
 
 
@@ -93,14 +93,16 @@ def key_costs(n: int = 5000, repeats: int = 3) -> dict:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rbf-n", type=int, default=20000)
+    ap.add_argument("--segments-n", type=int, default=None, help="ImageSegments rows (all 2,310 by default)")
+    ap.add_argument("--keys-n", type=int, default=5000, help="calls timed for the dict-key figures")
     ap.add_argument("--reductions", default="oaa,lomtree,plt,cpt")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--out", default=os.path.join("bench", "river.json"))
     args = ap.parse_args(argv)
     from river import evaluate, metrics
 
-    results = {"streams": {}, "keys": key_costs()}
-    for sname, data in streams(args.rbf_n).items():
+    results = {"streams": {}, "keys": key_costs(args.keys_n)}
+    for sname, data in streams(args.rbf_n, args.segments_n).items():
         rows = {}
         for mname, make in models(args.reductions.split(",")).items():
             acc = evaluate.progressive_val_score(data(), make(), metrics.Accuracy()).get()

@@ -45,7 +45,9 @@ Labels (``y`` and ``classes``)
 - ``classes=None``: ``classes_`` = the sorted distinct labels of ``y`` at the first ``fit`` (or
   ``partial_fit``'s ``classes=`` argument, scikit-learn's convention); class i + 1 is
   ``classes_[i]``. Integer labels 1..K with every one present give the CLI's model exactly.
-A label outside ``classes_`` is a ValueError, before anything is learned (it never reaches a kernel).
+  The set is open for oaa, lomtree, plt and cpt: a new label of ``partial_fit`` (without
+  ``classes=``) or ``learn_one`` joins as the next class (``Reduction.grow_classes``).
+A label outside fixed classes is a ValueError, before anything is learned (it never reaches a kernel).
 
 Label sets (``multilabel=True``; reductions ``plt`` and ``oaa``, as ``lomtree train --multilabel``)
 -----------------------------------------------------------------------------------------------

@@ -21,11 +21,11 @@ def _small_datasets(model, scale=1):
     from river import base
 
     if isinstance(model, base.MultiLabelClassifier):
-        yield datasets.Yeast().take(60 * scale)
+        yield datasets.Yeast().take(40 * scale)
         return
-    yield datasets.Phishing().take(60 * scale)
-    yield ((x, np.bool_(y)) for x, y in datasets.Phishing().take(60 * scale))
-    yield datasets.ImageSegments().take(80 * scale)
+    yield datasets.Phishing().take(40 * scale)
+    yield ((x, np.bool_(y)) for x, y in datasets.Phishing().take(40 * scale))
+    yield datasets.ImageSegments().take(50 * scale)
 
 
 def _checks(models):
@@ -112,3 +112,20 @@ def test_compat_sklearn_wrapper_accepts_the_api_classifier():
     for x, y in itertools.islice(datasets.Phishing(), 50):
         model.learn_one(x, y)
     assert model.predict_one(x) in (False, True)
+
+
+def test_bench_river_runs(tmp_path):
+    """data_scripts/bench_river.py on short streams: every model's accuracy and costs."""
+    import json
+
+    from data_scripts import bench_river
+
+    out = tmp_path / "river.json"
+    bench_river.main(["--rbf-n", "150", "--segments-n", "150", "--reductions", "oaa,plt", "--repeats", "1",
+                      "--keys-n", "200", "--out", str(out)])
+    r = json.loads(out.read_text())
+    assert set(r["streams"]) == {"ImageSegments", "RandomRBF-150"}
+    for rows in r["streams"].values():
+        assert set(rows) == {"lomtree oaa", "lomtree plt", "River OvR LogisticRegression", "River HoeffdingTree"}
+        assert all(0 <= v["accuracy"] <= 100 and v["learn_one_us"] > 0 for v in rows.values())
+    assert set(r["keys"]) == {"str", "int"}
