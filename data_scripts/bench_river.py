@@ -6,7 +6,8 @@ Two streams: River's bundled ``ImageSegments`` (2,310 rows, 7 classes) and
 ``datasets.synth.RandomRBF(seed_model=42, seed_sample=42)`` (``--rbf-n`` rows; River's defaults:
 2 classes, 10 features, 50 centroids). Every model sits behind the same
 ``preprocessing.StandardScaler``: ``lomtree_cli.river.Classifier`` for each reduction (defaults,
-``classes=None``: the labels join as they come), River's ``OneVsRestClassifier(LogisticRegression())``
+``classes=None``: the labels join as they come; oaa also with every pair of features crossed,
+``quadratic="  "``), River's ``OneVsRestClassifier(LogisticRegression())``
 and ``tree.HoeffdingTreeClassifier()``. Accuracy is ``evaluate.progressive_val_score``'s; the
 per-example cost is a second pass of the same loop (``predict_one`` then ``learn_one`` of the whole
 pipeline, scaler included), wall-clock µs per call, the best of ``--repeats`` runs.
@@ -36,6 +37,9 @@ def models(reductions):
     from lomtree_cli.river import Classifier
 
     out = {f"lomtree {r}": (lambda r=r: preprocessing.StandardScaler() | Classifier(reduction=r)) for r in reductions}
+    if "oaa" in reductions:  # every pair of the (default-namespace) features crossed, ``-q "  "``
+        out["lomtree oaa -q pairs"] = lambda: preprocessing.StandardScaler() | Classifier(
+            reduction="oaa", options={"quadratic": "  "})
     out["River OvR LogisticRegression"] = lambda: preprocessing.StandardScaler() | multiclass.OneVsRestClassifier(
         linear_model.LogisticRegression())
     out["River HoeffdingTree"] = lambda: preprocessing.StandardScaler() | tree.HoeffdingTreeClassifier()

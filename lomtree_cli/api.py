@@ -470,12 +470,13 @@ def _one_kind(raw, a: np.ndarray) -> None:
         raise ValueError(f"the labels mix {' and '.join(sorted(kinds))}: give labels of one type")
 
 
-def _no_nested(labels: list, what: str) -> None:
+def _no_nested(labels: list, what: str, sets: bool = True) -> None:
     """ValueError when a label of ``labels`` is itself a collection: numpy would read ``['a']``
-    inside a label list as the label ``'a'``."""
+    inside a label list as the label ``'a'``. ``sets``: say where label sets go."""
     for v in labels:
         if isinstance(v, (list, tuple, set, frozenset, dict, np.ndarray)):
-            raise ValueError(f"{what}: a label is a {type(v).__name__} ({v!r}); labels are integers or strings")
+            hint = f" ({_SETS_HINT})" if sets else ""
+            raise ValueError(f"{what}: a label is a {type(v).__name__} ({v!r}); labels are integers or strings{hint}")
 
 
 def _check_classes_memory(k: int) -> None:
@@ -554,6 +555,7 @@ class Labels:
         self.int_offset = int_offset
         self._sorted = None
         self._index = None  # name -> id (``id_of``)
+        self._values = None  # the names as Python values (``name_of``)
 
     @property
     def k(self) -> int:
@@ -645,6 +647,7 @@ class Labels:
         self.int_offset = off
         self._sorted = None
         self._index = None
+        self._values = None
 
     def id_of(self, y) -> int:
         """The id 1..k of the one label ``y`` (``ids([y])[0]`` without arrays: a dictionary of the
@@ -663,7 +666,10 @@ class Labels:
 
     def name_of(self, i: int):
         """The label of id ``i`` (``decode`` of one id, as a Python value)."""
-        return self.names[min(max(int(i), 1), self.k) - 1].item()
+        values = self._values
+        if values is None:
+            values = self._values = self.names.tolist()
+        return values[min(max(int(i), 1), len(values)) - 1]
 
     def decode(self, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
@@ -788,7 +794,7 @@ def _label_lists(Y) -> tuple[list, np.ndarray]:
                              f"collection (a list or a set)")
         before = len(flat)
         flat.extend(s.tolist() if isinstance(s, np.ndarray) else s)
-        _no_nested(flat[before:], f"Y[{i}]")
+        _no_nested(flat[before:], f"Y[{i}]", sets=False)
         sizes[i] = len(flat) - before
     return flat, sizes
 
@@ -1176,7 +1182,7 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         self.passes_done_ = 0
         # an open label set: no classes were given and the reduction can take new ones later
         # (the hashed features learned are kept for the regressors' new layout)
-        self._open = self.classes is None and self.solver != "dual" and self._model.reduction.name in OPEN_REDUCTIONS
+        self._open = self.classes is None and self.solver != "dual" and _grows(self._model.reduction.name)
         self._features = np.zeros(1 << int(icfg.bits), dtype=bool) if self._open else None
 
     def _take_labels(self, new: list) -> None:
@@ -1184,14 +1190,14 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         classes are fixed (given, or a reduction built for k classes)."""
         if not getattr(self, "_open", False):
             name = self._model.reduction.name
-            why = (f"reduction {name!r} builds its structure for a fixed number of classes" if name not in OPEN_REDUCTIONS
+            why = (f"reduction {name!r} builds its structure for a fixed number of classes" if not _grows(name)
                    else "the classes were given" if self.classes is not None else "the model's classes are fixed")
             raise ValueError(f"label {_py(new[0])!r} is not one of the classes ({self._labels.describe()}); {why}")
         red = self._model.reduction
         k = self._labels.k + len(new)
         if k > red.k:
             # OAA pays per regressor on every example: exactly k; the trees: room to double
-            cap = k if red.name == "oaa" else max(k, 2 * red.k)
+            cap = k if red.cost_per_class else max(k, 2 * red.k)
             if cap > MAX_CLASSES:
                 raise ValueError(f"more than {MAX_CLASSES} classes")
             _check_classes_memory(cap)
@@ -1360,7 +1366,7 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         if getattr(self, "_model", None) is None:
             if y is None and not _is_lines(X):
                 raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-            if classes is None and self.classes is None and y is not None and self.reduction not in OPEN_REDUCTIONS:
+            if classes is None and self.classes is None and y is not None and not _grows(self.reduction):
                 raise ValueError(f"reduction {self.reduction!r} builds its structure for a fixed number of classes: "
                                  f"give them at the first call (partial_fit(X, y, classes=...) or classes=...)")
             self._y_format = _y_format(y) if self._multi() else None
@@ -1607,7 +1613,7 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         if getattr(self, "_model", None) is None:
             if self.classes is not None:
                 labels = Labels.from_param(self.classes, int(self.label_offset))
-            elif self.reduction not in OPEN_REDUCTIONS:
+            elif not _grows(self.reduction):
                 raise ValueError(f"reduction {self.reduction!r} builds its structure for a fixed number of classes: "
                                  f"learn_one needs them first (Classifier(classes=K or [labels...]))")
             elif self.multilabel:
@@ -1644,7 +1650,7 @@ class Classifier(_SkClassifier, _SklearnEstimator):
             return
         _no_nested(labels, "y")
         if getattr(self, "_model", None) is None:
-            if self.classes is None and self.reduction in OPEN_REDUCTIONS:
+            if self.classes is None and _grows(self.reduction):
                 self._new_model(Labels.from_param(None, int(self.label_offset), labels), self.format or "vw")
             return
         if getattr(self, "_open", False):
@@ -1670,7 +1676,11 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         return v.item() if hasattr(v, "item") else v
 
     def predict_proba_one(self, x: dict) -> dict:
-        """{label: probability} of the feature dict ``x`` (reductions with probabilities)."""
+        """{label: probability} of the feature dict ``x``: every class, each > 0, summing to 1;
+        ``{}`` before any learning; NotImplementedError (River's convention) for a reduction
+        without probabilities."""
+        if not self._gives_proba():
+            raise NotImplementedError(f"reduction {self.reduction!r} gives no probabilities")
         if getattr(self, "_model", None) is None:
             return {}
         p = self.predict_proba([x])[0]
@@ -1815,11 +1825,17 @@ def _feature_params(icfg: InputConfig) -> dict:
             "ignore": icfg.ignore or None, "keep": icfg.keep or None, "ignore_linear": icfg.ignore_linear or None}
 
 
-#: reductions whose label set may grow while they learn (``Reduction.grow_classes``): OAA's new
-#: regressor is a new stride of the hashed table, LOMtree's and PLT's new label a new leaf, CPT's
-#: labels map to leaves as they come; the Filter tree's and the random tree's bracket, mtree's
-#: codes and the table are made for k
-OPEN_REDUCTIONS = ("oaa", "lomtree", "plt", "cpt")
+def _grows(reduction) -> bool:
+    """The reduction named ``reduction`` takes new classes while it learns (its class implements
+    ``Reduction.grow_classes``: OAA's new regressor is a new stride of the hashed table, a tree's
+    new label a new leaf; the Filter tree's and the random tree's bracket, mtree's codes are
+    made for k)."""
+    from .reductions.base import Reduction
+    from .reductions.registry import REGISTRY, get_reduction_class
+
+    if not isinstance(reduction, str) or reduction not in REGISTRY:
+        return False
+    return get_reduction_class(reduction).grow_classes is not Reduction.grow_classes
 
 
 def _gives_probabilities(reduction) -> bool:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from river import base
 
 from . import api
-from .reductions.registry import DEFAULT
+from .reductions.registry import DEFAULT, DEFAULT_LABEL_SETS, REGISTRY
 
 
 def _api_params(reduction, classes, bits, learning_rate, power_t, loss_function, seed, options, multilabel):
@@ -28,7 +28,8 @@ def _api_params(reduction, classes, bits, learning_rate, power_t, loss_function,
     for name in ("reduction", "classes", "bits", "multilabel"):
         if name in params:
             raise ValueError(f"options: give {name} as its own parameter")
-    if reduction == "plt":
+    spec = REGISTRY.get(reduction) if isinstance(reduction, str) else None
+    if spec is not None and any(o.name == "tree_buffer" for o in spec.options):
         # a stream has no end at which to build the label tree from a buffer (the CLI's
         # --tree-buffer, 10^6 examples): here it grows online from the first example
         # (ImageSegments, progressive accuracy: 85.8% online, 56.6% with a buffer of 1,000)
@@ -85,10 +86,6 @@ class Classifier(base.Classifier):
     def _multiclass(self) -> bool:
         return True
 
-    @classmethod
-    def _unit_test_params(cls):
-        yield {"reduction": "oaa"}
-
     def learn_one(self, x: dict, y) -> None:
         self._model.learn_one(x, y)
 
@@ -99,8 +96,6 @@ class Classifier(base.Classifier):
         """{label: probability} of every label seen (all of them > 0, summing to 1); ``{}``
         before the first example; NotImplementedError for a reduction without probabilities
         (lomtree, filter, rtree: River's convention)."""
-        if not self._model._gives_proba():
-            raise NotImplementedError(f"reduction {self.reduction!r} gives no probabilities")
         return self._model.predict_proba_one(x)
 
 
@@ -138,7 +133,7 @@ class MultiLabelClassifier(base.MultiLabelClassifier):
     {'x': True, 'y': False}
     """
 
-    def __init__(self, reduction: str = "plt", classes=None, bits: int = 18, learning_rate: float | None = None,
+    def __init__(self, reduction: str = DEFAULT_LABEL_SETS, classes=None, bits: int = 18, learning_rate: float | None = None,
                  power_t: float | None = None, loss_function: str | None = None, seed: int = 0,
                  threshold: float = 0.5, options: dict | None = None):
         self.reduction = reduction
@@ -152,10 +147,6 @@ class MultiLabelClassifier(base.MultiLabelClassifier):
         self.options = options
         self._model = _api_params(reduction, classes, bits, learning_rate, power_t, loss_function, seed, options,
                                   True)
-
-    @classmethod
-    def _unit_test_params(cls):
-        yield {"reduction": "oaa"}
 
     def learn_one(self, x: dict, y: dict) -> None:
         if not isinstance(y, dict):

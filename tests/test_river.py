@@ -126,6 +126,7 @@ def test_bench_river_runs(tmp_path):
     r = json.loads(out.read_text())
     assert set(r["streams"]) == {"ImageSegments", "RandomRBF-150"}
     for rows in r["streams"].values():
-        assert set(rows) == {"lomtree oaa", "lomtree plt", "River OvR LogisticRegression", "River HoeffdingTree"}
+        assert set(rows) == {"lomtree oaa", "lomtree oaa -q pairs", "lomtree plt", "River OvR LogisticRegression",
+                             "River HoeffdingTree"}
         assert all(0 <= v["accuracy"] <= 100 and v["learn_one_us"] > 0 for v in rows.values())
     assert set(r["keys"]) == {"str", "int"}

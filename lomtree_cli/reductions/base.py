@@ -142,6 +142,10 @@ class Reduction:
     def k(self) -> int:
         return int(self.config.k or 0)
 
+    #: learning and prediction cost grows with k (OAA's regressor per class): an open label set
+    #: grows to the classes met, not by doubling (``api.Classifier._take_labels``)
+    cost_per_class: ClassVar[bool] = False
+
     def grow_classes(self, k: int, features: np.ndarray) -> None:
         """Take labels up to ``k`` (more than now): the open label set of the Python API's
         streams without ``classes``. ``features``: every hashed feature index learned so far

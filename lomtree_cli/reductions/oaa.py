@@ -100,6 +100,7 @@ class OneAgainstAll(Reduction):
 
     #: the dual solver's state while it trains (``plan``), else None
     dual = None
+    cost_per_class = True
 
     def grow_classes(self, k: int, features: np.ndarray) -> None:
         """New classes' regressors: the table laid out for ``k`` regressors, the old ones' weights
