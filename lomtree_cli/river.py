@@ -29,7 +29,7 @@ def _api_params(reduction, classes, bits, learning_rate, power_t, loss_function,
         if name in params:
             raise ValueError(f"options: give {name} as its own parameter")
     spec = REGISTRY.get(reduction) if isinstance(reduction, str) else None
-    if spec is not None and any(o.name == "tree_buffer" for o in spec.options):
+    if spec is not None and any(o.field == "tree_buffer" for o in spec.options):
         # a stream has no end at which to build the label tree from a buffer (the CLI's
         # --tree-buffer, 10^6 examples): here it grows online from the first example
         # (ImageSegments, progressive accuracy: 85.8% online, 56.6% with a buffer of 1,000)
