@@ -155,6 +155,29 @@ class Reduction:
     def k(self) -> int:
         return int(self.config.k or 0)
 
+    #: learning and prediction cost grows with k (OAA's regressor per class): an open label set
+    #: grows to the classes met, not by doubling (``api.Classifier._take_labels``)
+    cost_per_class: ClassVar[bool] = False
+
+    def grow_classes(self, k: int, features: np.ndarray) -> None:
+        """Take labels up to ``k`` (more than now): the open label set of the Python API's
+        streams without ``classes``. ``features``: every hashed feature index learned so far
+        (stride-mode reductions lay their regressors out again, ``LinearLearner.restride``).
+        ConfigError for a reduction whose structure is made for a fixed k."""
+        raise ConfigError(f"-r {self.name} builds its structure for a fixed number of classes: give classes=K "
+                          f"or the list of labels at the first call")
+
+    def _set_k(self, k: int) -> None:
+        """``config.k`` becomes ``k``; the label counts of a multi-label model grow with it."""
+        from dataclasses import replace
+
+        old = self.k
+        self.config = replace(self.config, k=int(k))
+        if self.label_counts is not None:
+            c = np.zeros(int(k) + 1, dtype=np.float64)
+            c[:old + 1] = self.label_counts
+            self.label_counts = c
+
     def top_k_bound(self) -> int:
         """The most labels a ``--top-k`` answer can hold: k (without -k, the labels known)."""
         return self.k

@@ -509,6 +509,19 @@ class ProbabilisticLabelTree(Reduction):
         self.tree = tree
         self.learner.ensure_models(self.W * nb)
 
+    def grow_classes(self, k: int, features: np.ndarray) -> None:
+        """Labels up to ``k``: a new label joins the tree online at its first example (blocks
+        grow without moving weights); only the arrays indexed by label grow."""
+        old = self.k
+        leaf_of = np.full(int(k) + 1, -1, dtype=np.int64)
+        leaf_of[:old + 1] = self.tree.leaf_of
+        self.tree = self.tree._replace(leaf_of=leaf_of)
+        if self.freq.shape[0] == old + 1:  # (emptied once the tree is built)
+            freq = np.zeros(int(k) + 1, dtype=np.int64)
+            freq[:old + 1] = self.freq
+            self.freq = freq
+        self._set_k(k)
+
     def set_train_threads(self, n: int) -> None:
         self.threads = max(1, int(n))
 
