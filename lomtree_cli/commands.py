@@ -172,7 +172,7 @@ def run_train(p: dict, given: set, start: float) -> None:
                       progress_interval=p["progress_interval"],
                       progress_bar=p["progress_bar"], report=p["report"], chunk_bytes=p["chunk_bytes"],
                       start_time=start, handle_signals=True, on_started=end_startup,
-                      train_threads=resolve_threads(p["threads"]))
+                      train_threads=resolve_threads(p["threads"]), compact=_compact(p))
     if p["dask"] is not None:
         if opts.train_threads > 1:
             raise ConfigError("--threads cannot be used with --dask (each worker trains in one thread)")
@@ -196,6 +196,19 @@ def run_train(p: dict, given: set, start: float) -> None:
         from .readable import write_readable
 
         write_readable(p, icfg)
+
+
+def _compact(p: dict):
+    """``model_io.Compact`` of ``--predict_only_model`` (and ``--weight-threshold``), else None."""
+    if not p.get("predict_only_model"):
+        if p.get("weight_threshold") is not None:
+            raise ConfigError("--weight-threshold needs --predict_only_model (a pruned model is a predict-only one)")
+        return None
+    if not p["final_model"]:
+        raise ConfigError("--predict_only_model needs -f MODEL (it says how the model is written)")
+    from .model_io import Compact, check_weight_threshold
+
+    return Compact(check_weight_threshold(p.get("weight_threshold") or 0.0))
 
 
 def _xmc_labels(inputs) -> int | None:

@@ -869,7 +869,8 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
         save(passes_used)
     if final_model is not None:
         best = model_io.load_model(io.BytesIO(kept["bytes"]))
-        model_io.save_model(final_model, input_cfg, best.learner, best.reduction, best.passes_done)
+        model_io.save_model(final_model, input_cfg, best.learner, best.reduction, best.passes_done,
+                            compact=opts.compact)
     report = summary(runner.progress, current.reduction, input_cfg, passes_used, start_t,
                      holdout.best if holdout.active and math.isfinite(holdout.best) else None)
     if holdout.active:
