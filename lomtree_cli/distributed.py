@@ -14,7 +14,9 @@ Prediction
     ``PredictionWriter`` as ``lomtree predict``, and returns the answer text; the client writes the
     ranges in input order: the output bytes equal a single-process ``lomtree predict``'s. With
     ``-p DIR/`` each input gets ``DIR/<its file name>.pred``. The summary (and ``--report``) adds
-    up every range's counts; there is no progress table (ranges finish out of order).
+    up every range's counts (a multi-label model's P@k, nDCG@k, PSP@k and F1 counts too: equal to
+    one process's); there is no progress table (ranges finish out of order). An XMC file's ranges
+    begin after its header line.
 
 Training (VW's AllReduce, done by the client)
     Data-parallel over W shards, W = the workers or ``--shards W`` (more shards than workers
@@ -45,7 +47,8 @@ Training (VW's AllReduce, done by the client)
     not train a node in the round does not pull it back to w0 (with VW's rule its stale copy
     weighs G0). Both give one shard's model from identical shards; from a zero model they agree.
     Under ``--sgd`` a plain mean. The per-regressor normaliser sums (S, T) and
-    the SGD clock are averaged, node counts (Filter tree, Rtree) add up. At the end of a pass the
+    the SGD clock are averaged, node counts (Filter tree, Rtree) add up, and so do a multi-label
+    model's label counts (PSP@k's propensities: those of every shard's trained examples). At the end of a pass the
     client applies the reduction's pass hook and the learning-rate decay, and keeps the best
     pass on holdout, as ``lomtree train`` does. The progressive-validation table is merged:
     every round's per-example results are added in shard order. Which reductions train here, and
