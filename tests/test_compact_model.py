@@ -240,3 +240,18 @@ def test_cli_predict_only_model_plt_multilabel(tmp_path):
                 ["-f", "x.lt", "--predict_only_model", "--weight-threshold", "nan"]):
         r = _cli("train", *common, *bad, cwd=tmp_path)
         assert r.returncode == 2 and r.stderr.startswith("error:") and len(r.stderr.splitlines()) == 1, (bad, r.stderr)
+
+
+def test_cli_predict_only_model_after_several_passes(tmp_path):
+    """--passes 3 with holdout (the best pass's model written, learning going on after a save),
+    with --average: the predict-only model predicts as the full model of the same run."""
+    (tmp_path / "train.vw").write_text("\n".join(separable_lines(6, 300, seed=4, noise_feats=3)) + "\n")
+    (tmp_path / "test.vw").write_text("\n".join(separable_lines(6, 100, seed=5, noise_feats=3)) + "\n")
+    common = ["-r", "oaa", "-k", "6", "train.vw", "--passes", "3", "--average", "--quiet"]
+    for args in (["-f", "full.lt"], ["-f", "po.lt", "--predict_only_model"]):
+        r = _cli("train", *common, *args, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    for m in ("full", "po"):
+        r = _cli("predict", "-i", f"{m}.lt", "test.vw", "-p", f"{m}.pred", "--probabilities", "--quiet", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    assert (tmp_path / "po.pred").read_bytes() == (tmp_path / "full.pred").read_bytes()

@@ -602,3 +602,16 @@ def test_continue_a_multilabel_model_on_dask(cluster, sets, tmp_path, red):
     np.testing.assert_array_equal(d.reduction.label_counts, want)
     np.testing.assert_array_equal(one.reduction.label_counts, want)
     assert d.passes_done == 2
+
+
+def test_dask_writes_a_predict_only_model(cluster, sets, tmp_path):
+    """--predict_only_model on Dask: the model of the same (deterministic) run without its optimiser
+    state: the same predictions."""
+    common = ["-r", "oaa", "--multilabel", "-k", "12", str(sets / "train.vw"), "--quiet", "--dask", cluster]
+    cli(["train", *common, "-f", str(tmp_path / "full.lt")])
+    cli(["train", *common, "-f", str(tmp_path / "po.lt"), "--predict_only_model"])
+    assert load_model(str(tmp_path / "po.lt"), predict_only=True).header["predict_only"] is True
+    for m in ("full", "po"):
+        cli(["predict", "-i", str(tmp_path / f"{m}.lt"), str(sets / "test.vw"), "--top-k", "3", "--quiet",
+             "-p", str(tmp_path / f"{m}.txt")])
+    assert (tmp_path / "po.txt").read_bytes() == (tmp_path / "full.txt").read_bytes()
