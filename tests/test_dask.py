@@ -615,3 +615,27 @@ def test_dask_writes_a_predict_only_model(cluster, sets, tmp_path):
         cli(["predict", "-i", str(tmp_path / f"{m}.lt"), str(sets / "test.vw"), "--top-k", "3", "--quiet",
              "-p", str(tmp_path / f"{m}.txt")])
     assert (tmp_path / "po.txt").read_bytes() == (tmp_path / "full.txt").read_bytes()
+
+
+def test_xmc_inputs_on_dask(cluster, tmp_path):
+    """XMC files (a header line, then label sets): training reads every example once and none of
+    the header; prediction equals one process's."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for _ in range(600):
+        labs = sorted(set(rng.integers(0, 8, size=int(rng.integers(1, 3))).tolist()))
+        feats = sorted(set([l * 3 for l in labs] + rng.integers(0, 30, 3).tolist()))
+        rows.append(",".join(map(str, labs)) + " " + " ".join(f"{f}:1" for f in feats))
+    for name, part in (("train.txt", rows[:450]), ("test.txt", rows[450:])):
+        (tmp_path / name).write_text(f"{len(part)} 30 8\n" + "\n".join(part) + "\n")
+    m = str(tmp_path / "m.lt")
+    cli(["train", "--format", "xmc", "-r", "plt", str(tmp_path / "train.txt"), "-f", m, "--quiet", "--dask", cluster,
+         "--report", str(tmp_path / "r.json")])
+    assert json.loads((tmp_path / "r.json").read_text())["examples"] == 450
+    assert load_model(m).reduction.label_counts[0] == 450
+    for extra in ([], ["--dask", cluster]):
+        cli(["predict", "-i", m, str(tmp_path / "test.txt"), "--quiet", "-p", str(tmp_path / f"p{len(extra)}.txt"),
+             "--report", str(tmp_path / f"p{len(extra)}.json")] + extra)
+    assert (tmp_path / "p0.txt").read_bytes() == (tmp_path / "p2.txt").read_bytes()
+    a, b = (json.loads((tmp_path / f"p{i}.json").read_text()) for i in (0, 2))
+    assert a["examples"] == b["examples"] == 150 and a["p@1"] == b["p@1"]
