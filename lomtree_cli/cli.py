@@ -57,7 +57,8 @@ TRAIN_HELP_GROUPS = (
     ("Dual Solver Options", ("solver", "cost", "dual_memory")),
     ("Weight Options", ("initial_model",)),
     ("Randomization Options", ("seed",)),
-    ("Output Model Options", ("final_model", "readable_model", "invert_hash")),
+    ("Output Model Options", ("final_model", "readable_model", "invert_hash", "predict_only_model",
+                              "weight_threshold")),
     ("Output Options", ("predictions",)),
     ("Input Options", ("data", "cache", "cache_file")),
     ("Reduction Options", ("reduction", "k", *vw_aliases())),
@@ -219,6 +220,12 @@ def vw_options(f):
          dict(type=str, help="Write the weights as text (per regressor / tree node).")),
         (("--invert_hash", "--invert-hash", "invert_hash"),
          dict(type=str, help="As --readable_model, with the feature names of the training data.")),
+        (("--predict_only_model", "--predict-only-model", "predict_only_model"),
+         dict(is_flag=True, help="-f writes a predict-only model: the weights without the optimiser state "
+                                 "(smaller; it predicts as the full model, -i cannot train on it).")),
+        (("--weight-threshold", "--weight_threshold", "weight_threshold"),
+         dict(type=float, default=None, metavar="T", help="--predict_only_model: weights with |w| < T are "
+                                                           "written as 0 (a smaller model) [0].")),
     ]
     for decl, kw in reversed(opts):
         f = click.option(*decl, **kw)(f)

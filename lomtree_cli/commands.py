@@ -76,11 +76,6 @@ def run_predict(p: dict, given: set, start: float) -> None:
     if p["dask"] is not None:
         if p["flush"]:
             raise ConfigError("--flush cannot be used with --dask (ranges are predicted at once)")
-        from . import model_io
-
-        peek = model_io.peek_input_config(p["model"])
-        if peek is not None and peek.multilabel:
-            raise ConfigError("--dask does not predict label sets yet (a multi-label model): predict in one process")
         from .distributed import predict as dask_predict
 
         return dask_predict(p["model"], opts, p["dask"], skip_invalid=p["skip_invalid"])
@@ -162,6 +157,8 @@ def run_train(p: dict, given: set, start: float) -> None:
     if p["initial_model"] is not None:
         explicit.update({n: v for n, v in feats.items() if n in given})
     rcfg = lcfg = None
+    if p["dask"] is not None and p.get("average") is None:
+        p["average"] = False  # Dask merges online weights only: not the label-set default --average
     if p["initial_model"] is None:
         rcfg, lcfg = new_model_configs(p)
     else:
@@ -172,7 +169,7 @@ def run_train(p: dict, given: set, start: float) -> None:
                       progress_interval=p["progress_interval"],
                       progress_bar=p["progress_bar"], report=p["report"], chunk_bytes=p["chunk_bytes"],
                       start_time=start, handle_signals=True, on_started=end_startup,
-                      train_threads=resolve_threads(p["threads"]))
+                      train_threads=resolve_threads(p["threads"]), compact=_compact(p))
     if p["dask"] is not None:
         if opts.train_threads > 1:
             raise ConfigError("--threads cannot be used with --dask (each worker trains in one thread)")
@@ -180,8 +177,6 @@ def run_train(p: dict, given: set, start: float) -> None:
             raise ConfigError("--solver dual cannot be used with --dask (its dual variables live in one process)")
         if p["cache"] is not None:
             raise ConfigError("-c/--cache cannot be used with --dask (each worker reads its shard)")
-        if icfg.multilabel:
-            raise ConfigError("--dask does not train label sets yet (--multilabel, --format xmc): train in one process")
         from .distributed import train as dask_train
 
         return dask_train(icfg, lcfg, rcfg, opts, p["dask"], p["sync_every"], initial_model=p["initial_model"],
@@ -196,6 +191,19 @@ def run_train(p: dict, given: set, start: float) -> None:
         from .readable import write_readable
 
         write_readable(p, icfg)
+
+
+def _compact(p: dict):
+    """``model_io.Compact`` of ``--predict_only_model`` (and ``--weight-threshold``), else None."""
+    if not p.get("predict_only_model"):
+        if p.get("weight_threshold") is not None:
+            raise ConfigError("--weight-threshold needs --predict_only_model (a pruned model is a predict-only one)")
+        return None
+    if not p["final_model"]:
+        raise ConfigError("--predict_only_model needs -f MODEL (it says how the model is written)")
+    from .model_io import Compact, check_weight_threshold
+
+    return Compact(check_weight_threshold(p.get("weight_threshold") or 0.0))
 
 
 def _xmc_labels(inputs) -> int | None:

@@ -76,13 +76,13 @@ class Learner:
         return buf.getvalue()
 
     def save(self, path: str, extra_arrays: dict | None = None, extra_header: dict | None = None,
-             passes_done: int | None = None) -> None:
+             passes_done: int | None = None, compact=None) -> None:
         """Write the model file at ``path`` (atomically); ``passes_done``: the count to record
-        (``self.passes_done`` by default)."""
+        (``self.passes_done`` by default); ``compact`` (``model_io.Compact``): a predict-only model."""
         from .model_io import save_model
 
         save_model(path, self.input_config, self.base, self.reduction, self._passes(passes_done), self.label_dict,
-                   extra_arrays=extra_arrays, extra_header=extra_header)
+                   extra_arrays=extra_arrays, extra_header=extra_header, compact=compact)
 
     def _passes(self, passes_done: int | None) -> int:
         return self.passes_done if passes_done is None else int(passes_done)

@@ -14,7 +14,9 @@ Prediction
     ``PredictionWriter`` as ``lomtree predict``, and returns the answer text; the client writes the
     ranges in input order: the output bytes equal a single-process ``lomtree predict``'s. With
     ``-p DIR/`` each input gets ``DIR/<its file name>.pred``. The summary (and ``--report``) adds
-    up every range's counts; there is no progress table (ranges finish out of order).
+    up every range's counts (a multi-label model's P@k, nDCG@k, PSP@k and F1 counts too: equal to
+    one process's); there is no progress table (ranges finish out of order). An XMC file's ranges
+    begin after its header line.
 
 Training (VW's AllReduce, done by the client)
     Data-parallel over W shards, W = the workers or ``--shards W`` (more shards than workers
@@ -45,7 +47,8 @@ Training (VW's AllReduce, done by the client)
     not train a node in the round does not pull it back to w0 (with VW's rule its stale copy
     weighs G0). Both give one shard's model from identical shards; from a zero model they agree.
     Under ``--sgd`` a plain mean. The per-regressor normaliser sums (S, T) and
-    the SGD clock are averaged, node counts (Filter tree, Rtree) add up. At the end of a pass the
+    the SGD clock are averaged, node counts (Filter tree, Rtree) add up, and so do a multi-label
+    model's label counts (PSP@k's propensities: those of every shard's trained examples). At the end of a pass the
     client applies the reduction's pass hook and the learning-rate decay, and keeps the best
     pass on holdout, as ``lomtree train`` does. The progressive-validation table is merged:
     every round's per-example results are added in shard order. Which reductions train here, and
@@ -180,16 +183,30 @@ def check_inputs(paths: list) -> None:
             raise ConfigError(f"--dask: input {p} is not a file")
 
 
-def line_ranges(path: str, parts: int) -> list:
-    """``[(start, end), ...]``: ``path`` cut into at most ``parts`` byte ranges, each ending just
-    after a newline (or at the end of the file); a compressed file is one range ``(0, -1)``."""
+def body_start(path: str, cfg) -> int:
+    """Where the examples of ``path`` begin: after an XMC file's header line (``N F L``, checked
+    here: InputError), else 0 (in a compressed file: of its decompressed bytes)."""
+    if cfg.format != "xmc":
+        return 0
+    from .parsing import open_input, read_xmc_header
+
+    f, name = open_input(path)
+    with f:
+        read_xmc_header(f, name)
+        return f.tell()
+
+
+def line_ranges(path: str, parts: int, begin: int = 0) -> list:
+    """``[(start, end), ...]``: ``path`` from byte ``begin`` on cut into at most ``parts`` byte
+    ranges, each ending just after a newline (or at the end of the file); a compressed file is one
+    range ``(begin, -1)``."""
     if path.endswith(COMPRESSED_ENDINGS):
-        return [(0, -1)]
+        return [(begin, -1)]
     size = os.path.getsize(path)
-    cuts = [0]
+    cuts = [begin]
     with open(path, "rb") as f:
         for i in range(1, max(1, parts)):
-            target = size * i // parts
+            target = begin + (size - begin) * i // parts
             if target <= cuts[-1]:
                 continue
             f.seek(target - 1)
@@ -346,13 +363,16 @@ class _PredictResult:
     skipped_messages: list
     warned_range: str | None
     failure: _Failure | None = None
+    scores: object = None  # a multi-label model's mlmetrics.MultilabelScores of the range (None: none scored)
 
 
 def predict_range(key: str, data: bytes, path: str, start: int, end: int, skip_invalid: bool,
-                  probabilities: bool, top_k: int, max_line_bytes, max_example_features=None) -> _PredictResult:
+                  probabilities: bool, top_k: int, max_line_bytes, max_example_features=None,
+                  threshold: float | None = None) -> _PredictResult:
     """(Worker) predict the lines of ``path[start:end]`` (``end`` -1: the whole, compressed file)."""
     from .core import Learner
     from .driver import RunOptions, Runner, predict_input
+    from .multilabel import set_predictor
     from .output import PredictionWriter
     from .runtime import StopFlag
 
@@ -362,6 +382,7 @@ def predict_range(key: str, data: bytes, path: str, start: int, end: int, skip_i
                       err=io.StringIO(), progress_interval=float("inf"))
     cfg = predict_input(loaded.input_config, skip_invalid, opts)
     runner = Runner(cfg, Learner.of(loaded), opts, learn=False)
+    runner.sets = set_predictor(loaded.reduction, top_k, threshold, runner.names, probabilities)
     writer = PredictionWriter(None, label_dict=runner.names)
     writer.f = io.StringIO()
     failure = None
@@ -374,7 +395,8 @@ def predict_range(key: str, data: bytes, path: str, start: int, end: int, skip_i
     stats = {name: getattr(pr, name) for name in _PROGRESS_SUMS}
     messages = [ln for ln in opts.err.getvalue().splitlines() if ln.startswith("skipping ")]
     warned = next((ln for ln in opts.err.getvalue().splitlines() if ln.startswith("warning: ")), None)
-    return _PredictResult(writer.f.getvalue(), stats, runner.low_labels, messages, warned, failure)
+    scores = runner.sets.scores if runner.sets is not None and runner.sets.scored else None
+    return _PredictResult(writer.f.getvalue(), stats, runner.low_labels, messages, warned, failure, scores)
 
 
 #: ``metrics.Progress`` totals that add up over ranges
@@ -484,9 +506,13 @@ def average_models(models, base, rule: str = "increments") -> None:
     count = 0
     S = T = meta = red_meta = None
     sgd_t = 0.0
-    # the reduction: node counts add up (each model's counts since base), the rest must agree
+    # the reduction: node counts add up (each model's counts since base), the rest must agree; so
+    # do a multi-label model's label counts (PSP@k's propensities: those of all the shards' examples)
     before = base.reduction.state()
     red_first, red_counts = {}, {}
+    labels0 = base.reduction.label_counts
+    labels0 = None if labels0 is None else labels0.copy()
+    label_counts = labels0
     for mm in models:
         s = mm.learner.state()
         nz = s["nz"]  # no repeats: fancy-index += is a per-slot sum
@@ -521,6 +547,8 @@ def average_models(models, base, rule: str = "increments") -> None:
         sgd_t += mm.learner.meta()["sgd_t"]
         if meta is None:
             meta, red_meta = dict(mm.learner.meta()), mm.reduction.meta()
+        if labels0 is not None:
+            label_counts = label_counts + (mm.reduction.label_counts - labels0)
         state = mm.reduction.state()
         for name, a0 in before.items():
             g = state[name]
@@ -564,6 +592,8 @@ def average_models(models, base, rule: str = "increments") -> None:
     base.learner.load_state(out, meta)
     arrays = {name: (a0 + red_counts[name] if name in red_counts else red_first[name]) for name, a0 in before.items()}
     base.reduction.load_state(arrays, red_meta)
+    if labels0 is not None:
+        base.reduction.load_label_set_state({"label_counts": label_counts})
 
 
 # -- client side ----------------------------------------------------------------------------------------
@@ -594,7 +624,11 @@ def predict(model_path: str, opts, address: str, skip_invalid: bool = False) -> 
         raise model_io.ModelFormatError(f"{model_path}: cannot read the model file: {e.strerror or e}") from None
     if model_io.load_model(io.BytesIO(data), predict_only=True, skip_unused=True).header != loaded.header:
         raise model_io.ModelFormatError(f"{model_path}: the model file changed while it was read")
-    if opts.probabilities or opts.top_k:
+    from .multilabel import set_predictor
+
+    # the one that adds up the ranges' scores; a threshold without label sets fails here
+    sets = set_predictor(loaded.reduction, opts.top_k, opts.threshold, None, opts.probabilities)
+    if sets is None and (opts.probabilities or opts.top_k):
         from .batch import ExampleBatch
 
         loaded.reduction.predict_top(ExampleBatch.empty(), max(1, opts.top_k))  # unsupported: fail now
@@ -609,10 +643,11 @@ def predict(model_path: str, opts, address: str, skip_invalid: bool = False) -> 
         for p in paths:
             size = os.path.getsize(p)
             parts = max(4 * w, -(-size // RANGE_BYTES))
-            jobs += [(p, s, e) for s, e in line_ranges(p, parts)]
+            jobs += [(p, s, e) for s, e in line_ranges(p, parts, body_start(p, input_cfg))]
         shared = client.scatter(data, broadcast=True, hash=False)
         futures = [client.submit(predict_range, key, shared, p, s, e, skip_invalid, opts.probabilities,
-                                 opts.top_k, opts.max_line_bytes, opts.max_example_features, pure=False) for p, s, e in jobs]
+                                 opts.top_k, opts.max_line_bytes, opts.max_example_features, opts.threshold,
+                                 pure=False) for p, s, e in jobs]
         writers = {}
         shown = 0
         try:
@@ -630,6 +665,9 @@ def predict(model_path: str, opts, address: str, skip_invalid: bool = False) -> 
                         wr.broken, wr.f = True, None
                 if res.failure is not None:
                     res.failure.throw()
+                if res.scores is not None:
+                    sets.scores.merge(res.scores)
+                    sets.scored = True
                 for name in _PROGRESS_SUMS:
                     setattr(runner.progress, name, getattr(runner.progress, name) + res.progress[name])
                 runner.low_labels += res.low_labels
@@ -645,6 +683,8 @@ def predict(model_path: str, opts, address: str, skip_invalid: bool = False) -> 
             for wr in writers.values():
                 wr.close()
     report = summary(runner.progress, loaded.reduction, input_cfg, 1, start_t, None)
+    if sets is not None:
+        report.update(sets.result())
     if runner.low_labels:
         report["labels_below_1"] = runner.low_labels
     report["dask_workers"] = w
@@ -671,7 +711,7 @@ def prediction_paths(predictions: str | None, paths: list) -> dict:
     return {p: predictions for p in paths}
 
 
-def shards_of(paths: list, w: int) -> list:
+def shards_of(paths: list, w: int, cfg=None) -> list:
     """W shards ``[[(path, start, end), ...], ...]``, interleaved: each file is cut into line-aligned
     blocks of about ``SHARD_BLOCK_BYTES`` (a multiple of W of them, at least W, at most
     ``MAX_SHARD_BLOCKS`` per shard: larger blocks for larger files) and shard i takes blocks i, i + W,
@@ -687,7 +727,7 @@ def shards_of(paths: list, w: int) -> list:
     for p in paths:
         size = 0 if p.endswith(COMPRESSED_ENDINGS) else os.path.getsize(p)
         per_shard = max(1, min(MAX_SHARD_BLOCKS, size // (w * SHARD_BLOCK_BYTES)))
-        ranges = line_ranges(p, w * per_shard)
+        ranges = line_ranges(p, w * per_shard, 0 if cfg is None else body_start(p, cfg))
         for j, (s, e) in enumerate(ranges):
             shards[(turn + j) % w].append((p, s, e))
         turn += len(ranges)
@@ -795,7 +835,7 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
     with connect(address) as client:
         w = n_workers(client)
         n_shards = shards or w
-        shards_list = shards_of(paths, n_shards)
+        shards_list = shards_of(paths, n_shards, input_cfg)
         runner.progress.start()
         for p in range(opts.passes):
             runner.progress.holdout_reporting = p > 0 and holdout.active
@@ -869,7 +909,8 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
         save(passes_used)
     if final_model is not None:
         best = model_io.load_model(io.BytesIO(kept["bytes"]))
-        model_io.save_model(final_model, input_cfg, best.learner, best.reduction, best.passes_done)
+        model_io.save_model(final_model, input_cfg, best.learner, best.reduction, best.passes_done,
+                            compact=opts.compact)
     report = summary(runner.progress, current.reduction, input_cfg, passes_used, start_t,
                      holdout.best if holdout.active and math.isfinite(holdout.best) else None)
     if holdout.active:

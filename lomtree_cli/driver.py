@@ -73,6 +73,8 @@ class RunOptions:
     source: object = None
     #: the examples ``source`` gives a pass when known (the API's arrays; 0: not known, a stream)
     source_lines: int = 0
+    #: train: ``model_io.Compact`` to write -f as a predict-only model (``--predict_only_model``)
+    compact: object = None
 
 
 def _batches_for_pass(paths, input_cfg, opts, pass_index, cache, label_dict=None):
@@ -345,7 +347,7 @@ def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: Reduction
     def save(passes_done: int) -> bool:
         if final_model is None:
             return False
-        model.save(final_model, passes_done=passes_before + passes_done)
+        model.save(final_model, passes_done=passes_before + passes_done, compact=opts.compact)
         return True
 
     return fit(model, opts, save, final_model, start)

@@ -260,31 +260,81 @@ class LinearLearner:
         out["model_T"] = a.T.copy()
         return out
 
+    def predict_state_members(self, weight_threshold: float = 0.0) -> dict:
+        """The members of a predict-only model (``--predict_only_model``): the weights prediction
+        uses (the averaged ones under ``--average``), those with ``|w| < weight_threshold`` set to
+        0, at the slots whose weight is not 0, without the optimiser state (G, N, avg). The slots
+        are ``nz`` (uint32 when ``2^b <= 2^32``) or, when that is smaller, ``slot_bits``: one bit
+        per table slot (numpy's little-endian ``packbits``); ``size``, ``model_S``, ``model_T`` as
+        ``state_members``. Made ``SAVE_ROWS`` rows at a time, as ``state_members``."""
+        from .streamed import Streamed
+
+        self.for_prediction()
+        a = self.arrays
+        w_all = a.table[:, 0]
+        size = w_all.shape[0]
+        starts = range(0, size, SAVE_ROWS)
+        thr = float(weight_threshold)
+
+        def kept(s):
+            w = w_all[s:s + SAVE_ROWS]
+            return w, (np.abs(w) >= thr) & (w != 0) if thr > 0 else w != 0
+
+        counts = [int(np.count_nonzero(kept(s)[1])) for s in starts]
+        m = sum(counts)
+        wide = size > (1 << 32)
+        bitmap = (size + 7) // 8 < m * (8 if wide else 4)
+
+        def slots():
+            for s, c in zip(starts, counts):
+                mask = kept(s)[1]
+                if bitmap:
+                    yield np.packbits(mask, bitorder="little")
+                elif c:
+                    yield (np.flatnonzero(mask) + s).astype(np.int64 if wide else np.uint32)
+
+        def weights():
+            for s, c in zip(starts, counts):
+                if c:
+                    w, mask = kept(s)
+                    yield w[mask]
+
+        out = {"size": np.array([size], dtype=np.int64)}
+        if bitmap:
+            out["slot_bits"] = Streamed(np.dtype(np.uint8), ((size + 7) // 8,), slots)
+        else:
+            out["nz"] = Streamed(np.dtype(np.int64 if wide else np.uint32), (m,), slots)
+        out["w"] = Streamed(np.dtype(np.float32), (m,), weights)
+        out["model_S"] = a.S.copy()
+        out["model_T"] = a.T.copy()
+        return out
+
     def meta(self) -> dict:
         hp = self.arrays.hp
         return {"eta_current": float(hp[K.HP_ETA]), "sgd_t": float(hp[K.HP_CLOCK])}
 
-    def load_state(self, arrays: dict, meta: dict) -> None:
-        """Restore from ``state()``/``meta()`` output; ValueError on inconsistent arrays."""
+    def load_state(self, arrays: dict, meta: dict, weights_only: bool = False) -> None:
+        """Restore from ``state()``/``meta()`` output; ValueError on inconsistent arrays.
+        ``weights_only``: ``predict_state_members`` output (a predict-only learner only)."""
+        if weights_only and not self.predict_only:
+            raise ValueError("a predict-only model's weights cannot be trained on")
         a = self.arrays
         size = 1 << self.bits
-        nz = arrays["nz"]
         if arrays["size"].shape != (1,) or int(arrays["size"][0]) != size:
             raise ValueError("weight table size does not match bits")
-        if nz.dtype != np.int64 or nz.ndim != 1:
-            raise ValueError("bad slot index list")
+        nz = _slots(arrays, size, weights_only)
         if nz.size and (nz[0] < 0 or nz[-1] >= size or np.any(nz[1:] <= nz[:-1])):
             raise ValueError("bad slot index list")
-        cols = ["w"] if self.config.plain_table else ["w", "G", "N"]
+        cols = ["w"] if (self.config.plain_table or weights_only) else ["w", "G", "N"]
         for i, c in enumerate(cols):
-            v = arrays[c]
+            v = arrays.get(c)
             if v is None and i >= a.table.shape[1]:
                 continue  # not read (predict-only load)
             if v is None or v.dtype != np.float32 or v.shape != nz.shape:
                 raise ValueError(f"bad {c} values")
             if i < a.table.shape[1]:
                 K.scatter_rows(a.table, nz, v, i)
-        if self.config.average:
+        if self.config.average and not weights_only:  # (a predict-only model's weights are the averaged ones)
             avg = arrays.get("avg")
             weight = meta.get("sgd_t")
             if avg is None or avg.dtype != np.float64 or avg.shape != nz.shape:
@@ -305,3 +355,25 @@ class LinearLearner:
         if self.predict_only and nz.size <= K.PREFETCH_MIN_SLOTS:
             hp[K.HP_PREFETCH] = 0.0  # all its rows stay cached: prefetching them is pure overhead
         self.arrays = a._replace(S=S.copy(), T=T.copy(), hp=hp)
+
+
+def _slots(arrays: dict, size: int, weights_only: bool) -> np.ndarray:
+    """The slot numbers (int64) of a saved weight table: its ``nz`` list (int64; a predict-only
+    model's uint32 too) or its ``slot_bits`` bitmap (``predict_state_members``); ValueError when
+    they are malformed."""
+    bits = arrays.get("slot_bits") if weights_only else None
+    if bits is not None:
+        if "nz" in arrays or bits.dtype != np.uint8 or bits.shape != ((size + 7) // 8,):
+            raise ValueError("bad slot bitmap")
+        pieces = []
+        step = SAVE_ROWS // 8
+        for i in range(0, bits.shape[0], step):  # a piece at a time: no 2^b bytes at once
+            pieces.append(np.flatnonzero(np.unpackbits(bits[i:i + step], bitorder="little")) + 8 * i)
+        nz = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+        if nz.size and nz[-1] >= size:
+            raise ValueError("bad slot bitmap")
+        return nz.astype(np.int64, copy=False)
+    nz = arrays.get("nz")
+    if nz is None or nz.ndim != 1 or not (nz.dtype == np.int64 or (weights_only and nz.dtype == np.uint32)):
+        raise ValueError("bad slot index list")
+    return nz.astype(np.int64, copy=False)

@@ -253,6 +253,33 @@ class MultilabelScores:
             _add_counts(self._fp, fp)
             _add_counts(self._fn, fn)
 
+    def merge(self, other: "MultilabelScores") -> None:
+        """Add the counts of ``other`` (made with the same ``ks``, propensities and ``k_labels``):
+        the result is that of one accumulator given both's batches (every count is an integer
+        sum). Dask's prediction ranges are scored apart and merged."""
+        if other.ks != self.ks or (other._inv is None) != (self._inv is None) or other.k_labels != self.k_labels:
+            raise ValueError("merge: the accumulators were made with different settings")
+        if other._thresholded is not None:
+            if self._thresholded is not None and other._thresholded != self._thresholded:
+                raise ValueError("thresholded predictions must come with every batch or with none")
+            self._thresholded = other._thresholded
+        self.examples += other.examples
+        self._hits += other._hits
+        if self._inv is not None:
+            if not np.array_equal(self._inv, other._inv):
+                raise ValueError("merge: the accumulators were made with different propensities")
+            self._ps_num += other._ps_num
+            self._ps_den += other._ps_den
+            self._ps_num_out = [a + b for a, b in zip(self._ps_num_out, other._ps_num_out)]
+            self._ps_den_out = [a + b for a, b in zip(self._ps_den_out, other._ps_den_out)]
+        size = max(self._tp.size, other._tp.size)
+        for name in ("_tp", "_fp", "_fn"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            out = np.zeros(size, np.int64)
+            out[:mine.size] += mine
+            out[:theirs.size] += theirs
+            setattr(self, name, out)
+
     def result(self) -> dict:
         """The metrics so far: fractions in [0, 1] as floats, and ``"examples"`` (an int)."""
         n = self.examples

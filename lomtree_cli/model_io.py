@@ -31,17 +31,42 @@ import contextlib
 import json
 import os
 import stat
+from typing import NamedTuple
 
 import numpy as np
 import xxhash
 
 from .version import __version__
 from .config import InputConfig, LearnerConfig, ReductionConfig, from_dict, to_dict
-from .errors import LomtreeError, ModelFormatError
+from .errors import ConfigError, LomtreeError, ModelFormatError
 from .streamed import Streamed, materialize
 
 MAGIC = "lomtree-model"
+#: the version of a full model (unchanged since version 1); predict-only models are ``PREDICT_ONLY_VERSION``
 FORMAT_VERSION = 1
+#: the version of a predict-only model (``--predict_only_model``): its weight table is
+#: ``learner/w`` at the slots of ``learner/nz`` (uint32 or int64) or of ``learner/slot_bits`` (a
+#: bitmap), with no optimiser state; a reader of version 1 only refuses it with a message naming it
+PREDICT_ONLY_VERSION = 2
+#: the versions this lomtree reads
+READ_VERSIONS = (FORMAT_VERSION, PREDICT_ONLY_VERSION)
+
+
+class Compact(NamedTuple):
+    """How to write a predict-only model: weights with ``|w| < weight_threshold`` become 0 (and
+    are not stored)."""
+
+    weight_threshold: float = 0.0
+
+
+def check_weight_threshold(value) -> float:
+    """``--weight-threshold``'s value as a float >= 0 (ConfigError otherwise)."""
+    from .errors import ConfigError
+
+    t = float(value)
+    if not (t >= 0.0 and np.isfinite(t)):
+        raise ConfigError(f"--weight-threshold must be a finite number >= 0, got {value}")
+    return t
 
 
 def _hasher(dtype: np.dtype, shape: tuple):
@@ -101,14 +126,17 @@ def _check_types(header: dict) -> None:
                 raise ValueError(f"header field {key}.{f.name} must be {kind[0]}, got {type(v).__name__} {v!r}")
 
 
-def model_members(learner, reduction) -> dict:
-    """The members of a model file (without ``header``): arrays, the weight table's as ``Streamed``."""
+def model_members(learner, reduction, compact: "Compact | None" = None) -> dict:
+    """The members of a model file (without ``header``): arrays, the weight table's as ``Streamed``;
+    with ``compact``, a predict-only model's (``LinearLearner.predict_state_members``)."""
     # the reduction's first: its state may finish pending learning (plt trains the examples it
     # held for its tree), which the weight table's members must then include; the members keep
     # their order in the file
     learner.for_learning()  # (pending learning updates the online weights)
     reduction_state = {**reduction.state_members(), **reduction.label_set_state()}
-    members = {f"learner/{name}": a for name, a in learner.state_members().items()}
+    table = (learner.state_members() if compact is None
+             else learner.predict_state_members(compact.weight_threshold))
+    members = {f"learner/{name}": a for name, a in table.items()}
     for name, a in reduction_state.items():
         members[f"reduction/{name}"] = a if isinstance(a, Streamed) else np.asarray(a)
     return members
@@ -119,12 +147,13 @@ def model_arrays(learner, reduction) -> dict:
 
 
 def model_header(input_cfg: InputConfig, learner, reduction, checksums: dict, passes_done: int = 0,
-                 extra: dict | None = None) -> dict:
+                 extra: dict | None = None, compact: Compact | None = None) -> dict:
     """The header of a model whose members have these ``checksums`` (name -> ``_digest``);
-    ``extra``: more top-level keys (the API's label dictionary kind)."""
+    ``extra``: more top-level keys (the API's label dictionary kind); ``compact``: a predict-only
+    model's (``predict_only``, ``weight_threshold``)."""
     header = {
         "format": MAGIC,
-        "format_version": FORMAT_VERSION,
+        "format_version": FORMAT_VERSION if compact is None else PREDICT_ONLY_VERSION,
         "program_version": __version__,
         "reduction": reduction.name,
         "input": to_dict(input_cfg),
@@ -135,6 +164,9 @@ def model_header(input_cfg: InputConfig, learner, reduction, checksums: dict, pa
         "passes_done": int(passes_done),
         "checksums": checksums,
     }
+    if compact is not None:
+        header["predict_only"] = True
+        header["weight_threshold"] = float(compact.weight_threshold)
     if extra:
         header.update(extra)
     return header
@@ -183,7 +215,8 @@ def _write_member(zf, name: str, m) -> str:
 
 
 def write_model(f, input_cfg: InputConfig, learner, reduction, passes_done: int = 0,
-                extra_arrays: dict | None = None, extra_header: dict | None = None, label_dict=None) -> None:
+                extra_arrays: dict | None = None, extra_header: dict | None = None, label_dict=None,
+                compact: Compact | None = None) -> None:
     """Write the model file's bytes to the binary file object ``f`` (``save_model``'s format; with
     string labels, their dictionary: ``labels.MEMBER``). The members are written one at a time,
     the weight table's a piece at a time, and the header (which holds their checksums) last, so
@@ -191,13 +224,13 @@ def write_model(f, input_cfg: InputConfig, learner, reduction, passes_done: int 
     an error ``f`` holds an incomplete file (``save_model`` removes it)."""
     import zipfile
 
-    members = model_members(learner, reduction)
+    members = model_members(learner, reduction, compact)
     members.update(extra_arrays or {})
     if label_dict is not None:
         from .labels import MEMBER
 
         members[MEMBER] = label_dict.to_array()
-    header = model_header(input_cfg, learner, reduction, {}, passes_done, extra_header)
+    header = model_header(input_cfg, learner, reduction, {}, passes_done, extra_header, compact)
     _header_blob(header)  # settings that cannot be written are refused before any member is
     with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
         for name in list(members):
@@ -242,11 +275,12 @@ def _flushing_behind(fd: int, every: float = 0.2):
 
 
 def save_model(path: str, input_cfg: InputConfig, learner, reduction, passes_done: int = 0,
-               label_dict=None, extra_arrays: dict | None = None, extra_header: dict | None = None) -> None:
+               label_dict=None, extra_arrays: dict | None = None, extra_header: dict | None = None,
+               compact: Compact | None = None) -> None:
     """Write the model atomically to ``path``. ``label_dict``: the string labels' dictionary
     (``labels.LabelDict``); ``extra_arrays``: more members (e.g. the API's ``labels/names``),
     verified on load like every member and ignored by readers that do not use them;
-    ``extra_header``: more header keys."""
+    ``extra_header``: more header keys; ``compact``: write a predict-only model."""
     from .paths import remove_stale_writing, resolve_model_path, temporary_name
 
     target = resolve_model_path(path)
@@ -264,7 +298,8 @@ def save_model(path: str, input_cfg: InputConfig, learner, reduction, passes_don
     try:
         with open(tmp, "wb") as f:
             with _flushing_behind(f.fileno()):
-                write_model(f, input_cfg, learner, reduction, passes_done, extra_arrays, extra_header, label_dict)
+                write_model(f, input_cfg, learner, reduction, passes_done, extra_arrays, extra_header, label_dict,
+                            compact)
                 f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
@@ -382,10 +417,16 @@ def _decode_header(path: str, raw) -> dict:
     if header.get("format") != MAGIC:
         raise ModelFormatError(f"{path}: not a lomtree model file (format {header.get('format')!r})")
     version = header.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS or isinstance(version, bool):
         raise ModelFormatError(
-            f"{path}: model format version {version!r} is not supported (this lomtree reads {FORMAT_VERSION})"
+            f"{path}: model format version {version!r} is not supported (this lomtree reads "
+            f"{', '.join(map(str, READ_VERSIONS))})"
         )
+    if (version == PREDICT_ONLY_VERSION) != (header.get("predict_only") is True):
+        raise ModelFormatError(f"{path}: corrupt model header (format version and predict_only disagree)")
+    thr = header.get("weight_threshold", 0.0)
+    if isinstance(thr, bool) or not isinstance(thr, (int, float)) or not thr >= 0:
+        raise ModelFormatError(f"{path}: corrupt model header (weight_threshold {thr!r})")
     return header
 
 
@@ -412,6 +453,9 @@ def load_model(path: str, predict_only: bool = False, skip_unused: bool = False)
     """
     data = _read_members(path, PREDICT_SKIP if (predict_only and skip_unused) else frozenset())
     header = _decode_header(path, data.pop("header"))
+    if header.get("predict_only") and not predict_only:
+        raise ConfigError(f"{path}: a predict-only model (written with --predict_only_model) has no optimiser "
+                           "state to train on: continue from the full model")
     checks = header.get("checksums")
     if not isinstance(checks, dict) or set(checks) != set(data):
         raise ModelFormatError(f"{path}: corrupt model file (member list does not match the header)")
@@ -455,7 +499,7 @@ def _build(header: dict, data: dict, predict_only: bool = False) -> LoadedModel:
     if cls.needs_k and cls.fixed_models and learner.n_models != cls.n_models_for(rcfg):
         raise ValueError("regressor count does not match the reduction")
     learner.load_state({name[len("learner/"):]: a for name, a in data.items() if name.startswith("learner/")},
-                       header["learner_meta"])
+                       header["learner_meta"], weights_only=bool(header.get("predict_only")))
     reduction = cls(rcfg, learner)
     red_arrays = {name[len("reduction/"):]: a for name, a in data.items() if name.startswith("reduction/")}
     if input_cfg.multilabel:
@@ -499,7 +543,10 @@ def inspect_model(path: str, gini_c: float = 1.0) -> dict:
         "passes_done": m.passes_done,
         "regressors": m.learner.n_models,
         "nonzero_weights": int(np.count_nonzero(m.learner.arrays.table[:, 0])),
+        "predict_only": bool(m.header.get("predict_only", False)),
     }
+    if m.header.get("predict_only"):
+        info["weight_threshold"] = m.header.get("weight_threshold", 0.0)
     for name in ("interactions", "ngram", "skips", "ignore", "keep", "ignore_linear"):
         if getattr(m.input_config, name):
             info[name] = getattr(m.input_config, name)

@@ -496,3 +496,146 @@ def test_continue_a_model_on_dask(cluster, data, tmp_path):
     assert m2.passes_done == 2 and m2.reduction.config.seed == 3
     r = cli(["train", "-i", m, "-k", "5", str(data / "train.vw"), "--quiet", "--dask", cluster], code=2)
     assert "conflicts with the initial model" in r.output
+
+
+# -- label sets ---------------------------------------------------------------------------------------
+
+def _label_set_lines(n, seed):
+    """Multi-label lines: 1-3 labels of 1..12, a word per label and noise words."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        labs = sorted(set(rng.integers(1, 13, size=int(rng.integers(1, 4))).tolist()))
+        words = " ".join(f"w{l}" for l in labs) + " " + " ".join(f"n{x}" for x in rng.integers(0, 40, 4))
+        out.append(",".join(map(str, labs)) + " | " + words)
+    return out
+
+
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sets")
+    (d / "train.vw").write_text("\n".join(_label_set_lines(1200, 0)) + "\n")
+    (d / "more.vw").write_text("\n".join(_label_set_lines(500, 2)) + "\n")
+    (d / "test.vw").write_text("\n".join(_label_set_lines(400, 1)) + "\n")
+    return d
+
+
+def _label_counts(*paths):
+    """The label counts a multi-label model keeps (index 0: the examples), from the files."""
+    c = np.zeros(13)
+    for p in paths:
+        for line in p.read_text().splitlines():
+            c[0] += 1
+            for l in line.split(" |")[0].split(","):
+                c[int(l)] += 1
+    return c
+
+
+@pytest.mark.parametrize("extra", [[], ["--top-k", "3"], ["--threshold", "0.3", "--probabilities"]])
+def test_multilabel_predict_equals_local(cluster, sets, tmp_path, extra):
+    """A multi-label model on Dask: the same lines and the same P@k, nDCG@k, PSP@k (and F1) as one
+    process (the ranges' counts add up exactly)."""
+    m = str(tmp_path / "m.lt")
+    cli(["train", "-r", "plt", "--multilabel", "-k", "12", str(sets / "train.vw"), "-f", m, "--quiet"])
+    t = str(sets / "test.vw")
+    cli(["predict", "-i", m, t, "-p", str(tmp_path / "l.txt"), "--quiet", "--report", str(tmp_path / "l.json")] + extra)
+    cli(["predict", "-i", m, t, "-p", str(tmp_path / "d.txt"), "--quiet", "--report", str(tmp_path / "d.json"),
+         "--dask", cluster] + extra)
+    assert (tmp_path / "d.txt").read_bytes() == (tmp_path / "l.txt").read_bytes()
+    a = json.loads((tmp_path / "l.json").read_text())
+    b = json.loads((tmp_path / "d.json").read_text())
+    assert b["dask_ranges"] >= 8 and "psp@5" in a
+    for key in a:
+        if key.startswith(("p@", "ndcg@", "psp@", "micro_f1", "macro_f1")) or key == "examples":
+            assert a[key] == b[key], key
+
+
+def test_multilabel_identical_shards_train_one_shards_model(cluster, sets, tmp_path):
+    """oaa --multilabel on a file made of the same part twice, 2 workers: the averaged model is exactly
+    the part's one-process model, and its label counts are twice the part's."""
+    part = (sets / "train.vw").read_text().splitlines()[:500]
+    (tmp_path / "part.vw").write_text("\n".join(part) + "\n")
+    (tmp_path / "copies.vw").write_text("\n".join(part * 2) + "\n")
+    common = ["-r", "oaa", "--multilabel", "-k", "12", "--quiet", "--no-average"]
+    cli(["train", *common, str(tmp_path / "part.vw"), "-f", str(tmp_path / "one.lt")])
+    cli(["train", *common, str(tmp_path / "copies.vw"), "-f", str(tmp_path / "two.lt"), "--dask", cluster,
+         "--plain-rate"])
+    m1, m2 = load_model(str(tmp_path / "one.lt")), load_model(str(tmp_path / "two.lt"))
+    one, two = model_arrays(m1.learner, m1.reduction), model_arrays(m2.learner, m2.reduction)
+    assert set(one) == set(two)
+    for name in one:
+        want = 2 * one[name] if name == "reduction/label_counts" else one[name]
+        np.testing.assert_array_equal(two[name], want, err_msg=name)
+    np.testing.assert_array_equal(two["reduction/label_counts"], _label_counts(tmp_path / "copies.vw"))
+
+
+@pytest.mark.parametrize("red", ["oaa", "plt"])
+def test_multilabel_training_on_dask_matches_one_process(cluster, sets, tmp_path, red):
+    """Label sets trained on 2 workers: P@1/P@3 within 2 points of one process on the same options
+    (this task is easy for both: about 0.9 P@1); the label counts are exactly the input's."""
+    common = ["-r", red, "--multilabel", "-k", "12", str(sets / "train.vw"), "--quiet", "--no-average"]
+    cli(["train", *common, "-f", str(tmp_path / "one.lt")])
+    cli(["train", *common, "-f", str(tmp_path / "d.lt"), "--dask", cluster, "--report", str(tmp_path / "r.json")])
+    got = {}
+    for m in ("one", "d"):
+        cli(["predict", "-i", str(tmp_path / f"{m}.lt"), str(sets / "test.vw"), "-p", "/dev/null", "--quiet",
+             "--report", str(tmp_path / f"{m}.json")])
+        got[m] = json.loads((tmp_path / f"{m}.json").read_text())
+    assert got["one"]["p@1"] > 0.8
+    for k in ("p@1", "p@3"):
+        assert abs(got["d"][k] - got["one"][k]) <= 0.02, (k, got["d"][k], got["one"][k])
+    assert json.loads((tmp_path / "r.json").read_text())["examples"] == 1200
+    np.testing.assert_array_equal(load_model(str(tmp_path / "d.lt")).reduction.label_counts,
+                                  _label_counts(sets / "train.vw"))
+
+
+@pytest.mark.parametrize("red", ["oaa", "plt"])
+def test_continue_a_multilabel_model_on_dask(cluster, sets, tmp_path, red):
+    """``train -i MULTILABEL_MODEL --dask``: the label counts (PSP@k's propensities) become those of
+    both inputs (those PSP@k divides by), as in one process."""
+    m = str(tmp_path / "m.lt")
+    cli(["train", "-r", red, "--multilabel", "-k", "12", str(sets / "train.vw"), "-f", m, "--quiet", "--no-average"])
+    cli(["train", "-i", m, str(sets / "more.vw"), "-f", str(tmp_path / "d.lt"), "--quiet", "--dask", cluster])
+    cli(["train", "-i", m, str(sets / "more.vw"), "-f", str(tmp_path / "one.lt"), "--quiet"])
+    want = _label_counts(sets / "train.vw", sets / "more.vw")
+    d, one = load_model(str(tmp_path / "d.lt")), load_model(str(tmp_path / "one.lt"))
+    np.testing.assert_array_equal(d.reduction.label_counts, want)
+    np.testing.assert_array_equal(one.reduction.label_counts, want)
+    assert d.passes_done == 2
+
+
+def test_dask_writes_a_predict_only_model(cluster, sets, tmp_path):
+    """--predict_only_model on Dask: the model of the same (deterministic) run without its optimiser
+    state: the same predictions."""
+    common = ["-r", "oaa", "--multilabel", "-k", "12", str(sets / "train.vw"), "--quiet", "--dask", cluster]
+    cli(["train", *common, "-f", str(tmp_path / "full.lt")])
+    cli(["train", *common, "-f", str(tmp_path / "po.lt"), "--predict_only_model"])
+    assert load_model(str(tmp_path / "po.lt"), predict_only=True).header["predict_only"] is True
+    for m in ("full", "po"):
+        cli(["predict", "-i", str(tmp_path / f"{m}.lt"), str(sets / "test.vw"), "--top-k", "3", "--quiet",
+             "-p", str(tmp_path / f"{m}.txt")])
+    assert (tmp_path / "po.txt").read_bytes() == (tmp_path / "full.txt").read_bytes()
+
+
+def test_xmc_inputs_on_dask(cluster, tmp_path):
+    """XMC files (a header line, then label sets): training reads every example once and none of
+    the header; prediction equals one process's."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for _ in range(600):
+        labs = sorted(set(rng.integers(0, 8, size=int(rng.integers(1, 3))).tolist()))
+        feats = sorted(set([l * 3 for l in labs] + rng.integers(0, 30, 3).tolist()))
+        rows.append(",".join(map(str, labs)) + " " + " ".join(f"{f}:1" for f in feats))
+    for name, part in (("train.txt", rows[:450]), ("test.txt", rows[450:])):
+        (tmp_path / name).write_text(f"{len(part)} 30 8\n" + "\n".join(part) + "\n")
+    m = str(tmp_path / "m.lt")
+    cli(["train", "--format", "xmc", "-r", "plt", str(tmp_path / "train.txt"), "-f", m, "--quiet", "--dask", cluster,
+         "--report", str(tmp_path / "r.json")])
+    assert json.loads((tmp_path / "r.json").read_text())["examples"] == 450
+    assert load_model(m).reduction.label_counts[0] == 450
+    for extra in ([], ["--dask", cluster]):
+        cli(["predict", "-i", m, str(tmp_path / "test.txt"), "--quiet", "-p", str(tmp_path / f"p{len(extra)}.txt"),
+             "--report", str(tmp_path / f"p{len(extra)}.json")] + extra)
+    assert (tmp_path / "p0.txt").read_bytes() == (tmp_path / "p2.txt").read_bytes()
+    a, b = (json.loads((tmp_path / f"p{i}.json").read_text()) for i in (0, 2))
+    assert a["examples"] == b["examples"] == 150 and a["p@1"] == b["p@1"]

@@ -302,3 +302,26 @@ def test_bad_input_is_refused_and_counts_nothing():
 def test_import_does_not_load_numba():
     code = "import sys, lomtree_cli.mlmetrics; assert 'numba' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@HYP
+@given(streams(max_n=14), st.data())
+def test_merged_accumulators_give_the_same_bits(s, data):
+    """Batches scored by separate accumulators then merged (Dask's prediction ranges) give exactly
+    the one accumulator's result, with and without thresholded sets and propensities."""
+    top, Y, P, ks, inv, L = s
+    n = len(Y)
+    cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=4)))
+    bounds = [0, *cuts, n]
+    for k_labels, thresholded, prop in ((None, True, inv), (L, False, None)):
+        extra = (lambda a, b: csr(P[a:b])) if thresholded else (lambda a, b: ())
+        whole = MultilabelScores(ks, inv_propensity=prop, k_labels=k_labels)
+        whole.add(top, *csr(Y), *extra(0, n))
+        merged = MultilabelScores(ks, inv_propensity=prop, k_labels=k_labels)
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            part = MultilabelScores(ks, inv_propensity=prop, k_labels=k_labels)
+            part.add(top[a:b], *csr(Y[a:b]), *extra(a, b))
+            merged.merge(part)
+        assert merged.result() == whole.result()
+    with pytest.raises(ValueError, match="different settings"):
+        MultilabelScores((1, 3)).merge(MultilabelScores((1, 5)))
