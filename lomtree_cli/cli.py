@@ -59,7 +59,10 @@ TRAIN_HELP_GROUPS = (
     ("Randomization Options", ("seed",)),
     ("Output Model Options", ("final_model", "readable_model", "invert_hash")),
     ("Output Options", ("predictions",)),
-    ("Input Options", ("data", "cache", "cache_file")),
+    ("Input Options", ("data", "cache", "cache_file", "kill_cache", "no_stdin")),
+    ("VW Run Options", ("holdout_after", "noop", "indexing", "error", "probabilities", "scores",
+                        "raw_predictions", "top_k", "audit", "daemon", "port", "num_children", "foreground",
+                        "pid_file", "port_file")),
     ("Reduction Options", ("reduction", "k", *vw_aliases())),
 ) + tuple((f"[Reduction] {spec.title} Options", tuple(o.field for o in spec.options))
           for spec in REGISTRY.values() if spec.options)
@@ -87,6 +90,10 @@ class _Command(click.Command):
                 formatter.write_dl(list(rows.values()))
 
     def parse_args(self, ctx, args):
+        if self.name == "train":
+            from .vwopts import vw_argv
+
+            args = vw_argv(list(args), REGISTRY)
         if not ctx.resilient_parsing:
             try:
                 order = self.make_parser(ctx).parse_args(args=list(args))[2]
@@ -225,6 +232,43 @@ def vw_options(f):
     return f
 
 
+def vw_run_options(f):
+    """VW's run-control and output options of ``train`` (their meaning: docs/CLI.md, VW spellings)."""
+    opts = [
+        (("--kill_cache", "--kill-cache", "kill_cache"), dict(is_flag=True, help="Do not reuse an existing "
+                                                                               "example cache: write it again (VW's -k).")),
+        (("--no_stdin", "--no-stdin", "no_stdin"), dict(is_flag=True, help="Without inputs, read nothing (not stdin).")),
+        (("--holdout_after", "--holdout-after", "holdout_after"),
+         dict(type=click.IntRange(min=1), help="Hold out the examples after the first N of each pass (even with "
+                                               "one pass), instead of every --holdout-period-th.")),
+        (("--noop", "noop"), dict(is_flag=True, help="Learn nothing: predict with the new model's zero weights.")),
+        (("--indexing", "indexing"), dict(type=click.Choice(["0", "1"]), help="Labels are 0-based (0) or "
+                                                                            "1-based (1) [--oaa: 0 if a label 0 is in the input files]")),
+        (("--error", "error"), dict(type=click.IntRange(min=0), help="VW's ECT error count: --ect is the "
+                                                                    "single-elimination filter tree (0).")),
+        (("--probabilities", "probabilities"), dict(is_flag=True, help="-p: every class's probability "
+                                                                     "(1:0.25 2:0.75), VW's format.")),
+        (("--scores", "scores"), dict(is_flag=True, help="-p: every class's score (-r oaa), VW's format.")),
+        (("--raw_predictions", "--raw-predictions", "raw_predictions"),
+         dict(type=str, help="VW's -r FILE: every class's score (-r oaa), one line per example.")),
+        (("--top_k", "--top-k", "top_k"), dict(type=click.IntRange(min=1), help="-p: the N most probable labels "
+                                                                             "(label sets, VW's --top_k).")),
+        (("--audit", "audit"), dict(is_flag=True, help="Accepted for VW's command lines; prints nothing more.")),
+        (("--daemon", "daemon"), dict(is_flag=True, help="With -t -i MODEL: `lomtree predict -i MODEL --daemon`.")),
+        (("--port", "port"), dict(type=click.IntRange(min=0, max=65535), help="--daemon: TCP port [26542].")),
+        (("--num_children", "--num-children", "num_children"),
+         dict(type=click.IntRange(min=1), help="--daemon: accepted (one process answers, a thread per connection).")),
+        (("--foreground", "foreground"), dict(is_flag=True, help="--daemon: stay in the foreground (else the "
+                                                               "daemon detaches once it listens).")),
+        (("--pid_file", "--pid-file", "pid_file"), dict(type=str, help="--daemon: write the daemon's process id here.")),
+        (("--port_file", "--port-file", "port_file"), dict(type=str, help="--daemon: write the port it listens on here.")),
+        (("--vw-named-labels", "vw_named_labels"), dict(is_flag=True, hidden=True)),
+    ]
+    for decl, kw in reversed(opts):
+        f = click.option(*decl, **kw)(f)
+    return f
+
+
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, type=str)
 @click.option("-r", "--reduction", type=click.Choice(list(REGISTRY)), default=DEFAULT, show_default=True,
@@ -282,6 +326,7 @@ def vw_options(f):
 @click.option("--label-offset", "label_offset", type=int, default=0, show_default=True,
               help="Added to every label (1 for 0-based data, VW's --indexing 0); predictions take it off again.")
 @vw_options
+@vw_run_options
 @click.option("--dask", "dask", type=str, default=None, metavar="ADDRESS|local:N",
               help=f"Train data-parallel on Dask ({_names(lambda s: s.dask == 'fixed')}; "
                    f"{_names(lambda s: s.dask == 'grown')} after a first pass): a scheduler address, or local:N "
@@ -323,6 +368,7 @@ def train(ctx, **params):
 
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, type=str)
+@click.option("-d", "--data", "data", multiple=True, help="Input file (VW's -d; same as a positional INPUT).")
 @click.option("-i", "--initial-model", "--model", "model", required=True, type=str, multiple=True,
               help="The model file; several -i: one prediction from the mean of their probabilities (an ensemble).")
 @click.option("-p", "--predictions", type=str, default="-", show_default=True,
@@ -365,7 +411,10 @@ def predict(ctx, **params):
     """
     start = process_start_time()
     params = dict(params, progress_interval=_progress_interval(params["progress_interval"]))
-    commands.run_predict(params, _given(ctx), start)
+    data = params.pop("data")
+    if data:
+        params["inputs"] = tuple(params["inputs"]) + tuple(data)
+    commands.run_predict(params, _given(ctx) - {"data"}, start)
 
 
 @main.command(context_settings=CONTEXT)

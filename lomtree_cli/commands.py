@@ -72,7 +72,7 @@ def run_predict(p: dict, given: set, start: float) -> None:
                       chunk_bytes=(4096 if flush and chunk_bytes == 1 << 20 else chunk_bytes),
                       start_time=start, handle_signals=True, threads=resolve_threads(p["threads"]),
                       max_line_bytes=p["max_line_bytes"], max_example_features=p["max_example_features"],
-                      on_started=end_startup)
+                      on_started=end_startup, vw_output=p.get("vw_output"))
     if p["dask"] is not None:
         if p["flush"]:
             raise ConfigError("--flush cannot be used with --dask (ranges are predicted at once)")
@@ -112,20 +112,71 @@ def _option_name(name: str) -> str:
             "progress_interval": "-P"}.get(name, "--" + name.replace("_", "-"))
 
 
-def test_only(p: dict, start: float) -> None:
-    """``lomtree train -t -i MODEL ...`` (VW's -t): exactly ``lomtree predict -i MODEL ...``; the
-    options that only training reads are refused rather than ignored."""
-    if p["initial_model"] is None:
-        raise ConfigError("-t/--testonly needs -i MODEL")
+def test_only(p: dict, start: float, run: dict) -> None:
+    """``lomtree train -t -i MODEL ...`` (VW's -t): exactly ``lomtree predict -i MODEL ...`` (with
+    ``--daemon``: the daemon); ``run``: VW's output options (``vwopts.apply_vw_run_options``)."""
     if p["final_model"] is not None:
         raise ConfigError("-t/--testonly does not train: -f would write the model unchanged")
     q = {"inputs": p["inputs"], "model": (p["initial_model"],), "predictions": p["predictions"],
-         "probabilities": False, "top_k": None, "flush": False, "threads": 0, "daemon": False, "port": None,
-         "socket_path": None, "host": None, "dask": None}
+         "probabilities": False, "top_k": run.get("top_k"), "flush": False, "threads": 0,
+         "daemon": bool(p.get("daemon")), "port": p.get("port"), "socket_path": None, "host": "127.0.0.1",
+         "idle_timeout": 60.0, "dask": None, "threshold": None,
+         "vw_output": run.get("vw_output") or ("labels" if run.get("top_k") else None)}
     for name in ("skip_invalid", "quiet", "progress_bar", "progress_interval", "report", "chunk_bytes",
                  "max_line_bytes", "max_example_features"):
         q[name] = p[name]
+    if q["daemon"]:
+        return _vw_daemon(p, q)
     run_predict(q, set(), start)
+
+
+def _vw_daemon(p: dict, q: dict) -> None:
+    """VW's ``-t -i MODEL --daemon [--port P] [--num_children N] [--foreground] [--pid_file F]
+    [--port_file F]`` as ``lomtree predict -i MODEL --daemon``: one process answers every
+    connection (a thread each; --num_children is accepted); without --foreground it detaches once
+    it listens (the command returns then, as VW's does); the files are written when it listens."""
+    from .daemon import serve
+
+    if p["inputs"] or p["predictions"] is not None:
+        raise ConfigError("--daemon answers on its connections: no INPUT, -d or -p")
+    files = [(flag, p.get(name)) for flag, name in (("--pid_file", "pid_file"), ("--port_file", "port_file"))]
+    from .paths import check_outputs
+
+    check_outputs([(flag, path) for flag, path in files if path], [("-i", p["initial_model"])])
+    notify = None
+    if not p.get("foreground"):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid:  # the caller: wait until the daemon listens (or fails), then return
+            os.close(w)
+            with os.fdopen(r, "rb") as f:
+                ok = f.read(1) == b"1"
+            if not ok:
+                os.waitpid(pid, 0)
+                raise ConfigError("the daemon did not start (see its message above)")
+            return
+        os.close(r)
+        os.setsid()
+        notify = w
+
+    def ready(address, _stop):
+        if p.get("pid_file"):
+            with open(p["pid_file"], "w") as f:
+                f.write(f"{os.getpid()}\n")
+        if p.get("port_file"):
+            with open(p["port_file"], "w") as f:
+                f.write(f"{address[1]}\n")
+        if notify is not None:
+            os.write(notify, b"1")
+            os.close(notify)
+
+    try:
+        serve(q["model"][0], port=q["port"], host=q["host"], top_k=q["top_k"] or 0,
+              max_line_bytes=q["max_line_bytes"], max_example_features=q["max_example_features"],
+              quiet=q["quiet"], on_started=end_startup, ready=ready)
+    finally:
+        if notify is not None:
+            os._exit(0)
 
 
 def run_train(p: dict, given: set, start: float) -> None:
@@ -139,17 +190,35 @@ def run_train(p: dict, given: set, start: float) -> None:
     from .driver import RunOptions, resolve_threads, train
     from .parsing import check_inputs
     from .paths import check_outputs
-    from .vwopts import apply_vw_options, vw_input_fields
+    from .vwopts import apply_vw_options, apply_vw_run_options, vw_input_fields
 
     apply_vw_options(p, given)
-    check_inputs(p["inputs"])
+    run = apply_vw_run_options(p, given, sys.stderr)
+    if p.get("no_stdin") and not p["inputs"]:
+        run["source"] = lambda _pass: ()
+    else:
+        check_inputs(p["inputs"])
+    if p.get("daemon") and not (p.get("testonly") and p["initial_model"] is not None):
+        raise ConfigError("--daemon needs -t -i MODEL (the daemon predicts; training is `lomtree train`)")
+    for name in ("port", "num_children", "foreground", "pid_file", "port_file"):
+        if p.get(name) not in (None, False) and not p.get("daemon"):
+            raise ConfigError(f"--{name} needs --daemon")
     if p.get("testonly"):
-        return test_only(p, start)
+        if p["initial_model"] is not None:
+            return test_only(p, start, run)
+        if p["final_model"] is not None:
+            raise ConfigError("-t/--testonly does not train: -f would write the new model unchanged")
+        run["learn"] = False  # VW's -t without -i: the new model's predictions, nothing learned
     if p["k"] is None and p["initial_model"] is None and p["fmt"] == "xmc":
         p["k"] = _xmc_labels(p["inputs"])
+    readable_tmp = None
+    if (p.get("readable_model") or p.get("invert_hash")) and not p["final_model"]:
+        readable_tmp = p["final_model"] = _readable_model_path(p)
     cache_path = p["cache"]
     if cache_path == "" and p["final_model"]:
         cache_path = p["final_model"] + ".cache"
+    if p.get("kill_cache") and cache_path:
+        _kill_cache(cache_path)
     check_outputs([("-f", p["final_model"]), ("-p", p["predictions"]), ("--report", p["report"]),
                    ("-c", cache_path)],
                   [("input", x) for x in p["inputs"]] + [("-i", p["initial_model"])])
@@ -172,7 +241,7 @@ def run_train(p: dict, given: set, start: float) -> None:
                       progress_interval=p["progress_interval"],
                       progress_bar=p["progress_bar"], report=p["report"], chunk_bytes=p["chunk_bytes"],
                       start_time=start, handle_signals=True, on_started=end_startup,
-                      train_threads=resolve_threads(p["threads"]))
+                      train_threads=resolve_threads(p["threads"]), **run)
     if p["dask"] is not None:
         if opts.train_threads > 1:
             raise ConfigError("--threads cannot be used with --dask (each worker trains in one thread)")
@@ -190,12 +259,42 @@ def run_train(p: dict, given: set, start: float) -> None:
     for name in ("sync_every", "sync_first", "sync_growth", "plain_rate", "shards"):
         if name in given:
             raise ConfigError(f"--{name.replace('_', '-')} needs --dask")
-    train(icfg, lcfg, rcfg, opts, initial_model=p["initial_model"], final_model=p["final_model"],
-          explicit=explicit)
-    if p.get("readable_model") or p.get("invert_hash"):
-        from .readable import write_readable
+    try:
+        train(icfg, lcfg, rcfg, opts, initial_model=p["initial_model"], final_model=p["final_model"],
+              explicit=explicit)
+        if p.get("readable_model") or p.get("invert_hash"):
+            from .readable import write_readable
 
-        write_readable(p, icfg)
+            write_readable(p, icfg)
+    finally:
+        if readable_tmp is not None:
+            for path in (readable_tmp, readable_tmp + ".cache"):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+
+
+def _readable_model_path(p: dict) -> str:
+    """Where ``--readable_model``/``--invert_hash`` without ``-f`` keep the model while the text is
+    written (beside the text file; removed at the end)."""
+    out = p.get("readable_model") or p.get("invert_hash")
+    d = os.path.dirname(os.path.abspath(out))
+    return os.path.join(d, f".{os.path.basename(out)}.{os.getpid()}.model")
+
+
+def _kill_cache(path: str) -> None:
+    """VW's --kill_cache: an example cache at ``path`` is removed (written again by this run); a
+    file there that is not a lomtree cache is left alone (the cache's own check then names it)."""
+    from .cache import MAGIC
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(MAGIC))
+    except OSError:
+        return
+    if head == MAGIC:
+        os.unlink(path)
 
 
 def _xmc_labels(inputs) -> int | None:

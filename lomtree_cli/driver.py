@@ -34,7 +34,7 @@ from .errors import ConfigError, InputError, Interrupted
 from .kernels.linear import HP_ETA, HP_L1, HP_L2
 from .labels import output_names
 from .metrics import Progress
-from .output import PredictionWriter, finish, preamble, probability_fields, summary
+from .output import PredictionWriter, finish, preamble, probability_fields, summary, vw_lines
 from .runtime import StopFlag
 from .workers import prefetch
 
@@ -73,6 +73,18 @@ class RunOptions:
     source: object = None
     #: the examples ``source`` gives a pass when known (the API's arrays; 0: not known, a stream)
     source_lines: int = 0
+    #: VW's --holdout_after N: the examples after the first N of each pass are held out (also with
+    #: one pass), in place of every holdout_period-th (0: off)
+    holdout_after: int = 0
+    #: train: False for VW's --noop and -t without -i (the new model predicts, nothing is learned)
+    learn: bool = True
+    #: VW's command lines (``vwopts``): labels outside the model's classes are skipped with a
+    #: warning, not refused; a label set keeps its labels inside them; unknown --named_labels
+    #: names are read as unlabeled examples
+    vw_labels: bool = False
+    #: -p as VW writes it: "probabilities" or "scores" (every class, ``1:0.25 2:0.75``); label sets
+    #: and --top-k with ``,`` between labels
+    vw_output: str | None = None
 
 
 def _batches_for_pass(paths, input_cfg, opts, pass_index, cache, label_dict=None):
@@ -100,6 +112,18 @@ def _batches_for_pass(paths, input_cfg, opts, pass_index, cache, label_dict=None
         writer.close()
 
 
+def _inside_sets(batch: ExampleBatch, k: int) -> ExampleBatch:
+    """``batch`` with only the labels 1..k in its label sets."""
+    from dataclasses import replace as _replace
+
+    ptr, ids = batch.label_sets()
+    keep = ids <= k
+    counts = np.bincount(batch.label_owner()[keep], minlength=len(batch))
+    new_ptr = np.zeros(len(batch) + 1, np.int64)
+    np.cumsum(counts, out=new_ptr[1:])
+    return _replace(batch, label_ptr=new_ptr, label_ids=ids[keep])
+
+
 class Runner:
     """One run (train or predict) of the model ``model`` (``core.Learner``) over batches parsed
     with ``input_cfg``: label checks, holdout, progress, prediction lines; see ``train`` and
@@ -121,6 +145,8 @@ class Runner:
         self._pool = None
         self.low_labels = 0  # predict: labels below 1 read as unlabeled
         self.label_dict = model.label_dict  # labels.LabelDict with string labels
+        if opts.vw_labels and self.label_dict is not None:
+            self.label_dict.unknown_unlabeled = True
         self.names = output_names(self.label_dict, input_cfg)  # how predictions write class ids
         self.progress.names = self.names
         self.sets = None  # multilabel.SetPredictor: a multi-label model's prediction lines and test metrics
@@ -158,6 +184,27 @@ class Runner:
         losses = None if any(o[1] is None for o in outs) else np.concatenate([o[1] for o in outs])
         return preds, losses
 
+    @property
+    def vw_progressive(self) -> bool:
+        """-p while training a VW command line prints VW's lines (``output.vw_lines``): each example's
+        made before its own update, so the batch is learned one example at a time."""
+        o = self.opts
+        return o.vw_output is not None or (o.vw_labels and self.reduction.multilabel) or (o.vw_labels and o.top_k > 0)
+
+    def _process_vw(self, batch: ExampleBatch, train: np.ndarray):
+        """``_process`` one example at a time, with each one's VW prediction line before its update."""
+        preds, losses, lines = [], [], []
+        for i in range(len(batch)):
+            one = batch.slice(i, i + 1)
+            lines += vw_lines(self.reduction, one, self.opts.vw_output or "labels", self.names,
+                              self.opts.top_k) or [""]
+            p, loss = self.model.process(one, train[i:i + 1])
+            preds.append(p)
+            losses.append(loss)
+        if not preds:
+            return np.zeros(0, np.int64), None, lines
+        return (np.concatenate(preds), None if any(x is None for x in losses) else np.concatenate(losses), lines)
+
     def amend(self) -> None:
         """Take the reduction's amendment of losses already counted (``progressive_amendment``)."""
         a = self.reduction.progressive_amendment()
@@ -193,6 +240,13 @@ class Runner:
         bad = self.reduction.invalid_labels(batch.labels)
         if not bad.any():
             return batch
+        if train_possible and self.opts.vw_labels:  # VW warns and goes on
+            if not self.warned_range:
+                i = int(np.flatnonzero(bad)[0])
+                self._warn(f"{batch.source}:{int(batch.line_numbers[i])}: {self._range_text(int(batch.labels[i]))}; "
+                           f"such examples are skipped")
+                self.warned_range = True
+            return batch.subset(~bad)
         if train_possible:
             i = int(np.flatnonzero(bad)[0])
             if not self.input_cfg.skip_invalid:
@@ -217,6 +271,8 @@ class Runner:
         k = self.reduction.k
         if not train_possible or not batch.label_ids.size or int(batch.label_ids.max()) <= k:
             return batch
+        if self.opts.vw_labels:  # VW's multi-label reductions ignore a label they have no regressor for
+            return _inside_sets(batch, k)
         bad = np.zeros(len(batch), dtype=bool)
         bad[batch.label_owner()[batch.label_sets()[1] > k]] = True
 
@@ -256,7 +312,8 @@ class Runner:
                 continue
             if holdout:
                 pos = counter + 1 + np.arange(n)
-                hold = (pos % period) == 0
+                after = self.opts.holdout_after
+                hold = pos > after if after else (pos % period) == 0
             else:
                 hold = np.zeros(n, dtype=bool)
             counter += n
@@ -270,7 +327,15 @@ class Runner:
                 train = np.zeros(n, dtype=bool)
             if self.learn:
                 self.learner.ensure_scratch(int(batch.n_features.max()))
-            preds, losses = self._process(batch, train)
+            vw_text = None
+            if self.learn and writer.f is not None and self.vw_progressive:
+                preds, losses, vw_text = self._process_vw(batch, train)
+            else:
+                preds, losses = self._process(batch, train)
+                if writer.f is not None and self.opts.vw_output is not None:
+                    vw_text = vw_lines(self.reduction, batch, self.opts.vw_output, self.names, self.opts.top_k)
+                    if vw_text is not None and self.sets is not None:
+                        self.sets.batch(batch, False)  # its metrics
             shown = None
             if batch.label_ptr is not None:
                 from .multilabel import in_sets, label_text
@@ -289,7 +354,9 @@ class Runner:
                 self._warn("a regressor produced NaN (score or update); it was replaced by 0")
                 self.warned_nan = True
             extra = None
-            if self.sets is not None:
+            if vw_text is not None:
+                writer.write_lines(vw_text, batch.tags)
+            elif self.sets is not None:
                 lines = self.sets.batch(batch, writer.f is not None)[1]
                 if lines is not None:
                     writer.write_lines(lines, batch.tags)
@@ -359,7 +426,7 @@ def fit(model: Learner, opts: RunOptions, save, final_model: str | None = None, 
     paths = list(opts.inputs) or ["-"]
     input_cfg, reduction = model.input_config, model.reduction
     reduction.set_train_threads(opts.train_threads)
-    runner = Runner(input_cfg, model, opts, learn=True)
+    runner = Runner(input_cfg, model, opts, learn=opts.learn)
     runner.need_predictions = opts.predictions is not None or not (opts.quiet or opts.progress_bar)
     reduction.set_need_predictions(runner.need_predictions)
     if hasattr(reduction, "plan"):  # -r mtree: rate schedule, Huffman tree of the label counts
@@ -372,7 +439,8 @@ def fit(model: Learner, opts: RunOptions, save, final_model: str | None = None, 
                                                                 label_dict=model.label_dict))
     if not opts.quiet:
         preamble(err, input_cfg, model.base, reduction, paths)
-    holdout = Holdout(opts.passes > 1 and not opts.holdout_off, opts.early_terminate)
+    holdout = Holdout(opts.learn and (opts.passes > 1 or opts.holdout_after > 0) and not opts.holdout_off,
+                      opts.early_terminate)
     stop = StopFlag()
     passes_used = _run_passes(runner, paths, opts, stop, holdout, save, final_model)
     reduction.end_training()

@@ -256,3 +256,45 @@ def finish(err, opts, s: dict) -> None:
                 from .errors import LomtreeError
 
                 raise LomtreeError(f"cannot write the report to {opts.report}: {e.strerror or e}") from None
+
+
+def vw_lines(reduction, batch, mode: str | None, names, top_k: int = 0) -> list[str] | None:
+    """A batch's prediction lines as VW writes them (VW's command lines, ``RunOptions.vw_output``),
+    or None where VW's and lomtree's agree. ``mode`` "probabilities" or "scores": every class in
+    order, ``1:0.25 2:0.75`` (``--scores``: the regressors' raw scores; one-against-all's label
+    sets: every class's probability); label sets: the predicted labels (over 0.5, or the ``top_k``
+    best) joined by ``,``, as ``label:P`` with "probabilities"; ``top_k`` single labels: the best
+    ``label:P`` joined by ``,``."""
+    from .multilabel import SetPredictor
+    from .reductions.registry import REGISTRY
+
+    name = str if names is None else names.name
+    per_class = REGISTRY[reduction.name].regressors == "class"
+    probs_wanted = mode == "probabilities"
+    if mode == "scores":
+        if not per_class or not hasattr(reduction, "class_scores"):
+            raise ConfigError(f"--scores/--raw_predictions print one score per class: -r {reduction.name} has no "
+                              f"regressor per class")
+        s = reduction.class_scores(batch)
+        return [" ".join(f"{name(c + 1)}:{v:g}" for c, v in enumerate(row)) for row in s.tolist()]
+    if reduction.multilabel and not (probs_wanted and per_class):
+        sp = SetPredictor(reduction, top_k, None if top_k else 0.5, names)
+        labs, probs, chosen = sp.ranked(batch)
+        if top_k:
+            chosen = np.zeros(labs.shape, bool)
+            chosen[:, :top_k] = labs[:, :top_k] > 0
+        return [",".join((f"{name(lab)}:{p:.6f}" if probs_wanted else name(lab))
+                         for lab, p, c in zip(row_l, row_p, row_c) if c)
+                for row_l, row_p, row_c in zip(labs.tolist(), probs.tolist(), chosen.tolist())]
+    if probs_wanted:
+        labs, probs, _ = reduction.predict_top(batch, reduction.k)
+        out = []
+        for row_l, row_p in zip(labs.tolist(), probs.tolist()):
+            pairs = sorted((lab, p) for lab, p in zip(row_l, row_p) if lab > 0)
+            out.append(" ".join(f"{name(lab)}:{p:g}" for lab, p in pairs))
+        return out
+    if top_k:
+        labs, probs, _ = reduction.predict_top(batch, top_k)
+        return [",".join(f"{name(lab)}:{p:.6f}" for lab, p in zip(row_l, row_p) if lab > 0)
+                for row_l, row_p in zip(labs.tolist(), probs.tolist())]
+    return None
