@@ -7,6 +7,7 @@ here imports click, numpy or numba at module level.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -21,21 +22,22 @@ EXPLICIT_TRAIN = ("bits", "hash_seed", "noconstant", "label_offset", "loss", "sg
                   "learning_rate", "decay_learning_rate", "l1", "l2", "average", "solver", "cost", "dual_memory")
 
 
-PROGRESS_INTERVAL_RULE = "must be an integer >= 1 (additive) or a float > 1 (multiplicative)"
+PROGRESS_INTERVAL_RULE = "must be an integer >= 1 (additive) or a float > 0 (multiplicative)"
 
 
 def progress_interval(value: str) -> float | int:
     """``-P``'s value: an int >= 1 (a table line every N examples) or a float > 1 (at counts
-    growing by that factor); ValueError otherwise (the CLI reports ``PROGRESS_INTERVAL_RULE``)."""
+    growing by that factor; a float in (0, 1] is 1 + it, as VW reads it: ``-P 0.5`` is x1.5);
+    ValueError otherwise (the CLI reports ``PROGRESS_INTERVAL_RULE``)."""
     if value.strip().lstrip("+").isdigit():
         v = int(value)
         if v < 1:
             raise ValueError(PROGRESS_INTERVAL_RULE)
         return v
     v = float(value)
-    if not v > 1.0:
+    if not (v > 0.0 and math.isfinite(v)):
         raise ValueError(PROGRESS_INTERVAL_RULE)
-    return v
+    return v if v > 1.0 else 1.0 + v
 
 
 def run_predict(p: dict, given: set, start: float) -> None:

@@ -244,9 +244,10 @@ class Runner:
             if not self.warned_range:
                 i = int(np.flatnonzero(bad)[0])
                 self._warn(f"{batch.source}:{int(batch.line_numbers[i])}: {self._range_text(int(batch.labels[i]))}; "
-                           f"such examples are skipped")
+                           f"such examples are predicted, not learned")
                 self.warned_range = True
-            return batch.subset(~bad)
+            batch.labels = np.where(bad, 0, batch.labels)
+            return batch
         if train_possible:
             i = int(np.flatnonzero(bad)[0])
             if not self.input_cfg.skip_invalid:

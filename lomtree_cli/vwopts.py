@@ -134,8 +134,12 @@ def vw_argv(args: list, reductions) -> list:
                 out += ["-k", nxt]
                 i += 2
             else:
-                out.append("--kill_cache")
+                if "--kill_cache" not in out:
+                    out.append("--kill_cache")
                 i += 1
+            continue
+        if a == "--kill_cache" and "--kill_cache" in out:
+            i += 1
             continue
         if a == "--progress" and nxt is not None and _is_number(nxt) and not os.path.exists(nxt):
             out += ["-P", nxt]
@@ -154,9 +158,18 @@ def vw_argv(args: list, reductions) -> list:
     return out
 
 
-#: ``--log_multi K`` is VW's log_multi: the plain LOMtree (a majority label per leaf, T = K - 1,
-#: VW's rates), not lomtree's own defaults for -r lomtree (candidate labels at the leaves)
-LOG_MULTI_MODEL = {"leaf_labels": 0, "candidates_up": 0, "power_t": 0.5, "learning_rate": 0.5}
+#: VW's rates: a VW spelling of a reduction learns with VW's defaults, not the ones lomtree measured
+#: best for its own spelling
+_VW_RATES = {"power_t": 0.5, "learning_rate": 0.5, "average": False, "decay_learning_rate": 1.0}
+#: the models VW's reduction options make, where lomtree's own defaults for that reduction differ:
+#: ``--log_multi K`` is the plain LOMtree (a majority label per leaf, T = K - 1), not -r lomtree's
+#: candidate labels at the leaves; ``--plt K`` VW's binary tree grown online, every node a logistic
+#: regressor on its path (no k-means buffer, no beam negatives, pure path probabilities)
+VW_MODELS = {
+    "log_multi": {**_VW_RATES, "leaf_labels": 0, "candidates_up": 0},
+    "plt": {**_VW_RATES, "arity": 2, "tree_buffer": 0, "path_weight": 1.0, "leaf_negatives": False},
+    "multilabel_oaa": dict(_VW_RATES),
+}
 
 _ZERO_LABEL = None
 
@@ -223,10 +236,11 @@ def apply_vw_run_options(p: dict, given: set, err) -> dict:
         if p["error"] > 0:
             err.write(f"warning: --error {p['error']}: lomtree's --ect is the single-elimination filter tree "
                       f"(--error 0)\n")
-    if p.get("log_multi") is not None:
-        for name, v in LOG_MULTI_MODEL.items():
-            if p.get(name) is None:
-                p[name] = v
+    for opt, model in VW_MODELS.items():
+        if p.get(opt) is not None and p.get("initial_model") is None:
+            for name, v in model.items():
+                if p.get(name) is None:
+                    p[name] = v
     if p.get("probabilities") and p.get("scores"):
         raise ConfigError("--probabilities and --scores cannot be used together")
     if p.get("probabilities"):

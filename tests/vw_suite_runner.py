@@ -32,8 +32,19 @@ from pathlib import Path
 
 SUITE = Path(__file__).resolve().parent / "vw_suite"
 
-#: tests whose loss cannot mean the same in lomtree (they must still run as typed)
-DIFFERENT: dict[int, str] = {}
+_MULTILABEL_LOSS = "VW's multi-label loss counts the labels predicted wrongly or missed; lomtree's is 1 - P@1"
+_PLT_LOSS = "VW's --plt loss sums the logistic losses of the tree nodes trained; lomtree's is 1 - P@1"
+
+#: tests whose average loss cannot mean the same in lomtree: they must still run as typed, and
+#: their predictions are compared
+DIFFERENT: dict[int, str] = {
+    83: _MULTILABEL_LOSS, 350: _MULTILABEL_LOSS, 351: _MULTILABEL_LOSS, 572: _MULTILABEL_LOSS,
+    613: _MULTILABEL_LOSS, 614: _MULTILABEL_LOSS,
+    215: _PLT_LOSS, 216: _PLT_LOSS, 217: _PLT_LOSS, 430: _PLT_LOSS, 431: _PLT_LOSS, 432: _PLT_LOSS,
+    434: _PLT_LOSS, 435: _PLT_LOSS,
+    647: "every label of the input is outside --named_labels: VW counts the first example as a mistake and "
+         "then its own 'unknown' predictions as right; lomtree reads them as unlabeled (no loss)",
+}
 
 #: a test that takes more than a few seconds in-process (VW's 10,000 passes over 3 lines)
 SLOW: set[int] = set()
@@ -82,9 +93,13 @@ class Outcome:
 
 def _numbers(line: str) -> list:
     """A prediction line as a list of tokens: floats where a token is a number, else the text
-    (``2:0.62,1:0.80`` -> ['2', 0.62, '1', 0.8])."""
+    (``2:0.62,1:0.80`` -> [1.0, 0.8, 2.0, 0.62]: a set of labels or of ``label:value`` pairs is
+    put in label order)."""
+    fields = [f for f in re.split(r"[\s,]+", line.strip()) if f]
+    if len(fields) > 1 and all(re.fullmatch(r"-?\d+(:\S+)?", f) for f in fields):
+        fields.sort(key=lambda f: int(f.split(":")[0]))
     out = []
-    for tok in re.split(r"[\s,:]+", line.strip()):
+    for tok in re.split(r"[\s,:]+", " ".join(fields)):
         if not tok:
             continue
         try:
@@ -96,8 +111,9 @@ def _numbers(line: str) -> list:
 
 def compare_predictions(ours: str, ref: str) -> str | None:
     """None when the prediction texts agree (see the module docstring), else why not."""
-    a = ours.rstrip("\n").split("\n") if ours.strip() else []
-    b = ref.rstrip("\n").split("\n") if ref.strip() else []
+    a, b = _lines(ours), _lines(ref)
+    if len(b) == 2 * len(a) and all(x == " " for x in b[1::2]):  # VW's multilabel_oaa: a " " line after each
+        b = b[0::2]
     if len(a) != len(b):
         return f"{len(a)} prediction lines, VW {len(b)}"
     if not b:
@@ -130,6 +146,12 @@ def compare_predictions(ours: str, ref: str) -> str | None:
     return None
 
 
+def _lines(text: str) -> list:
+    if text.endswith("\n"):
+        text = text[:-1]
+    return text.split("\n") if text else []
+
+
 def _is_labels(x: str, y: str) -> bool:
     """A line of labels (``3``, ``0,1``, ``cat tag``): integers only, no ``:`` or decimal point."""
     return ":" not in y and "." not in y and "." not in x
@@ -159,9 +181,7 @@ def run_one(t: dict, workdir: Path) -> Outcome:
     o.loss = reference_loss(err)
     if "stderr" in diff:
         o.ref_loss = reference_loss((SUITE / diff["stderr"]).read_text(encoding="utf-8"))
-    if t["id"] in DIFFERENT:
-        return o
-    if "stderr" in diff and not close(o.loss, o.ref_loss):
+    if "stderr" in diff and t["id"] not in DIFFERENT and not close(o.loss, o.ref_loss):
         o.problems.append(f"average loss {o.loss}, VW {o.ref_loss}")
     for name, ref in diff.items():
         if name in ("stderr", "stdout") or not ref.startswith("pred-sets/") and not ref.endswith(".predict"):
