@@ -51,9 +51,9 @@ TRAIN_HELP_GROUPS = (
                          "multilabel")),
     ("Example Options", ("testonly", "holdout_off", "holdout_period", "early_terminate", "passes", "loss",
                          "quantile_tau", "l1", "l2", "skip_invalid", "max_line_bytes",
-                         "max_example_features")),
+                         "max_example_features", "min_prediction", "max_prediction", "binary", "link")),
     ("Update Options", ("learning_rate", "power_t", "decay_learning_rate", "initial_t")),
-    ("Gradient Descent Options", ("sgd", "average")),
+    ("Gradient Descent Options", ("sgd", "adaptive", "normalized", "invariant", "average")),
     ("Dual Solver Options", ("solver", "cost", "dual_memory")),
     ("Weight Options", ("initial_model",)),
     ("Randomization Options", ("seed",)),
@@ -286,15 +286,27 @@ def vw_run_options(f):
 @click.option("--power-t", "--power_t", "power_t", type=float, default=None, help=_defaults_text("power_t", 0.5))
 @click.option("--initial-t", "--initial_t", "initial_t", type=float, help="[0; --sgd: 1]")
 @click.option("--loss-function", "--loss_function", "loss",
-              type=click.Choice(["squared", "logistic", "hinge", "quantile", "squared-hinge"]),
+              type=click.Choice(["squared", "logistic", "hinge", "quantile", "squared-hinge", "classic", "poisson"]),
               help="[squared; --solver dual: hinge, with label sets squared-hinge] (squared-hinge: --solver dual "
-                   "only)")
+                   "only; classic: squared without the importance-invariant update; poisson: -r regression)")
 @click.option("--quantile-tau", "--quantile_tau", "quantile_tau", type=float, default=0.5, show_default=True)
 @click.option("--l1", "l1", type=float, default=0.0, show_default=True,
               help="L1 regularisation: truncated gradient on the weights an update touches.")
 @click.option("--l2", "l2", type=float, default=0.0, show_default=True,
               help="L2 regularisation: the weights an update touches shrink by 1 - l2 * rate.")
 @click.option("--sgd", is_flag=True, help="Plain SGD instead of adaptive+normalized+invariant updates.")
+@click.option("--adaptive", is_flag=True, help="VW's flag: naming any of --adaptive, --normalized, --invariant turns "
+                                               "on only those parts of the default update.")
+@click.option("--normalized", is_flag=True, help="VW's flag: per-feature normalized updates (see --adaptive).")
+@click.option("--invariant", is_flag=True, help="VW's flag: importance-invariant updates (see --adaptive).")
+@click.option("--binary", "binary", is_flag=True, help="VW's --binary: -r binary (labels -1/1, the sign predicted, "
+                                                       "0/1 loss).")
+@click.option("--link", type=click.Choice(["identity", "logistic", "poisson", "glf1"]), default=None,
+              help="-r binary/regression: the link of the prediction [identity].")
+@click.option("--min-prediction", "--min_prediction", "min_prediction", type=float, default=None,
+              help="-r binary/regression: lowest score predicted [the labels' range seen; logistic, poisson: -50].")
+@click.option("--max-prediction", "--max_prediction", "max_prediction", type=float, default=None,
+              help="-r binary/regression: highest score predicted [the labels' range seen; logistic, poisson: 50].")
 @click.option("--average/--no-average", "average", default=None,
               help="Predict with the weights averaged over all trained examples (averaged SGD) "
                    f"[off; {_names(lambda s: 'average' in s.label_set_defaults)} with label sets, one pass and -k below "

@@ -19,7 +19,8 @@ from .runtime import end_startup
 #: train options a model fixes or records: when given on the command line next to ``-i MODEL``
 #: they are checked against the model (``driver.train``'s ``explicit``), as is every reduction option
 EXPLICIT_TRAIN = ("bits", "hash_seed", "noconstant", "label_offset", "loss", "sgd", "quantile_tau", "power_t",
-                  "learning_rate", "decay_learning_rate", "l1", "l2", "average", "solver", "cost", "dual_memory")
+                  "learning_rate", "decay_learning_rate", "l1", "l2", "average", "solver", "cost", "dual_memory",
+                  "link", "min_prediction", "max_prediction")
 
 
 PROGRESS_INTERVAL_RULE = "must be an integer >= 1 (additive) or a float > 0 (multiplicative)"
@@ -216,6 +217,7 @@ def run_train(p: dict, given: set, start: float) -> None:
     readable_tmp = None
     if (p.get("readable_model") or p.get("invert_hash")) and not p["final_model"]:
         readable_tmp = p["final_model"] = _readable_model_path(p)
+    _default_reduction(p, given)
     cache_path = p["cache"]
     if cache_path == "" and p["final_model"]:
         cache_path = p["final_model"] + ".cache"
@@ -299,6 +301,36 @@ def _kill_cache(path: str) -> None:
         os.unlink(path)
 
 
+def _default_reduction(p: dict, given: set) -> None:
+    """VW's default learner: a new model given no -r, no class count (-k, --named-labels, an XMC
+    header, a VW reduction option such as --oaa K) and no label sets or string labels is
+    ``-r regression`` (``REAL_DEFAULT``); ``--binary`` (VW's) is ``-r binary``. With any of those
+    lomtree's own default (``-r lomtree``, which needs -k) stays."""
+    from .reductions.registry import REAL_DEFAULT, REGISTRY
+
+    if p.get("binary"):
+        if "reduction" in given and p["reduction"] not in ("binary", REAL_DEFAULT):
+            raise ConfigError(f"--binary means -r binary; it conflicts with -r {p['reduction']}")
+        p["reduction"] = "binary"
+        given.add("reduction")
+        return
+    if p.get("initial_model") is not None or "reduction" in given or p.get("k") is not None:
+        return
+    if p.get("multilabel") or p.get("string_labels") or p.get("named_labels") or p.get("fmt") != "vw":
+        return
+    p["reduction"] = REAL_DEFAULT
+    assert REGISTRY[REAL_DEFAULT].real_labels
+
+
+def _update_flags(p: dict) -> dict:
+    """``LearnerConfig``'s update fields: VW's --adaptive/--normalized/--invariant, any of them
+    named turning on exactly those (with --sgd or without), else all three (--sgd: none)."""
+    named = {n: bool(p.get(n)) for n in ("adaptive", "normalized", "invariant")}
+    if any(named.values()):
+        return dict(named, sgd=False)
+    return {"sgd": bool(p.get("sgd"))}
+
+
 def _xmc_labels(inputs) -> int | None:
     """The label count ``L`` of the first input file's XMC header (``-k`` when not given, as
     napkinXC and Omikuji take it); None unless every input is a regular file: standard input, a
@@ -329,8 +361,10 @@ def new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
     base = {f.name: f.default for f in fields(ReductionConfig)}
     own = {f: (p[f] if p[f] is not None else dflt(f, base[f])) for f in reduction_options()}
     rcfg = ReductionConfig(name=name, k=p["k"], seed=p["seed"], **own)
+    rule = _update_flags(p)
     lr = p["learning_rate"]
-    if lr is None and not p["sgd"]:  # the reduction's default (--sgd keeps its own, 10)
+    flagged = any(rule.get(n) for n in ("adaptive", "normalized", "invariant"))
+    if lr is None and not p["sgd"] and not flagged:  # the reduction's default (--sgd keeps its own, 10)
         lr = dflt("learning_rate", None)
     decay = p.get("decay_learning_rate")
     solver = _solver_options(p, ml)
@@ -338,7 +372,8 @@ def new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
                          power_t=p["power_t"] if p["power_t"] is not None else dflt("power_t", 0.5),
                          loss=p["loss"] if p["loss"] is not None else
                          DUAL_DEFAULTS[ml][0] if solver["solver"] == "dual" else dflt("loss", "squared"),
-                         quantile_tau=p["quantile_tau"], sgd=p["sgd"],
+                         quantile_tau=p["quantile_tau"], **rule, link=p.get("link") or "identity",
+                         min_prediction=p.get("min_prediction"), max_prediction=p.get("max_prediction"),
                          decay_learning_rate=decay if decay is not None else dflt("decay_learning_rate", 1.0),
                          l1=p["l1"], l2=p["l2"],
                          average=bool(p["average"] if p.get("average") is not None else

@@ -237,6 +237,8 @@ class Runner:
     def _check_labels(self, batch: ExampleBatch, train_possible: bool) -> ExampleBatch:
         if batch.label_ptr is not None:
             return self._check_label_sets(batch, train_possible)
+        if batch.real is not None:
+            return self._check_real(batch, train_possible)
         bad = self.reduction.invalid_labels(batch.labels)
         if not bad.any():
             return batch
@@ -265,6 +267,32 @@ class Runner:
                        f"1..{self.reduction.k}; such examples are counted as mistakes")
             self.warned_range = True
         return batch
+
+    def _check_real(self, batch: ExampleBatch, train_possible: bool) -> ExampleBatch:
+        """Real labels the reduction cannot learn (-r binary: not -1 or 1): a malformed line in
+        training (or skipped), a warning in predict (their examples count as mistakes)."""
+        bad = self.reduction.invalid_real(batch.real) & (batch.labels > 0)
+        if not bad.any():
+            return batch
+
+        def text(i):
+            return f"label {batch.real[i]:g} is not {self.reduction.label_rule} (-r {self.reduction.name})"
+
+        if not train_possible:
+            if not self.warned_range:
+                self._warn(f"{batch.source}:{int(batch.line_numbers[np.flatnonzero(bad)[0]])}: "
+                           f"{text(int(np.flatnonzero(bad)[0]))}; such examples are counted as mistakes")
+                self.warned_range = True
+            return batch
+        if not self.input_cfg.skip_invalid:
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(batch.source, int(batch.line_numbers[i]), "label_range", text(i))
+        for i in np.flatnonzero(bad):
+            self.progress.skipped += 1
+            if self.skipped_shown < 10 and not self.opts.quiet:
+                self.err.write(f"skipping {batch.source}:{int(batch.line_numbers[i])}: {text(i)}\n")
+                self.skipped_shown += 1
+        return batch.subset(~bad)
 
     def _check_label_sets(self, batch: ExampleBatch, train_possible: bool) -> ExampleBatch:
         """Label sets to train on must be in 1..k (else a malformed line, or skipped); in
@@ -337,19 +365,24 @@ class Runner:
                     vw_text = vw_lines(self.reduction, batch, self.opts.vw_output, self.names, self.opts.top_k)
                     if vw_text is not None and self.sets is not None:
                         self.sets.batch(batch, False)  # its metrics
-            shown = None
+            shown = shown_pred = None
             if batch.label_ptr is not None:
                 from .multilabel import in_sets, label_text
 
                 miss = ~in_sets(preds, batch.label_ptr, batch.label_ids)
                 shown = lambda j, b=batch: label_text(b, j, self.names)  # noqa: E731
+            elif batch.real is not None:  # real labels and predictions: VW's 4 decimals
+                miss = preds != batch.real
+                shown = lambda j, b=batch: "%.4f" % b.real[j] if b.labels[j] > 0 else "unknown"  # noqa: E731
+                shown_pred = lambda j, p=preds: "%.4f" % p[j]  # noqa: E731
             else:
                 miss = preds != labels
             zero_one = np.where(labeled & miss, weights, 0.0)
             if losses is None:
                 losses = zero_one
                 zero_one = None
-            self.progress.add_batch(labels, weights, preds, losses, batch.n_features, hold, zero_one, shown)
+            self.progress.add_batch(labels, weights, preds, losses, batch.n_features, hold, zero_one, shown,
+                                    shown_pred)
             self.amend()  # after the batch's own losses: an amendment may cover its first examples
             if self.learner.nan_count and not self.warned_nan:
                 self._warn("a regressor produced NaN (score or update); it was replaced by 0")
@@ -700,7 +733,8 @@ _FIXED = {
     "format": ("input", "format"), "label_offset": ("input", "label_offset"),
     "loss": ("learner", "loss"), "sgd": ("learner", "sgd"), "quantile_tau": ("learner", "quantile_tau"),
     "power_t": ("learner", "power_t"), "average": ("learner", "average"), "solver": ("learner", "solver"),
-    "cost": ("learner", "cost"), "dual_memory": ("learner", "dual_memory"),
+    "cost": ("learner", "cost"), "dual_memory": ("learner", "dual_memory"), "link": ("learner", "link"),
+    "min_prediction": ("learner", "min_prediction"), "max_prediction": ("learner", "max_prediction"),
     # feature and label options are fixed by the model
     "interactions": ("input", "interactions"), "ngram": ("input", "ngram"), "skips": ("input", "skips"),
     "ignore": ("input", "ignore"), "keep": ("input", "keep"), "ignore_linear": ("input", "ignore_linear"),

@@ -67,7 +67,10 @@ class ReductionSpec:
     (Hogwild); ``dual``: ``--solver dual`` trains it (dual coordinate descent, ``kernels/dual_kernels.py``);
     ``regressors``: what regressor r is, in ``--invert_hash``'s headings (``"class"``: class r + 1,
     ``"tree node"``: node r, empty: no regressors); ``vw_options``: VW's options that mean this
-    reduction (``--oaa K`` is ``-r oaa -k K``), each mapped to whether it implies ``--multilabel``.
+    reduction (``--oaa K`` is ``-r oaa -k K``), each mapped to whether it implies ``--multilabel``;
+    ``real_labels``: its labels are real numbers (``InputConfig.real_labels``), its predictions
+    floats, and a ``train`` with no ``-r``, no class count and no VW reduction option means the
+    first such entry (``REAL_DEFAULT``, VW's default learner).
     The entropy criteria of ``inspect`` need code: the class's ``label_levels``."""
 
     target: str
@@ -89,6 +92,7 @@ class ReductionSpec:
     train_threads: bool = False
     regressors: str = ""
     vw_options: dict = field(default_factory=dict)
+    real_labels: bool = False
 
 
 _ARITY = Option("arity", ("--arity",), help="most children of a node (plt, one label a line, -k > 32,768: 16, "
@@ -241,7 +245,16 @@ REGISTRY = {
                     "floats; 0 = none; -1 = 2 on a tree, 0.1 on a flat softmax)")),
         defaults={"arity": 8}, probabilities=True, regressors="tree node",
         no_average="its embeddings and node layers are not the linear learner's weights"),
+    "regression": ReductionSpec("lomtree_cli.reductions.scalar:Regression", "regression",
+                                "one linear model of real labels (VW's default learner)", needs_k=False,
+                                real_labels=True),
+    "binary": ReductionSpec("lomtree_cli.reductions.scalar:Binary", "binary",
+                            "one linear model, labels -1/1, its sign predicted (VW's --binary)", needs_k=False,
+                            real_labels=True),
 }
+
+#: what ``lomtree train`` trains given no -r, no -k/--classes and no VW reduction option (VW's default)
+REAL_DEFAULT = next(n for n, spec in REGISTRY.items() if spec.real_labels)
 
 
 def reduction_options() -> dict:
