@@ -85,6 +85,8 @@ class RunOptions:
     #: -p as VW writes it: "probabilities" or "scores" (every class, ``1:0.25 2:0.75``); label sets
     #: and --top-k with ``,`` between labels
     vw_output: str | None = None
+    #: VW's command lines: with holdout the model saved is the last pass's (VW's), not the best one's
+    keep_last_pass: bool = False
 
 
 def _batches_for_pass(paths, input_cfg, opts, pass_index, cache, label_dict=None):
@@ -474,7 +476,7 @@ def fit(model: Learner, opts: RunOptions, save, final_model: str | None = None, 
     if not opts.quiet:
         preamble(err, input_cfg, model.base, reduction, paths)
     holdout = Holdout(opts.learn and (opts.passes > 1 or opts.holdout_after > 0) and not opts.holdout_off,
-                      opts.early_terminate)
+                      opts.early_terminate, opts.keep_last_pass)
     stop = StopFlag()
     passes_used = _run_passes(runner, paths, opts, stop, holdout, save, final_model)
     reduction.end_training()
@@ -536,8 +538,9 @@ class Holdout:
     """Holdout bookkeeping of a run (``active``: more than one pass, holdout not off): each pass's
     holdout loss, the best pass (its model saved when it wins) and early termination."""
 
-    def __init__(self, active: bool, early_terminate: int):
+    def __init__(self, active: bool, early_terminate: int, keep_last: bool = False):
         self.active = active
+        self.keep_last = keep_last  # no model saved per pass: the last one is, at the end
         self.early_terminate = early_terminate
         self.best = math.inf
         self.best_pass = 0
@@ -551,7 +554,8 @@ class Holdout:
         self.losses.append(loss if math.isfinite(loss) else None)
         if loss < self.best:
             self.best, self.best_pass, self.no_win = loss, p + 1, 0
-            self.saved = save(p + 1) or self.saved
+            if not self.keep_last:
+                self.saved = save(p + 1) or self.saved
         elif not (math.isinf(loss) and math.isinf(self.best)):
             self.no_win += 1
         return self.no_win >= self.early_terminate

@@ -214,6 +214,7 @@ def apply_vw_run_options(p: dict, given: set, err) -> dict:
     run: dict = {}
     vw_spelled = any(p.get(a) is not None for a in ALIASES) or bool(p.get("vw_named_labels"))
     run["vw_labels"] = vw_spelled
+    run["keep_last_pass"] = vw_spelled or bool(p.get("kill_cache"))
     idx = p.get("indexing")
     offset_given = "label_offset" in given
     if idx is not None:

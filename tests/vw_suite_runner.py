@@ -46,8 +46,8 @@ DIFFERENT: dict[int, str] = {
          "then its own 'unknown' predictions as right; lomtree reads them as unlabeled (no loss)",
 }
 
-#: a test that takes more than a few seconds in-process (VW's 10,000 passes over 3 lines)
-SLOW: set[int] = set()
+#: the tests that do not agree today, each with its reason
+CANNOT_AGREE: dict[int, str] = {}
 
 _LOSS = re.compile(r"^average loss = (\S+)( h)?\s*$", re.M)
 
@@ -233,7 +233,7 @@ def main(argv: list[str]) -> int:
         res = run_all(Path(d), ids or None)
     good = 0
     for o in res:
-        tag = "ok  " if o.ok else "FAIL"
+        tag = "ok  " if o.ok else ("xf  " if o.id in CANNOT_AGREE else "FAIL")
         if o.ok and o.id in DIFFERENT:
             tag = "diff"
         good += o.ok
