@@ -20,6 +20,10 @@ def __getattr__(name):
         from . import api
 
         return getattr(api, name)
+    if name in ("Regressor", "BinaryClassifier"):
+        from . import regressor
+
+        return getattr(regressor, name)
     raise AttributeError(f"module 'lomtree_cli' has no attribute {name!r}")
 
 

@@ -1343,6 +1343,10 @@ class Classifier:
     @classmethod
     def _from_loaded(cls, loaded, verbose: bool = False) -> "Classifier":
         icfg, rcfg, lcfg = loaded.input_config, loaded.reduction.config, loaded.learner.config
+        if icfg.real_labels and not hasattr(cls, "link"):  # -r binary/regression: regressor.py's estimators
+            from .regressor import Regressor
+
+            return Regressor._from_loaded(loaded, verbose)
         labels = Labels.from_model(loaded)
         params = {name: getattr(rcfg, name) for name in _REDUCTION_OPTIONS}
         # each solver's own options only: the dual solver has no learning rate, the online no C

@@ -51,7 +51,7 @@ TRAIN_HELP_GROUPS = (
                          "multilabel")),
     ("Example Options", ("testonly", "holdout_off", "holdout_period", "early_terminate", "passes", "loss",
                          "quantile_tau", "l1", "l2", "skip_invalid", "max_line_bytes",
-                         "max_example_features", "min_prediction", "max_prediction", "binary", "link")),
+                         "max_example_features", "min_prediction", "max_prediction", "vw_binary", "link")),
     ("Update Options", ("learning_rate", "power_t", "decay_learning_rate", "initial_t")),
     ("Gradient Descent Options", ("sgd", "adaptive", "normalized", "invariant", "average")),
     ("Dual Solver Options", ("solver", "cost", "dual_memory")),
@@ -299,7 +299,7 @@ def vw_run_options(f):
                                                "on only those parts of the default update.")
 @click.option("--normalized", is_flag=True, help="VW's flag: per-feature normalized updates (see --adaptive).")
 @click.option("--invariant", is_flag=True, help="VW's flag: importance-invariant updates (see --adaptive).")
-@click.option("--binary", "binary", is_flag=True, help="VW's --binary: -r binary (labels -1/1, the sign predicted, "
+@click.option("--binary", "vw_binary", is_flag=True, help="VW's --binary: -r binary (labels -1/1, the sign predicted, "
                                                        "0/1 loss).")
 @click.option("--link", type=click.Choice(["identity", "logistic", "poisson", "glf1"]), default=None,
               help="-r binary/regression: the link of the prediction [identity].")

@@ -306,12 +306,12 @@ def _default_reduction(p: dict, given: set) -> None:
     header, a VW reduction option such as --oaa K) and no label sets or string labels is
     ``-r regression`` (``REAL_DEFAULT``); ``--binary`` (VW's) is ``-r binary``. With any of those
     lomtree's own default (``-r lomtree``, which needs -k) stays."""
-    from .reductions.registry import REAL_DEFAULT, REGISTRY
+    from .reductions.registry import REAL_DEFAULT, REGISTRY, VW_BINARY
 
-    if p.get("binary"):
-        if "reduction" in given and p["reduction"] not in ("binary", REAL_DEFAULT):
-            raise ConfigError(f"--binary means -r binary; it conflicts with -r {p['reduction']}")
-        p["reduction"] = "binary"
+    if p.get("vw_binary"):
+        if "reduction" in given and p["reduction"] not in (VW_BINARY, REAL_DEFAULT):
+            raise ConfigError(f"--binary means -r {VW_BINARY}; it conflicts with -r {p['reduction']}")
+        p["reduction"] = VW_BINARY
         given.add("reduction")
         return
     if p.get("initial_model") is not None or "reduction" in given or p.get("k") is not None:

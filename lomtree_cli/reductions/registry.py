@@ -227,6 +227,12 @@ REGISTRY = {
         label_set_defaults={**_SET_DEFAULTS, "beam": 16}, label_set_pass_defaults=_SET_PASS_DEFAULTS,
         large_k_defaults=_LARGE_K_PLT, label_set_large_k_defaults={**_LARGE_K_TREE, **_LARGE_K_SETS}, label_sets=True, probabilities=True, dask="grown", train_threads=True,
         regressors="tree node", vw_options={"plt": True}),
+    "regression": ReductionSpec("lomtree_cli.reductions.scalar:Regression", "regression",
+                                "one linear model of real labels (VW's default learner)", needs_k=False,
+                                real_labels=True),
+    "binary": ReductionSpec("lomtree_cli.reductions.scalar:Binary", "binary",
+                            "one linear model, labels -1/1, its sign predicted (VW's --binary)", needs_k=False,
+                            real_labels=True),
     "mtree": ReductionSpec("lomtree_cli.reductions.mtree:MaryTree", "mtree",
                            "M-ary softmax tree over learned embeddings (Jernite et al. 2017), P(y|x)", options=(
         _ARITY, _BEAM,
@@ -245,16 +251,12 @@ REGISTRY = {
                     "floats; 0 = none; -1 = 2 on a tree, 0.1 on a flat softmax)")),
         defaults={"arity": 8}, probabilities=True, regressors="tree node",
         no_average="its embeddings and node layers are not the linear learner's weights"),
-    "regression": ReductionSpec("lomtree_cli.reductions.scalar:Regression", "regression",
-                                "one linear model of real labels (VW's default learner)", needs_k=False,
-                                real_labels=True),
-    "binary": ReductionSpec("lomtree_cli.reductions.scalar:Binary", "binary",
-                            "one linear model, labels -1/1, its sign predicted (VW's --binary)", needs_k=False,
-                            real_labels=True),
 }
 
 #: what ``lomtree train`` trains given no -r, no -k/--classes and no VW reduction option (VW's default)
 REAL_DEFAULT = next(n for n, spec in REGISTRY.items() if spec.real_labels)
+#: what VW's ``--binary`` means
+VW_BINARY = "binary"
 
 
 def reduction_options() -> dict:
