@@ -162,11 +162,11 @@ def vw_argv(args: list, reductions) -> list:
 #: best for its own spelling
 _VW_RATES = {"power_t": 0.5, "learning_rate": 0.5, "average": False, "decay_learning_rate": 1.0}
 #: the models VW's reduction options make, where lomtree's own defaults for that reduction differ:
-#: ``--log_multi K`` is the plain LOMtree (a majority label per leaf, T = K - 1), not -r lomtree's
-#: candidate labels at the leaves; ``--plt K`` VW's binary tree grown online, every node a logistic
-#: regressor on its path (no k-means buffer, no beam negatives, pure path probabilities)
+#: ``--log_multi K`` is the plain LOMtree (a majority label per leaf, T = K - 1, VW's quantile
+#: loss), not -r lomtree's candidate labels at the leaves; ``--plt K`` a binary tree grown online,
+#: every node a regressor on its path (no k-means buffer, no beam negatives, pure path probabilities)
 VW_MODELS = {
-    "log_multi": {**_VW_RATES, "leaf_labels": 0, "candidates_up": 0},
+    "log_multi": {**_VW_RATES, "leaf_labels": 0, "candidates_up": 0, "loss": "quantile"},
     "plt": {**_VW_RATES, "arity": 2, "tree_buffer": 0, "path_weight": 1.0, "leaf_negatives": False},
     "multilabel_oaa": dict(_VW_RATES),
 }

@@ -27,14 +27,15 @@ N_STATS = 5
 def real_label_values(buf, spans, out, bad):
     """``out[i]``: the real label of example i read from ``buf[spans[i, 0]:spans[i, 1]]`` (as a
     float32, then float64: VW's labels are float32); ``bad[i]``: the token is not a finite
-    number. Examples without a label (span -1) are left alone."""
+    number. A number followed by ``:`` is read as VW reads it, the number (``1:1`` is 1). Examples
+    without a label (span -1) are left alone."""
     for i in range(spans.shape[0]):
         s = spans[i, 0]
         e = spans[i, 1]
         if s < 0:
             continue
         v, end, ok = parse_float(buf, s, e)
-        if not ok or end != e or not math.isfinite(v) or not math.isfinite(np.float32(v)):
+        if not ok or (end != e and buf[end] != 58) or not math.isfinite(v) or not math.isfinite(np.float32(v)):
             bad[i] = True
         else:
             out[i] = np.float64(np.float32(v))
