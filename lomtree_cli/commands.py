@@ -169,7 +169,11 @@ def _vw_daemon(p: dict, q: dict) -> None:
         if p.get("port_file"):
             with open(p["port_file"], "w") as f:
                 f.write(f"{address[1]}\n")
-        if notify is not None:
+        if notify is not None:  # detached: off the caller's terminal and pipes, then tell it
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.close(null)
             os.write(notify, b"1")
             os.close(notify)
 

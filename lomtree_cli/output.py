@@ -297,6 +297,8 @@ def vw_lines(reduction, batch, mode: str | None, names, top_k: int = 0) -> list[
         if top_k:
             chosen = np.zeros(labs.shape, bool)
             chosen[:, :top_k] = labs[:, :top_k] > 0
+        else:  # VW: a label whose probability is over 0.5 (a score over 0), not at it
+            chosen = (probs > 0.5) & (labs > 0)
         return [",".join((f"{name(lab)}:{p:.6f}" if probs_wanted else name(lab))
                          for lab, p, c in zip(row_l, row_p, row_c) if c)
                 for row_l, row_p, row_c in zip(labs.tolist(), probs.tolist(), chosen.tolist())]

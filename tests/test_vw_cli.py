@@ -38,8 +38,8 @@ def test_argv_rules(tmp_path, monkeypatch):
     assert vw_argv(["--", "-k"], REGISTRY) == ["--", "-k"]
 
 
-def _multiclass(tmp_path, lines=None):
-    d = tmp_path / "mc.vw"
+def _multiclass(tmp_path, lines=None, name="mc.vw"):
+    d = tmp_path / name
     d.write_text("".join(lines or [f"{1 + i % 3} | f{i % 3} g{i % 5}\n" for i in range(60)]))
     return d
 
@@ -95,7 +95,7 @@ def test_predict_takes_d(tmp_path):
 
 
 def test_indexing_and_zero_label_detection(tmp_path):
-    zero = _multiclass(tmp_path, [f"{i % 3} | f{i % 3}\n" for i in range(30)])
+    zero = _multiclass(tmp_path, [f"{i % 3} | f{i % 3}\n" for i in range(30)], "zero.vw")
     code, out, err = cli("train", "--oaa", "3", str(zero), "-p", "-")
     assert code == 0 and "0-indexed" in err and set(out.split()) <= {"0", "1", "2"} and "0" in out.split()
     code, out2, _ = cli("train", "--oaa", "3", str(zero), "-p", "-", "--indexing", "0", "--quiet")
