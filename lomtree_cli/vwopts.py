@@ -10,7 +10,7 @@ usage error. Parameters missing from ``p`` (a caller that predates these options
 from __future__ import annotations
 
 from .errors import ConfigError
-from .reductions.registry import vw_aliases
+from .reductions.registry import REGISTRY, vw_aliases
 
 #: VW reduction option -> (lomtree reduction, whether the VW spelling implies --multilabel), from
 #: the registry entries' ``vw_options``
@@ -172,6 +172,8 @@ VW_MODELS = {
 }
 
 _ZERO_LABEL = None
+#: VW's single-label option with a regressor per class (--oaa): VW 9 detects its 0-based labels
+_CLASS_ALIASES = [a for a, (r, ml) in ALIASES.items() if not ml and REGISTRY[r].regressors == "class"]
 
 
 def _has_zero_label(paths) -> bool:
@@ -227,7 +229,8 @@ def apply_vw_run_options(p: dict, given: set, err) -> dict:
         if multilabel_vw and p.get("fmt", "vw") == "vw":  # VW's label sets are 0-based
             p["label_offset"] = 1
             given.add("label_offset")
-        elif p.get("oaa") is not None and p.get("fmt", "vw") == "vw" and _has_zero_label(p.get("inputs") or ()):
+        elif any(p.get(a) is not None for a in _CLASS_ALIASES) and p.get("fmt", "vw") == "vw" and \
+                _has_zero_label(p.get("inputs") or ()):
             err.write("[info] label 0 found -- labels are now considered 0-indexed.\n")
             p["label_offset"] = 1
             given.add("label_offset")

@@ -185,7 +185,9 @@ def _preds(args, data):
 @pytest.mark.parametrize("alias,plain", [
     (["--oaa", "4"], ["-r", "oaa", "-k", "4"]),
     (["--ect", "4"], ["-r", "filter", "-k", "4"]),
-    (["--log_multi", "4"], ["-r", "lomtree", "-k", "4"]),
+    # VW's log_multi: the plain LOMtree at VW's rates and loss (lomtree's own defaults stay on -r lomtree)
+    (["--log_multi", "4"], ["-r", "lomtree", "-k", "4", "--leaf-labels", "0", "--candidates-up", "0",
+                            "--power_t", "0.5", "-l", "0.5", "--loss_function", "quantile", "--no-average"]),
 ])
 def test_aliases_read_as_their_r_forms(named, alias, plain):
     data = named / "int.vw"

@@ -35,3 +35,19 @@ def test_vw(outcomes, test_id):
     if test_id in CANNOT_AGREE:
         pytest.xfail(CANNOT_AGREE[test_id])
     assert o.ok, f"{o.command}: {'; '.join(o.problems)}\n{o.stderr[-1500:]}"
+
+
+def test_a_few_through_the_lomtree_command(outcomes, tmp_path):
+    """The in-process runs above agree with the ``lomtree`` command itself (its own process)."""
+    import shlex
+    import subprocess
+    import sys
+
+    S.prepare(tmp_path)
+    by_id = {t["id"]: t for t in S.tests()}
+    for i in (86, 87, 107, 184):
+        r = subprocess.run([sys.executable, "-m", "lomtree_cli.launch", "train",
+                            *shlex.split(by_id[i]["vw_command"])], cwd=tmp_path, capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert S.reference_loss(r.stderr) == outcomes[i].loss, i
