@@ -127,6 +127,11 @@ class Regression(Reduction):
         hp = self.learner.arrays.hp
         return {"min_label": float(hp[K.HP_LO]), "max_label": float(hp[K.HP_HI])}
 
+    @staticmethod
+    def merge_meta(a: dict, b: dict) -> dict:
+        """The meta of two models' average (Dask): the union of their label ranges."""
+        return {"min_label": min(a["min_label"], b["min_label"]), "max_label": max(a["max_label"], b["max_label"])}
+
     def load_state(self, arrays: dict, meta: dict) -> None:
         lo, hi = meta.get("min_label"), meta.get("max_label")
         if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (lo, hi)) or lo > hi:
