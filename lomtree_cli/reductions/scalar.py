@@ -1,4 +1,4 @@
-"""The base learner on its own: one linear model of real labels (docs/ALGORITHMS.md §3.8), VW's
+"""The base learner on its own: one linear model of real labels (docs/ALGORITHMS.md §3.9), VW's
 default learner (``-r regression``) and its ``--binary`` (``-r binary``).
 
 One regressor (model id 0) of the shared table, trained by the learner's update and loss
@@ -87,7 +87,7 @@ class Regression(Reduction):
         lc = learner.config
         hp = learner.arrays.hp
         wide = 50.0 if lc.loss in WIDE_LOSSES else 0.0
-        hp[K.HP_LO] = -wide if lc.min_prediction is None else float(lc.min_prediction)
+        hp[K.HP_LO] = (-wide if wide else 0.0) if lc.min_prediction is None else float(lc.min_prediction)
         hp[K.HP_HI] = wide if lc.max_prediction is None else float(lc.max_prediction)
         #: VW stops widening the range once either bound is given
         self.fixed = lc.min_prediction is not None or lc.max_prediction is not None

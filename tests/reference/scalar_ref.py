@@ -1,6 +1,6 @@
 """Slow pure-Python reference of the scalar learner (-r regression / -r binary) with VW's update
 flags, written from VW's definitions (``gd.cc``, ``loss_functions.cc``, ``scorer.cc``,
-``binary.cc``; docs/ALGORITHMS.md §2.3, §3.8) with dicts and loops, independently of
+``binary.cc``; docs/ALGORITHMS.md §2.3, §3.9) with dicts and loops, independently of
 ``kernels/linear.py`` and ``kernels/scalar_kernels.py``. w, G, N are rounded to float32 after
 every store (the table is float32); everything else is float64.
 
