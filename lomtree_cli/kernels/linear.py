@@ -722,6 +722,8 @@ def _update_rule(lin, idx, val, start, end, m, y, iw, yhat):
     mult, off, mask = slot_params(lin, m)
     d = loss_derivative(loss, tau, yhat, y)
     g2 = iw * d * d
+    if g2 == 0.0:
+        return  # no gradient (logistic loss at a mixed label's optimum): VW's update is 0 there too
     nexp = 2.0 * (1.0 - p)
     if nrm and not ada and sqrt_rate:
         nexp = 2.0

@@ -66,7 +66,7 @@ class ReductionSpec:
     ``train_threads``: ``train --threads N`` learns each batch in N threads sharing the weights
     (Hogwild); ``dual``: ``--solver dual`` trains it (dual coordinate descent, ``kernels/dual_kernels.py``);
     ``regressors``: what regressor r is, in ``--invert_hash``'s headings (``"class"``: class r + 1,
-    ``"tree node"``: node r, empty: no regressors); ``vw_options``: VW's options that mean this
+    ``"tree node"``: node r, ``"model"``: the one model, empty: no regressors); ``vw_options``: VW's options that mean this
     reduction (``--oaa K`` is ``-r oaa -k K``), each mapped to whether it implies ``--multilabel``;
     ``real_labels``: its labels are real numbers (``InputConfig.real_labels``), its predictions
     floats, and a ``train`` with no ``-r``, no class count and no VW reduction option means the
@@ -229,10 +229,10 @@ REGISTRY = {
         regressors="tree node", vw_options={"plt": True}),
     "regression": ReductionSpec("lomtree_cli.reductions.scalar:Regression", "regression",
                                 "one linear model of real labels (VW's default learner)", needs_k=False,
-                                real_labels=True),
+                                real_labels=True, regressors="model", dask="fixed"),
     "binary": ReductionSpec("lomtree_cli.reductions.scalar:Binary", "binary",
                             "one linear model, labels -1/1, its sign predicted (VW's --binary)", needs_k=False,
-                            real_labels=True),
+                            real_labels=True, regressors="model", dask="fixed"),
     "mtree": ReductionSpec("lomtree_cli.reductions.mtree:MaryTree", "mtree",
                            "M-ary softmax tree over learned embeddings (Jernite et al. 2017), P(y|x)", options=(
         _ARITY, _BEAM,

@@ -1,4 +1,4 @@
-"""The base learner on its own: one linear model of real labels (docs/ALGORITHMS.md §3.8), VW's
+"""The base learner on its own: one linear model of real labels (docs/ALGORITHMS.md §3.9), VW's
 default learner (``-r regression``) and its ``--binary`` (``-r binary``).
 
 One regressor (model id 0) of the shared table, trained by the learner's update and loss
@@ -87,7 +87,7 @@ class Regression(Reduction):
         lc = learner.config
         hp = learner.arrays.hp
         wide = 50.0 if lc.loss in WIDE_LOSSES else 0.0
-        hp[K.HP_LO] = -wide if lc.min_prediction is None else float(lc.min_prediction)
+        hp[K.HP_LO] = (-wide if wide else 0.0) if lc.min_prediction is None else float(lc.min_prediction)
         hp[K.HP_HI] = wide if lc.max_prediction is None else float(lc.max_prediction)
         #: VW stops widening the range once either bound is given
         self.fixed = lc.min_prediction is not None or lc.max_prediction is not None
@@ -126,6 +126,11 @@ class Regression(Reduction):
     def meta(self) -> dict:
         hp = self.learner.arrays.hp
         return {"min_label": float(hp[K.HP_LO]), "max_label": float(hp[K.HP_HI])}
+
+    @staticmethod
+    def merge_meta(a: dict, b: dict) -> dict:
+        """The meta of two models' average (Dask): the union of their label ranges."""
+        return {"min_label": min(a["min_label"], b["min_label"]), "max_label": max(a["max_label"], b["max_label"])}
 
     def load_state(self, arrays: dict, meta: dict) -> None:
         lo, hi = meta.get("min_label"), meta.get("max_label")
