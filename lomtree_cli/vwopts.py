@@ -158,18 +158,9 @@ def vw_argv(args: list, reductions) -> list:
     return out
 
 
-#: VW's rates: a VW spelling of a reduction learns with VW's defaults, not the ones lomtree measured
-#: best for its own spelling
-_VW_RATES = {"power_t": 0.5, "learning_rate": 0.5, "average": False, "decay_learning_rate": 1.0}
-#: the models VW's reduction options make, where lomtree's own defaults for that reduction differ:
-#: ``--log_multi K`` is the plain LOMtree (a majority label per leaf, T = K - 1, VW's quantile
-#: loss), not -r lomtree's candidate labels at the leaves; ``--plt K`` a binary tree grown online,
-#: every node a regressor on its path (no k-means buffer, no beam negatives, pure path probabilities)
-VW_MODELS = {
-    "log_multi": {**_VW_RATES, "leaf_labels": 0, "candidates_up": 0, "loss": "quantile"},
-    "plt": {**_VW_RATES, "arity": 2, "tree_buffer": 0, "path_weight": 1.0, "leaf_negatives": False},
-    "multilabel_oaa": dict(_VW_RATES),
-}
+#: VW option -> the option values that make VW's model at VW's rates where lomtree's own defaults
+#: for that reduction differ (the registry entries' ``vw_models``)
+VW_MODELS = {opt: model for spec in REGISTRY.values() for opt, model in spec.vw_models.items()}
 
 _ZERO_LABEL = None
 #: VW's single-label option with a regressor per class (--oaa): VW 9 detects its 0-based labels
