@@ -53,8 +53,8 @@ _PLT_TREE = ("lomtree's --plt grows its binary tree as labels arrive; VW's is a 
 #: the tests that do not agree today, each with its reason
 CANNOT_AGREE: dict[int, str] = {
     4: _PREDICT_ONLY, 33: _PREDICT_ONLY, 334: _PREDICT_ONLY, 335: _PREDICT_ONLY, 336: _PREDICT_ONLY,
-    384: _PREDICT_ONLY, 430: _PREDICT_ONLY, 431: _PREDICT_ONLY + " (it reads test 430's model)",
-    432: _PREDICT_ONLY + " (it reads test 430's model)",
+    384: _PREDICT_ONLY, 430: _PREDICT_ONLY, 431: _PREDICT_ONLY + " (it reads test 430's model); with it, as 216",
+    432: _PREDICT_ONLY + " (it reads test 430's model); with it, as 216",
     216: _PLT_TREE, 217: _PLT_TREE, 434: _PLT_TREE, 435: _PLT_TREE,
     360: "VW 9 turns to 0-based labels at the first label 0 of the stream (line 3), so its first two lines "
          "are 1-based; lomtree decides for the whole run, from the input files, before it starts",
