@@ -305,3 +305,6 @@ class BinaryClassifier(Regressor):
     @property
     def _estimator_type(self):
         return "classifier"
+
+
+Classifier.real_label_estimator = Regressor
