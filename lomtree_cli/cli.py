@@ -19,7 +19,7 @@ import click
 from . import commands
 from .version import PROG, __version__
 from .errors import ConfigError, LomtreeError
-from .reductions.registry import DEFAULT, LARGE_K, REGISTRY, default, reduction_options as registry_options, vw_aliases
+from .reductions.registry import DEFAULT, LARGE_K, REAL_DEFAULT, REGISTRY, default, reduction_options as registry_options, vw_aliases
 from .runtime import guarded, process_start_time
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -271,8 +271,9 @@ def vw_run_options(f):
 
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, type=str)
-@click.option("-r", "--reduction", type=click.Choice(list(REGISTRY)), default=DEFAULT, show_default=True,
-              help="The reduction.")
+@click.option("-r", "--reduction", type=click.Choice(list(REGISTRY)), default=DEFAULT,
+              help=f"The reduction [{DEFAULT}; with no class count (-k, --named-labels, --oaa K, ...), no label "
+                   f"sets and no string labels: {REAL_DEFAULT}, VW's default learner].")
 @click.option("-k", "--classes", "k", type=int,
               help=f"Number of classes (labels 1..K); optional for {_names(lambda s: not s.needs_k)}.")
 @click.option("-f", "--final-model", "final_model", type=click.Path(dir_okay=False), help="Write the model here.")

@@ -271,30 +271,16 @@ class Runner:
         return batch
 
     def _check_real(self, batch: ExampleBatch, train_possible: bool) -> ExampleBatch:
-        """Real labels the reduction cannot learn (-r binary: not -1 or 1): a malformed line in
-        training (or skipped), a warning in predict (their examples count as mistakes)."""
+        """Real labels the reduction does not expect (-r binary: not -1 or 1): learned as they are
+        and their base loss counted, as VW's --binary does after its error message; said once."""
         bad = self.reduction.invalid_real(batch.real) & (batch.labels > 0)
-        if not bad.any():
-            return batch
-
-        def text(i):
-            return f"label {batch.real[i]:g} is not {self.reduction.label_rule} (-r {self.reduction.name})"
-
-        if not train_possible:
-            if not self.warned_range:
-                self._warn(f"{batch.source}:{int(batch.line_numbers[np.flatnonzero(bad)[0]])}: "
-                           f"{text(int(np.flatnonzero(bad)[0]))}; such examples are counted as mistakes")
-                self.warned_range = True
-            return batch
-        if not self.input_cfg.skip_invalid:
+        if bad.any() and not self.warned_range:
             i = int(np.flatnonzero(bad)[0])
-            raise InputError(batch.source, int(batch.line_numbers[i]), "label_range", text(i))
-        for i in np.flatnonzero(bad):
-            self.progress.skipped += 1
-            if self.skipped_shown < 10 and not self.opts.quiet:
-                self.err.write(f"skipping {batch.source}:{int(batch.line_numbers[i])}: {text(i)}\n")
-                self.skipped_shown += 1
-        return batch.subset(~bad)
+            self._warn(f"{batch.source}:{int(batch.line_numbers[i])}: label {batch.real[i]:g} is not "
+                       f"{self.reduction.label_rule} (-r {self.reduction.name}): such labels are learned as they "
+                       f"are, their loss the loss function's, not 0/1 (VW's --binary)")
+            self.warned_range = True
+        return batch
 
     def _check_label_sets(self, batch: ExampleBatch, train_possible: bool) -> ExampleBatch:
         """Label sets to train on must be in 1..k (else a malformed line, or skipped); in

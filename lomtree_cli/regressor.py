@@ -184,8 +184,8 @@ class Regressor(Classifier):
         elif batch.real is None:
             batch.real = np.zeros(n, np.float64)
             batch.labels = np.zeros(n, np.int64)
-        if fitting and batch.real is not None:
-            bad = self._model.reduction.invalid_real(batch.real) & (batch.labels > 0)
+        if fitting and y is not None:  # the API's y: a label the reduction does not take is refused
+            bad = self._model.reduction.invalid_real(batch.real)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
                 raise ValueError(f"example {i + 1}: label {batch.real[i]:g} is not {self._model.reduction.label_rule}")
@@ -305,3 +305,6 @@ class BinaryClassifier(Regressor):
     @property
     def _estimator_type(self):
         return "classifier"
+
+
+Classifier.real_label_estimator = Regressor

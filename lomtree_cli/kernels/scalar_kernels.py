@@ -107,7 +107,8 @@ def scalar_process(lin, indptr, indices, values, real, labeled, weights, train, 
     (VW's ``set_minmax`` before ``predict``), its loss taken (``loss_value`` times the importance
     weight, for labeled examples of positive weight), and the regressor learns from it. With
     ``binary`` the prediction is the sign of the linked score (-1 or 1) and the loss 0/1 (VW's
-    ``--binary``); else the linked score.
+    ``--binary``; a label other than -1 or 1 keeps the loss function's loss, as in VW); else the
+    linked score.
 
     preds, losses : float64 (n,) out; stats : float64 (N_STATS,) in/out (``count_label``).
     """
@@ -131,7 +132,7 @@ def scalar_process(lin, indptr, indices, values, real, labeled, weights, train, 
         preds[i] = out
         losses[i] = 0.0
         if labeled[i] and iw > 0.0:
-            if binary:
+            if binary and (y == 1.0 or y == -1.0):
                 losses[i] = 0.0 if y == out else iw
             else:
                 losses[i] = K.loss_value(loss, tau, yhat, y) * iw

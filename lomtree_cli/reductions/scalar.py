@@ -97,9 +97,12 @@ class Regression(Reduction):
         self.stats = np.zeros(N_STATS, dtype=np.float64)
         self.stats[ST_FIRST] = self.stats[ST_SECOND] = np.nan
 
-    def check_real(self, batch) -> None:
+    @staticmethod
+    def reals(batch) -> np.ndarray:
+        """The batch's real labels; a batch of class ids (library use) gives its ids as numbers."""
         if batch.real is None:
-            raise ValueError(f"{self.name}: the examples carry no real labels (parse them with real_labels)")
+            return np.ascontiguousarray(batch.labels, dtype=np.float64)
+        return np.ascontiguousarray(batch.real, dtype=np.float64)
 
     def invalid_real(self, real: np.ndarray) -> np.ndarray:
         """Boolean mask of real labels this reduction cannot learn (none for regression)."""
@@ -109,7 +112,7 @@ class Regression(Reduction):
     label_rule = ""
 
     def process(self, batch, train):
-        self.check_real(batch)
+        real = self.reals(batch)
         self.check_labels(batch.labels, train)
         n = len(batch)
         train = np.ascontiguousarray(train, dtype=np.bool_)
@@ -118,7 +121,7 @@ class Regression(Reduction):
         preds = np.zeros(n, dtype=np.float64)
         losses = np.zeros(n, dtype=np.float64)
         scalar_process(self.learner.arrays, batch.indptr, batch.indices, batch.values,
-                       np.ascontiguousarray(batch.real, dtype=np.float64), labeled, batch.weights, train,
+                       real, labeled, batch.weights, train,
                        np.ascontiguousarray(counted, dtype=np.bool_), self.fixed, self.binary, self.link, preds,
                        losses, self.stats)
         return preds, losses

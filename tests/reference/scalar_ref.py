@@ -133,7 +133,7 @@ class RefScalar:
         f = sum(self.w.get(h, 0.0) * x for h, x in feats)
         p = min(max(f, self.lo), self.hi)
         out = self._linked(p)
-        lv = (0.0 if out == y else iw) if self.binary else loss(self.loss, p, y, self.tau) * iw
+        lv = (0.0 if out == y else iw) if self.binary and y in (1.0, -1.0) else loss(self.loss, p, y, self.tau) * iw
         if train:
             self._learn(feats, y, iw, p)
             self.clock += iw
