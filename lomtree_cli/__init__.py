@@ -14,12 +14,13 @@ from .version import __version__  # noqa: F401
 
 
 def __getattr__(name):
-    """``lomtree_cli.Classifier`` (and ``Model``, ``Ensemble``): the Python API (``api.py``),
+    """``lomtree_cli.Classifier`` (and ``Model``, ``Ensemble``; ``Regressor``, ``BinaryClassifier``:
+    ``regressor.py``): the Python API (``api.py``),
     imported on first use so that the command line's start-up does not pay for it."""
-    if name in ("Classifier", "Model", "Ensemble"):
-        from . import api
+    if name in ("Classifier", "Model", "Ensemble", "Regressor", "BinaryClassifier"):
+        from . import api, regressor  # regressor: Classifier.load of a binary/regression model
 
-        return getattr(api, name)
+        return getattr(api if hasattr(api, name) else regressor, name)
     raise AttributeError(f"module 'lomtree_cli' has no attribute {name!r}")
 
 

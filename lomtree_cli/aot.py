@@ -80,8 +80,10 @@ def _warm_commands(d: str) -> list[list[str]]:
     for r in REGISTRY:
         m = os.path.join(d, f"{r}.lt")
         preds = os.path.join(d, f"{r}.preds")
+        # real labels are read from VW text only
+        second = [vw] if REGISTRY[r].real_labels else ["--format", "libsvm", svm]
         cmds += [["train", "-r", r, "-k", "5", "-b", "18", vw, "-f", m, "-p", preds, "--quiet"],
-                 ["train", "-r", r, "-k", "5", "-b", "18", "--format", "libsvm", svm, "--passes", "2",
+                 ["train", "-r", r, "-k", "5", "-b", "18", *second, "--passes", "2",
                   "-c", os.path.join(d, f"{r}.cache"), "-f", m + "2", "--quiet"],
                  ["predict", "-i", m, vw, "-p", preds, "--quiet"],
                  ["inspect", m]]

@@ -971,6 +971,9 @@ class Classifier(_SkClassifier, _SklearnEstimator):
     JSON report of the last fit), ``passes_done_``.
     """
 
+    #: the estimator that loads models of real labels (``regressor.Regressor``, set when it is imported)
+    real_label_estimator = None
+
     def __init__(self, reduction=DEFAULT, classes=None, bits=18, learning_rate=None, power_t=None,
                  initial_t=None, loss_function=None, quantile_tau=0.5, sgd=False, decay_learning_rate=None, l1=0.0, l2=0.0,
                  passes=1, holdout_period=10, holdout_off=False, early_terminate=3, seed=0, hash_seed=0,
@@ -1721,6 +1724,10 @@ class Classifier(_SkClassifier, _SklearnEstimator):
     @classmethod
     def _from_loaded(cls, loaded, verbose: bool = False) -> "Classifier":
         icfg, rcfg, lcfg = loaded.input_config, loaded.reduction.config, loaded.learner.config
+        if icfg.real_labels and not hasattr(cls, "link"):  # -r binary/regression: regressor.py's estimators
+            if Classifier.real_label_estimator is None:
+                raise ValueError(f"a -r {rcfg.name} model: load it with lomtree_cli.Regressor.load")
+            return Classifier.real_label_estimator._from_loaded(loaded, verbose)
         labels = Labels.from_model(loaded)
         params = {name: getattr(rcfg, name) for name in _REDUCTION_OPTIONS}
         # each solver's own options only: the dual solver has no learning rate, the online no C

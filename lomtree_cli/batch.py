@@ -39,6 +39,9 @@ class ExampleBatch:
         Label sets (multi-label input): example ``i`` carries the distinct labels
         ``label_ids[label_ptr[i]:label_ptr[i+1]]`` (1..k, possibly none). ``labels[i]`` is then
         1 when the example has a label set (even an empty one) and 0 when it is unlabeled.
+    real : float64, shape (n,), or None
+        Real labels (``InputConfig.real_labels``: -r binary, -r regression); ``labels[i]`` is then
+        1 for a labeled example and 0 for an unlabeled one.
     """
 
     labels: np.ndarray
@@ -52,6 +55,7 @@ class ExampleBatch:
     skipped: list = field(default_factory=list)
     label_ptr: np.ndarray | None = None
     label_ids: np.ndarray | None = None
+    real: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
@@ -123,6 +127,7 @@ class ExampleBatch:
             skipped=self.skipped,
             label_ptr=lptr,
             label_ids=lids,
+            real=None if self.real is None else self.real[keep],
         )
 
     def slice(self, a: int, b: int) -> "ExampleBatch":
@@ -143,6 +148,7 @@ class ExampleBatch:
             tags=None if self.tags is None else self.tags[a:b],
             label_ptr=lptr,
             label_ids=lids,
+            real=None if self.real is None else self.real[a:b],
         )
 
     @staticmethod

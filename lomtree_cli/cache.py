@@ -125,6 +125,7 @@ def input_key(input_cfg: InputConfig, paths: list[str], label_dict=None) -> dict
                      bool(input_cfg.multilabel)],
         "inputs": inputs,
         "labels": None if label_dict is None else _names_key(label_dict.names),
+        **({"real_labels": True} if input_cfg.real_labels else {}),
     }
 
 
@@ -187,6 +188,9 @@ def _batch_parts(batch: ExampleBatch) -> tuple[int, int, int, list]:
     }
     if sets:
         meta["label_ids"] = int(sets[1].shape[0])
+    if batch.real is not None:
+        meta["real"] = True
+        sets.append(np.ascontiguousarray(batch.real, dtype=np.float64))
     meta_b = json.dumps(meta, separators=(",", ":")).encode("utf-8")
     parts = [meta_b, _PAD[: _pad(len(meta_b))]]
     for a in arrays:
@@ -242,6 +246,7 @@ def _decode_block(body: np.ndarray, meta_len: int, n: int, nnz: int) -> ExampleB
         label_ids = take(np.int64, int(meta["label_ids"]))
         if label_ptr[0] != 0 or label_ptr[-1] != label_ids.shape[0] or np.any(np.diff(label_ptr) < 0):
             raise _Invalid("block has an inconsistent label_ptr")
+    real = take(np.float64, n) if meta.get("real") else None
     if off != total:
         raise _Invalid("block length does not match its arrays")
     if n and (indptr[0] != 0 or indptr[-1] != nnz):
@@ -249,7 +254,7 @@ def _decode_block(body: np.ndarray, meta_len: int, n: int, nnz: int) -> ExampleB
     skipped = [InputError(s, line, reason, detail, col) for s, line, reason, detail, col in meta.get("skipped", [])]
     return ExampleBatch(labels=labels, weights=weights, indptr=indptr, indices=indices, values=values,
                         line_numbers=line_numbers, source=meta.get("source", "<cache>"), tags=tags,
-                        skipped=skipped, label_ptr=label_ptr, label_ids=label_ids)
+                        skipped=skipped, label_ptr=label_ptr, label_ids=label_ids, real=real)
 
 
 # -- the cache ------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import click
 from . import commands
 from .version import PROG, __version__
 from .errors import ConfigError, LomtreeError
-from .reductions.registry import DEFAULT, LARGE_K, REGISTRY, default, reduction_options as registry_options, vw_aliases
+from .reductions.registry import DEFAULT, LARGE_K, REAL_DEFAULT, REGISTRY, default, reduction_options as registry_options, vw_aliases
 from .runtime import guarded, process_start_time
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -51,16 +51,19 @@ TRAIN_HELP_GROUPS = (
                          "multilabel")),
     ("Example Options", ("testonly", "holdout_off", "holdout_period", "early_terminate", "passes", "loss",
                          "quantile_tau", "l1", "l2", "skip_invalid", "max_line_bytes",
-                         "max_example_features")),
+                         "max_example_features", "min_prediction", "max_prediction", "vw_binary", "link")),
     ("Update Options", ("learning_rate", "power_t", "decay_learning_rate", "initial_t")),
-    ("Gradient Descent Options", ("sgd", "average")),
+    ("Gradient Descent Options", ("sgd", "adaptive", "normalized", "invariant", "average")),
     ("Dual Solver Options", ("solver", "cost", "dual_memory")),
     ("Weight Options", ("initial_model",)),
     ("Randomization Options", ("seed",)),
     ("Output Model Options", ("final_model", "readable_model", "invert_hash", "predict_only_model",
                               "weight_threshold")),
     ("Output Options", ("predictions",)),
-    ("Input Options", ("data", "cache", "cache_file")),
+    ("Input Options", ("data", "cache", "cache_file", "kill_cache", "no_stdin")),
+    ("VW Run Options", ("holdout_after", "noop", "indexing", "error", "probabilities", "scores",
+                        "raw_predictions", "top_k", "audit", "daemon", "port", "num_children", "foreground",
+                        "pid_file", "port_file")),
     ("Reduction Options", ("reduction", "k", *vw_aliases())),
 ) + tuple((f"[Reduction] {spec.title} Options", tuple(o.field for o in spec.options))
           for spec in REGISTRY.values() if spec.options)
@@ -88,6 +91,10 @@ class _Command(click.Command):
                 formatter.write_dl(list(rows.values()))
 
     def parse_args(self, ctx, args):
+        if self.name == "train":
+            from .vwopts import vw_argv
+
+            args = vw_argv(list(args), REGISTRY)
         if not ctx.resilient_parsing:
             try:
                 order = self.make_parser(ctx).parse_args(args=list(args))[2]
@@ -232,10 +239,48 @@ def vw_options(f):
     return f
 
 
+def vw_run_options(f):
+    """VW's run-control and output options of ``train`` (their meaning: docs/CLI.md, VW spellings)."""
+    opts = [
+        (("--kill_cache", "--kill-cache", "kill_cache"), dict(is_flag=True, help="Do not reuse an existing "
+                                                                               "example cache: write it again (VW's -k).")),
+        (("--no_stdin", "--no-stdin", "no_stdin"), dict(is_flag=True, help="Without inputs, read nothing (not stdin).")),
+        (("--holdout_after", "--holdout-after", "holdout_after"),
+         dict(type=click.IntRange(min=1), help="Hold out the examples after the first N of each pass (even with "
+                                               "one pass), instead of every --holdout-period-th.")),
+        (("--noop", "noop"), dict(is_flag=True, help="Learn nothing: predict with the new model's zero weights.")),
+        (("--indexing", "indexing"), dict(type=click.Choice(["0", "1"]), help="Labels are 0-based (0) or "
+                                                                            "1-based (1) [--oaa: 0 if a label 0 is in the input files]")),
+        (("--error", "error"), dict(type=click.IntRange(min=0), help="VW's ECT error count: --ect is the "
+                                                                    "single-elimination filter tree (0).")),
+        (("--probabilities", "probabilities"), dict(is_flag=True, help="-p: every class's probability "
+                                                                     "(1:0.25 2:0.75), VW's format.")),
+        (("--scores", "scores"), dict(is_flag=True, help="-p: every class's score (-r oaa), VW's format.")),
+        (("--raw_predictions", "--raw-predictions", "raw_predictions"),
+         dict(type=str, help="VW's -r FILE: every class's score (-r oaa), one line per example.")),
+        (("--top_k", "--top-k", "top_k"), dict(type=click.IntRange(min=1), help="-p: the N most probable labels "
+                                                                             "(label sets, VW's --top_k).")),
+        (("--audit", "audit"), dict(is_flag=True, help="Accepted for VW's command lines; prints nothing more.")),
+        (("--daemon", "daemon"), dict(is_flag=True, help="With -t -i MODEL: `lomtree predict -i MODEL --daemon`.")),
+        (("--port", "port"), dict(type=click.IntRange(min=0, max=65535), help="--daemon: TCP port [26542].")),
+        (("--num_children", "--num-children", "num_children"),
+         dict(type=click.IntRange(min=1), help="--daemon: accepted (one process answers, a thread per connection).")),
+        (("--foreground", "foreground"), dict(is_flag=True, help="--daemon: stay in the foreground (else the "
+                                                               "daemon detaches once it listens).")),
+        (("--pid_file", "--pid-file", "pid_file"), dict(type=str, help="--daemon: write the daemon's process id here.")),
+        (("--port_file", "--port-file", "port_file"), dict(type=str, help="--daemon: write the port it listens on here.")),
+        (("--vw-named-labels", "vw_named_labels"), dict(is_flag=True, hidden=True)),
+    ]
+    for decl, kw in reversed(opts):
+        f = click.option(*decl, **kw)(f)
+    return f
+
+
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, type=str)
-@click.option("-r", "--reduction", type=click.Choice(list(REGISTRY)), default=DEFAULT, show_default=True,
-              help="The reduction.")
+@click.option("-r", "--reduction", type=click.Choice(list(REGISTRY)), default=DEFAULT,
+              help=f"The reduction [{DEFAULT}; with no class count (-k, --named-labels, --oaa K, ...), no label "
+                   f"sets and no string labels: {REAL_DEFAULT}, VW's default learner].")
 @click.option("-k", "--classes", "k", type=int,
               help=f"Number of classes (labels 1..K); optional for {_names(lambda s: not s.needs_k)}.")
 @click.option("-f", "--final-model", "final_model", type=click.Path(dir_okay=False), help="Write the model here.")
@@ -249,15 +294,27 @@ def vw_options(f):
 @click.option("--power-t", "--power_t", "power_t", type=float, default=None, help=_defaults_text("power_t", 0.5))
 @click.option("--initial-t", "--initial_t", "initial_t", type=float, help="[0; --sgd: 1]")
 @click.option("--loss-function", "--loss_function", "loss",
-              type=click.Choice(["squared", "logistic", "hinge", "quantile", "squared-hinge"]),
+              type=click.Choice(["squared", "logistic", "hinge", "quantile", "squared-hinge", "classic", "poisson"]),
               help="[squared; --solver dual: hinge, with label sets squared-hinge] (squared-hinge: --solver dual "
-                   "only)")
+                   "only; classic: squared without the importance-invariant update; poisson: -r regression)")
 @click.option("--quantile-tau", "--quantile_tau", "quantile_tau", type=float, default=0.5, show_default=True)
 @click.option("--l1", "l1", type=float, default=0.0, show_default=True,
               help="L1 regularisation: truncated gradient on the weights an update touches.")
 @click.option("--l2", "l2", type=float, default=0.0, show_default=True,
               help="L2 regularisation: the weights an update touches shrink by 1 - l2 * rate.")
 @click.option("--sgd", is_flag=True, help="Plain SGD instead of adaptive+normalized+invariant updates.")
+@click.option("--adaptive", is_flag=True, help="VW's flag: naming any of --adaptive, --normalized, --invariant turns "
+                                               "on only those parts of the default update.")
+@click.option("--normalized", is_flag=True, help="VW's flag: per-feature normalized updates (see --adaptive).")
+@click.option("--invariant", is_flag=True, help="VW's flag: importance-invariant updates (see --adaptive).")
+@click.option("--binary", "vw_binary", is_flag=True, help="VW's --binary: -r binary (labels -1/1, the sign predicted, "
+                                                       "0/1 loss).")
+@click.option("--link", type=click.Choice(["identity", "logistic", "poisson", "glf1"]), default=None,
+              help="-r binary/regression: the link of the prediction [identity].")
+@click.option("--min-prediction", "--min_prediction", "min_prediction", type=float, default=None,
+              help="-r binary/regression: lowest score predicted [the labels' range seen; logistic, poisson: -50].")
+@click.option("--max-prediction", "--max_prediction", "max_prediction", type=float, default=None,
+              help="-r binary/regression: highest score predicted [the labels' range seen; logistic, poisson: 50].")
 @click.option("--average/--no-average", "average", default=None,
               help="Predict with the weights averaged over all trained examples (averaged SGD) "
                    f"[off; {_names(lambda s: 'average' in s.label_set_defaults)} with label sets, one pass and -k below "
@@ -289,6 +346,7 @@ def vw_options(f):
 @click.option("--label-offset", "label_offset", type=int, default=0, show_default=True,
               help="Added to every label (1 for 0-based data, VW's --indexing 0); predictions take it off again.")
 @vw_options
+@vw_run_options
 @click.option("--dask", "dask", type=str, default=None, metavar="ADDRESS|local:N",
               help=f"Train data-parallel on Dask ({_names(lambda s: s.dask == 'fixed')}; "
                    f"{_names(lambda s: s.dask == 'grown')} after a first pass): a scheduler address, or local:N "
@@ -330,6 +388,7 @@ def train(ctx, **params):
 
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, type=str)
+@click.option("-d", "--data", "data", multiple=True, help="Input file (VW's -d; same as a positional INPUT).")
 @click.option("-i", "--initial-model", "--model", "model", required=True, type=str, multiple=True,
               help="The model file; several -i: one prediction from the mean of their probabilities (an ensemble).")
 @click.option("-p", "--predictions", type=str, default="-", show_default=True,
@@ -372,7 +431,10 @@ def predict(ctx, **params):
     """
     start = process_start_time()
     params = dict(params, progress_interval=_progress_interval(params["progress_interval"]))
-    commands.run_predict(params, _given(ctx), start)
+    data = params.pop("data")
+    if data:
+        params["inputs"] = tuple(params["inputs"]) + tuple(data)
+    commands.run_predict(params, _given(ctx) - {"data"}, start)
 
 
 @main.command(context_settings=CONTEXT)

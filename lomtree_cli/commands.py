@@ -7,6 +7,7 @@ here imports click, numpy or numba at module level.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -18,24 +19,26 @@ from .runtime import end_startup
 #: train options a model fixes or records: when given on the command line next to ``-i MODEL``
 #: they are checked against the model (``driver.train``'s ``explicit``), as is every reduction option
 EXPLICIT_TRAIN = ("bits", "hash_seed", "noconstant", "label_offset", "loss", "sgd", "quantile_tau", "power_t",
-                  "learning_rate", "decay_learning_rate", "l1", "l2", "average", "solver", "cost", "dual_memory")
+                  "learning_rate", "decay_learning_rate", "l1", "l2", "average", "solver", "cost", "dual_memory",
+                  "link", "min_prediction", "max_prediction")
 
 
-PROGRESS_INTERVAL_RULE = "must be an integer >= 1 (additive) or a float > 1 (multiplicative)"
+PROGRESS_INTERVAL_RULE = "must be an integer >= 1 (additive) or a float > 0 (multiplicative)"
 
 
 def progress_interval(value: str) -> float | int:
     """``-P``'s value: an int >= 1 (a table line every N examples) or a float > 1 (at counts
-    growing by that factor); ValueError otherwise (the CLI reports ``PROGRESS_INTERVAL_RULE``)."""
+    growing by that factor; a float in (0, 1] is 1 + it, as VW reads it: ``-P 0.5`` is x1.5);
+    ValueError otherwise (the CLI reports ``PROGRESS_INTERVAL_RULE``)."""
     if value.strip().lstrip("+").isdigit():
         v = int(value)
         if v < 1:
             raise ValueError(PROGRESS_INTERVAL_RULE)
         return v
     v = float(value)
-    if not v > 1.0:
+    if not (v > 0.0 and math.isfinite(v)):
         raise ValueError(PROGRESS_INTERVAL_RULE)
-    return v
+    return v if v > 1.0 else 1.0 + v
 
 
 def run_predict(p: dict, given: set, start: float) -> None:
@@ -72,7 +75,7 @@ def run_predict(p: dict, given: set, start: float) -> None:
                       chunk_bytes=(4096 if flush and chunk_bytes == 1 << 20 else chunk_bytes),
                       start_time=start, handle_signals=True, threads=resolve_threads(p["threads"]),
                       max_line_bytes=p["max_line_bytes"], max_example_features=p["max_example_features"],
-                      on_started=end_startup)
+                      on_started=end_startup, vw_output=p.get("vw_output"))
     if p["dask"] is not None:
         if p["flush"]:
             raise ConfigError("--flush cannot be used with --dask (ranges are predicted at once)")
@@ -107,20 +110,75 @@ def _option_name(name: str) -> str:
             "progress_interval": "-P"}.get(name, "--" + name.replace("_", "-"))
 
 
-def test_only(p: dict, start: float) -> None:
-    """``lomtree train -t -i MODEL ...`` (VW's -t): exactly ``lomtree predict -i MODEL ...``; the
-    options that only training reads are refused rather than ignored."""
-    if p["initial_model"] is None:
-        raise ConfigError("-t/--testonly needs -i MODEL")
+def test_only(p: dict, start: float, run: dict) -> None:
+    """``lomtree train -t -i MODEL ...`` (VW's -t): exactly ``lomtree predict -i MODEL ...`` (with
+    ``--daemon``: the daemon); ``run``: VW's output options (``vwopts.apply_vw_run_options``)."""
     if p["final_model"] is not None:
         raise ConfigError("-t/--testonly does not train: -f would write the model unchanged")
     q = {"inputs": p["inputs"], "model": (p["initial_model"],), "predictions": p["predictions"],
-         "probabilities": False, "top_k": None, "flush": False, "threads": 0, "daemon": False, "port": None,
-         "socket_path": None, "host": None, "dask": None}
+         "probabilities": False, "top_k": run.get("top_k"), "flush": False, "threads": 0,
+         "daemon": bool(p.get("daemon")), "port": p.get("port"), "socket_path": None, "host": "127.0.0.1",
+         "idle_timeout": 60.0, "dask": None, "threshold": None,
+         "vw_output": run.get("vw_output") or ("labels" if run.get("top_k") else None)}
     for name in ("skip_invalid", "quiet", "progress_bar", "progress_interval", "report", "chunk_bytes",
                  "max_line_bytes", "max_example_features"):
         q[name] = p[name]
+    if q["daemon"]:
+        return _vw_daemon(p, q)
     run_predict(q, set(), start)
+
+
+def _vw_daemon(p: dict, q: dict) -> None:
+    """VW's ``-t -i MODEL --daemon [--port P] [--num_children N] [--foreground] [--pid_file F]
+    [--port_file F]`` as ``lomtree predict -i MODEL --daemon``: one process answers every
+    connection (a thread each; --num_children is accepted); without --foreground it detaches once
+    it listens (the command returns then, as VW's does); the files are written when it listens."""
+    from .daemon import serve
+
+    if p["inputs"] or p["predictions"] is not None:
+        raise ConfigError("--daemon answers on its connections: no INPUT, -d or -p")
+    files = [(flag, p.get(name)) for flag, name in (("--pid_file", "pid_file"), ("--port_file", "port_file"))]
+    from .paths import check_outputs
+
+    check_outputs([(flag, path) for flag, path in files if path], [("-i", p["initial_model"])])
+    notify = None
+    if not p.get("foreground"):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid:  # the caller: wait until the daemon listens (or fails), then return
+            os.close(w)
+            with os.fdopen(r, "rb") as f:
+                ok = f.read(1) == b"1"
+            if not ok:
+                os.waitpid(pid, 0)
+                raise ConfigError("the daemon did not start (see its message above)")
+            return
+        os.close(r)
+        os.setsid()
+        notify = w
+
+    def ready(address, _stop):
+        if p.get("pid_file"):
+            with open(p["pid_file"], "w") as f:
+                f.write(f"{os.getpid()}\n")
+        if p.get("port_file"):
+            with open(p["port_file"], "w") as f:
+                f.write(f"{address[1]}\n")
+        if notify is not None:  # detached: off the caller's terminal and pipes, then tell it
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.close(null)
+            os.write(notify, b"1")
+            os.close(notify)
+
+    try:
+        serve(q["model"][0], port=q["port"], host=q["host"], top_k=q["top_k"] or 0,
+              max_line_bytes=q["max_line_bytes"], max_example_features=q["max_example_features"],
+              quiet=q["quiet"], on_started=end_startup, ready=ready)
+    finally:
+        if notify is not None:
+            os._exit(0)
 
 
 def run_train(p: dict, given: set, start: float) -> None:
@@ -134,17 +192,36 @@ def run_train(p: dict, given: set, start: float) -> None:
     from .driver import RunOptions, resolve_threads, train
     from .parsing import check_inputs
     from .paths import check_outputs
-    from .vwopts import apply_vw_options, vw_input_fields
+    from .vwopts import apply_vw_options, apply_vw_run_options, vw_input_fields
 
     apply_vw_options(p, given)
-    check_inputs(p["inputs"])
+    run = apply_vw_run_options(p, given, sys.stderr)
+    if p.get("no_stdin") and not p["inputs"]:
+        run["source"] = lambda _pass: ()
+    else:
+        check_inputs(p["inputs"])
+    if p.get("daemon") and not (p.get("testonly") and p["initial_model"] is not None):
+        raise ConfigError("--daemon needs -t -i MODEL (the daemon predicts; training is `lomtree train`)")
+    for name in ("port", "num_children", "foreground", "pid_file", "port_file"):
+        if p.get(name) not in (None, False) and not p.get("daemon"):
+            raise ConfigError(f"--{name} needs --daemon")
     if p.get("testonly"):
-        return test_only(p, start)
+        if p["initial_model"] is not None:
+            return test_only(p, start, run)
+        if p["final_model"] is not None:
+            raise ConfigError("-t/--testonly does not train: -f would write the new model unchanged")
+        run["learn"] = False  # VW's -t without -i: the new model's predictions, nothing learned
     if p["k"] is None and p["initial_model"] is None and p["fmt"] == "xmc":
         p["k"] = _xmc_labels(p["inputs"])
+    readable_tmp = None
+    if (p.get("readable_model") or p.get("invert_hash")) and not p["final_model"]:
+        readable_tmp = p["final_model"] = _readable_model_path(p)
+    _default_reduction(p, given)
     cache_path = p["cache"]
     if cache_path == "" and p["final_model"]:
         cache_path = p["final_model"] + ".cache"
+    if p.get("kill_cache") and cache_path:
+        _kill_cache(cache_path)
     check_outputs([("-f", p["final_model"]), ("-p", p["predictions"]), ("--report", p["report"]),
                    ("-c", cache_path)],
                   [("input", x) for x in p["inputs"]] + [("-i", p["initial_model"])])
@@ -169,7 +246,7 @@ def run_train(p: dict, given: set, start: float) -> None:
                       progress_interval=p["progress_interval"],
                       progress_bar=p["progress_bar"], report=p["report"], chunk_bytes=p["chunk_bytes"],
                       start_time=start, handle_signals=True, on_started=end_startup,
-                      train_threads=resolve_threads(p["threads"]), compact=_compact(p))
+                      train_threads=resolve_threads(p["threads"]), compact=_compact(p), **run)
     if p["dask"] is not None:
         if opts.train_threads > 1:
             raise ConfigError("--threads cannot be used with --dask (each worker trains in one thread)")
@@ -185,12 +262,72 @@ def run_train(p: dict, given: set, start: float) -> None:
     for name in ("sync_every", "sync_first", "sync_growth", "plain_rate", "shards"):
         if name in given:
             raise ConfigError(f"--{name.replace('_', '-')} needs --dask")
-    train(icfg, lcfg, rcfg, opts, initial_model=p["initial_model"], final_model=p["final_model"],
-          explicit=explicit)
-    if p.get("readable_model") or p.get("invert_hash"):
-        from .readable import write_readable
+    try:
+        train(icfg, lcfg, rcfg, opts, initial_model=p["initial_model"], final_model=p["final_model"],
+              explicit=explicit)
+        if p.get("readable_model") or p.get("invert_hash"):
+            from .readable import write_readable
 
-        write_readable(p, icfg)
+            write_readable(p, icfg)
+    finally:
+        if readable_tmp is not None:
+            for path in (readable_tmp, readable_tmp + ".cache"):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+
+
+def _readable_model_path(p: dict) -> str:
+    """Where ``--readable_model``/``--invert_hash`` without ``-f`` keep the model while the text is
+    written (beside the text file; removed at the end)."""
+    out = p.get("readable_model") or p.get("invert_hash")
+    d = os.path.dirname(os.path.abspath(out))
+    return os.path.join(d, f".{os.path.basename(out)}.{os.getpid()}.model")
+
+
+def _kill_cache(path: str) -> None:
+    """VW's --kill_cache: an example cache at ``path`` is removed (written again by this run); a
+    file there that is not a lomtree cache is left alone (the cache's own check then names it)."""
+    from .cache import MAGIC
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(MAGIC))
+    except OSError:
+        return
+    if head == MAGIC:
+        os.unlink(path)
+
+
+def _default_reduction(p: dict, given: set) -> None:
+    """VW's default learner: a new model given no -r, no class count (-k, --named-labels, an XMC
+    header, a VW reduction option such as --oaa K) and no label sets or string labels is
+    ``-r regression`` (``REAL_DEFAULT``); ``--binary`` (VW's) is ``-r binary``. With any of those
+    lomtree's own default (``-r lomtree``, which needs -k) stays."""
+    from .reductions.registry import REAL_DEFAULT, REGISTRY, VW_BINARY
+
+    if p.get("vw_binary"):
+        if "reduction" in given and p["reduction"] not in (VW_BINARY, REAL_DEFAULT):
+            raise ConfigError(f"--binary means -r {VW_BINARY}; it conflicts with -r {p['reduction']}")
+        p["reduction"] = VW_BINARY
+        given.add("reduction")
+        return
+    if p.get("initial_model") is not None or "reduction" in given or p.get("k") is not None:
+        return
+    if p.get("multilabel") or p.get("string_labels") or p.get("named_labels") or p.get("fmt") != "vw":
+        return
+    p["reduction"] = REAL_DEFAULT
+    assert REGISTRY[REAL_DEFAULT].real_labels
+
+
+def _update_flags(p: dict) -> dict:
+    """``LearnerConfig``'s update fields: VW's --adaptive/--normalized/--invariant, any of them
+    named turning on exactly those (with --sgd or without), else all three (--sgd: none)."""
+    named = {n: bool(p.get(n)) for n in ("adaptive", "normalized", "invariant")}
+    if any(named.values()):
+        return dict(named, sgd=False)
+    return {"sgd": bool(p.get("sgd"))}
 
 
 def _compact(p: dict):
@@ -244,8 +381,10 @@ def new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
     base = {f.name: f.default for f in fields(ReductionConfig)}
     own = {f: (p[f] if p[f] is not None else dflt(f, base[f])) for f in reduction_options()}
     rcfg = ReductionConfig(name=name, k=p["k"], seed=p["seed"], **own)
+    rule = _update_flags(p)
     lr = p["learning_rate"]
-    if lr is None and not p["sgd"]:  # the reduction's default (--sgd keeps its own, 10)
+    flagged = any(rule.get(n) for n in ("adaptive", "normalized", "invariant"))
+    if lr is None and not p["sgd"] and not flagged:  # the reduction's default (--sgd keeps its own, 10)
         lr = dflt("learning_rate", None)
     decay = p.get("decay_learning_rate")
     solver = _solver_options(p, ml)
@@ -253,7 +392,8 @@ def new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:
                          power_t=p["power_t"] if p["power_t"] is not None else dflt("power_t", 0.5),
                          loss=p["loss"] if p["loss"] is not None else
                          DUAL_DEFAULTS[ml][0] if solver["solver"] == "dual" else dflt("loss", "squared"),
-                         quantile_tau=p["quantile_tau"], sgd=p["sgd"],
+                         quantile_tau=p["quantile_tau"], **rule, link=p.get("link") or "identity",
+                         min_prediction=p.get("min_prediction"), max_prediction=p.get("max_prediction"),
                          decay_learning_rate=decay if decay is not None else dflt("decay_learning_rate", 1.0),
                          l1=p["l1"], l2=p["l2"],
                          average=bool(p["average"] if p.get("average") is not None else

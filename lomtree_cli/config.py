@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass, fields
 from .errors import ConfigError
 from .reductions.registry import DEFAULT, REGISTRY
 
-LOSSES = ("squared", "logistic", "hinge", "quantile", "squared-hinge")
+LOSSES = ("squared", "logistic", "hinge", "quantile", "squared-hinge", "classic", "poisson")
+#: VW's links (its scorer): the prediction of -r binary / -r regression is link(clipped score)
+LINKS = ("identity", "logistic", "poisson", "glf1")
 #: the losses the dual coordinate descent solver minimises (``--solver dual``)
 DUAL_LOSSES = ("hinge", "squared-hinge")
 #: its defaults (loss, C) for single labels and for label sets (bench/notes/multipass.md). Single:
@@ -71,6 +73,7 @@ class InputConfig:
         dictionary is stored in the model (``labels.py``); implied by ``named_labels``
     multilabel : every example carries a set of labels (``1,5,7``, possibly empty); implied by
         ``format='xmc'``
+    real_labels : labels are real numbers (``-r binary``, ``-r regression``): ``ExampleBatch.real``
     """
 
     format: str = "vw"
@@ -91,8 +94,12 @@ class InputConfig:
     named_labels: str = ""
     string_labels: bool = False
     multilabel: bool = False
+    real_labels: bool = False
 
     def __post_init__(self):
+        if self.real_labels and (self.format != "vw" or self.multilabel or self.string_labels or self.named_labels):
+            raise ConfigError("real labels (-r binary, -r regression) need --format vw, one label a line and no "
+                              "--named-labels/--string-labels")
         if self.format == "xmc" and not self.multilabel:
             object.__setattr__(self, "multilabel", True)
         if self.format not in FORMATS:
@@ -161,6 +168,11 @@ class LearnerConfig:
         passes, Hsieh et al. 2008; ``kernels/dual_kernels.py``, docs/ALGORITHMS.md §2.7)
     cost : the dual solver's C, the weight of the summed losses against ``|w|^2 / 2``
     dual_memory : MB the dual solver's dual variables may take (4 bytes per example and regressor)
+    adaptive, normalized, invariant : VW's update flags (all three: the default update; a subset
+        is VW's update with only those parts, ``kernels.linear._update_rule``); ``sgd`` means none
+    link : -r binary / -r regression: the link applied to the clipped score (VW's ``--link``)
+    min_prediction, max_prediction : fixed clipping bounds of those reductions' scores (None: the
+        range of the labels seen, as VW)
     """
 
     learning_rate: float | None = None
@@ -176,8 +188,26 @@ class LearnerConfig:
     solver: str = "online"
     cost: float = DUAL_COST
     dual_memory: float = DUAL_MEMORY_MB
+    adaptive: bool = True
+    normalized: bool = True
+    invariant: bool = True
+    link: str = "identity"
+    min_prediction: float | None = None
+    max_prediction: float | None = None
 
     def __post_init__(self):
+        if self.link not in LINKS:
+            raise ConfigError(f"--link must be one of {', '.join(LINKS)}, got {self.link!r}")
+        for name in ("min_prediction", "max_prediction"):
+            v = getattr(self, name)
+            if v is not None and not math.isfinite(v):
+                raise ConfigError(f"--{name} must be finite, got {v}")
+        if self.min_prediction is not None and self.max_prediction is not None and \
+                self.min_prediction > self.max_prediction:
+            raise ConfigError(f"--min_prediction {self.min_prediction:g} is above --max_prediction "
+                              f"{self.max_prediction:g}")
+        if self.sgd and not (self.adaptive and self.normalized and self.invariant):
+            raise ConfigError("--sgd is the update without --adaptive, --normalized and --invariant: give it alone")
         if self.loss not in LOSSES:
             raise ConfigError(f"--loss-function must be one of {', '.join(LOSSES)}, got {self.loss!r}")
         self._check_solver()
@@ -218,21 +248,34 @@ class LearnerConfig:
                 raise ConfigError(f"{flag} does not apply to --solver dual (its regularisation is --cost)")
 
     @property
+    def rule(self) -> tuple:
+        """(adaptive, normalized, invariant) of the update (``--sgd``: none)."""
+        if self.sgd:
+            return (False, False, False)
+        return (bool(self.adaptive), bool(self.normalized), bool(self.invariant))
+
+    @property
+    def flagged(self) -> bool:
+        """The update is a subset of VW's flags named on their own (not the default, not --sgd)."""
+        return not self.sgd and self.rule != (True, True, True)
+
+    @property
     def plain_table(self) -> bool:
         """The weight table holds the weights only (plain SGD, the dual solver): no G, N columns."""
-        return self.sgd or self.solver == "dual"
+        return self.sgd or self.solver == "dual" or self.rule[:2] == (False, False)
 
     @property
     def eta(self) -> float:
         if self.learning_rate is not None:
             return float(self.learning_rate)
-        return 10.0 if self.sgd else 0.5
+        # VW: 10 for any update that is not both adaptive and normalized
+        return 10.0 if self.sgd or self.rule[:2] != (True, True) else 0.5
 
     @property
     def t0(self) -> float:
         if self.initial_t is not None:
             return float(self.initial_t)
-        return 1.0 if self.sgd else 0.0
+        return 1.0 if self.sgd or self.rule[:2] == (False, False) else 0.0
 
 
 @dataclass(frozen=True)
@@ -380,9 +423,15 @@ def check_solver(reduction: str, lcfg: LearnerConfig) -> None:
         raise ConfigError(f"--solver dual trains {' and '.join('-r ' + n for n in able)} only, not -r {reduction}")
 
 
+#: fields written to a model file only when they differ from these values, so that the headers of
+#: models that never use them stay byte for byte those of the versions before them
+_WRITTEN_WHEN_SET = {"real_labels": False, "adaptive": True, "normalized": True, "invariant": True,
+                     "link": "identity", "min_prediction": None, "max_prediction": None}
+
+
 def to_dict(cfg) -> dict:
     """Plain JSON-able dict of a config record."""
-    return asdict(cfg)
+    return {k: v for k, v in asdict(cfg).items() if k not in _WRITTEN_WHEN_SET or v != _WRITTEN_WHEN_SET[k]}
 
 
 def from_dict(cls, d: dict):

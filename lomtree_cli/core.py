@@ -43,7 +43,14 @@ class Learner:
         from .learner import LinearLearner
         from .reductions import get_reduction_class
 
+        from dataclasses import replace
+
+        from .reductions.registry import REGISTRY
+
         red_cls = get_reduction_class(red_cfg.name)
+        real = REGISTRY[red_cfg.name].real_labels
+        if input_cfg.real_labels != real and not input_cfg.multilabel:  # the reduction decides how labels are read
+            input_cfg = replace(input_cfg, real_labels=real)
         base = LinearLearner(learner_cfg, input_cfg.bits, red_cls.n_models_for(red_cfg), red_cls.slot_mode)
         reduction = red_cls(red_cfg, base)
         if input_cfg.multilabel:

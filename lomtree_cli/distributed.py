@@ -321,7 +321,7 @@ class _Recorder:
         self.skipped = 0
         self.holdout_reporting = False
 
-    def add_batch(self, labels, weights, preds, losses, nfeat, holdout, zero_one=None, shown=None):
+    def add_batch(self, labels, weights, preds, losses, nfeat, holdout, zero_one=None, shown=None, shown_pred=None):
         self.parts.append((labels, weights, preds, losses, nfeat, holdout, zero_one))
 
     def start(self):
@@ -481,7 +481,7 @@ def merge_rule(reduction: str) -> str:
     """``average_models``'s rule for a reduction: VW's ``"average"`` where each regressor is a
     class's (OAA: every regressor trains on every example), ``"increments"`` where it is a tree
     node's (a node trains on the examples that reach it: a worker may barely train it in a round)."""
-    return "average" if REGISTRY[reduction].regressors == "class" else "increments"
+    return "average" if REGISTRY[reduction].regressors in ("class", "model") else "increments"
 
 
 def average_models(models, base, rule: str = "increments") -> None:
@@ -547,6 +547,8 @@ def average_models(models, base, rule: str = "increments") -> None:
         sgd_t += mm.learner.meta()["sgd_t"]
         if meta is None:
             meta, red_meta = dict(mm.learner.meta()), mm.reduction.meta()
+        elif hasattr(base.reduction, "merge_meta"):  # -r binary/regression: the union of the label ranges
+            red_meta = base.reduction.merge_meta(red_meta, mm.reduction.meta())
         if labels0 is not None:
             label_counts = label_counts + (mm.reduction.label_counts - labels0)
         state = mm.reduction.state()

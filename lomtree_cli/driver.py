@@ -34,7 +34,7 @@ from .errors import ConfigError, InputError, Interrupted
 from .kernels.linear import HP_ETA, HP_L1, HP_L2
 from .labels import output_names
 from .metrics import Progress
-from .output import PredictionWriter, finish, preamble, probability_fields, summary
+from .output import PredictionWriter, finish, preamble, probability_fields, summary, vw_lines
 from .runtime import StopFlag
 from .workers import prefetch
 
@@ -75,6 +75,20 @@ class RunOptions:
     source_lines: int = 0
     #: train: ``model_io.Compact`` to write -f as a predict-only model (``--predict_only_model``)
     compact: object = None
+    #: VW's --holdout_after N: the examples after the first N of each pass are held out (also with
+    #: one pass), in place of every holdout_period-th (0: off)
+    holdout_after: int = 0
+    #: train: False for VW's --noop and -t without -i (the new model predicts, nothing is learned)
+    learn: bool = True
+    #: VW's command lines (``vwopts``): labels outside the model's classes are skipped with a
+    #: warning, not refused; a label set keeps its labels inside them; unknown --named_labels
+    #: names are read as unlabeled examples
+    vw_labels: bool = False
+    #: -p as VW writes it: "probabilities" or "scores" (every class, ``1:0.25 2:0.75``); label sets
+    #: and --top-k with ``,`` between labels
+    vw_output: str | None = None
+    #: VW's command lines: with holdout the model saved is the last pass's (VW's), not the best one's
+    keep_last_pass: bool = False
 
 
 def _batches_for_pass(paths, input_cfg, opts, pass_index, cache, label_dict=None):
@@ -102,6 +116,18 @@ def _batches_for_pass(paths, input_cfg, opts, pass_index, cache, label_dict=None
         writer.close()
 
 
+def _inside_sets(batch: ExampleBatch, k: int) -> ExampleBatch:
+    """``batch`` with only the labels 1..k in its label sets."""
+    from dataclasses import replace as _replace
+
+    ptr, ids = batch.label_sets()
+    keep = ids <= k
+    counts = np.bincount(batch.label_owner()[keep], minlength=len(batch))
+    new_ptr = np.zeros(len(batch) + 1, np.int64)
+    np.cumsum(counts, out=new_ptr[1:])
+    return _replace(batch, label_ptr=new_ptr, label_ids=ids[keep])
+
+
 class Runner:
     """One run (train or predict) of the model ``model`` (``core.Learner``) over batches parsed
     with ``input_cfg``: label checks, holdout, progress, prediction lines; see ``train`` and
@@ -123,6 +149,8 @@ class Runner:
         self._pool = None
         self.low_labels = 0  # predict: labels below 1 read as unlabeled
         self.label_dict = model.label_dict  # labels.LabelDict with string labels
+        if opts.vw_labels and self.label_dict is not None:
+            self.label_dict.unknown_unlabeled = True
         self.names = output_names(self.label_dict, input_cfg)  # how predictions write class ids
         self.progress.names = self.names
         self.sets = None  # multilabel.SetPredictor: a multi-label model's prediction lines and test metrics
@@ -160,6 +188,27 @@ class Runner:
         losses = None if any(o[1] is None for o in outs) else np.concatenate([o[1] for o in outs])
         return preds, losses
 
+    @property
+    def vw_progressive(self) -> bool:
+        """-p while training a VW command line prints VW's lines (``output.vw_lines``): each example's
+        made before its own update, so the batch is learned one example at a time."""
+        o = self.opts
+        return o.vw_output is not None or (o.vw_labels and self.reduction.multilabel) or (o.vw_labels and o.top_k > 0)
+
+    def _process_vw(self, batch: ExampleBatch, train: np.ndarray):
+        """``_process`` one example at a time, with each one's VW prediction line before its update."""
+        preds, losses, lines = [], [], []
+        for i in range(len(batch)):
+            one = batch.slice(i, i + 1)
+            lines += vw_lines(self.reduction, one, self.opts.vw_output or "labels", self.names,
+                              self.opts.top_k) or [""]
+            p, loss = self.model.process(one, train[i:i + 1])
+            preds.append(p)
+            losses.append(loss)
+        if not preds:
+            return np.zeros(0, np.int64), None, lines
+        return (np.concatenate(preds), None if any(x is None for x in losses) else np.concatenate(losses), lines)
+
     def amend(self) -> None:
         """Take the reduction's amendment of losses already counted (``progressive_amendment``)."""
         a = self.reduction.progressive_amendment()
@@ -196,8 +245,18 @@ class Runner:
     def _check_labels(self, batch: ExampleBatch, train_possible: bool) -> ExampleBatch:
         if batch.label_ptr is not None:
             return self._check_label_sets(batch, train_possible)
+        if batch.real is not None:
+            return self._check_real(batch, train_possible)
         bad = self.reduction.invalid_labels(batch.labels)
         if not bad.any():
+            return batch
+        if train_possible and self.opts.vw_labels:  # VW warns and goes on
+            if not self.warned_range:
+                i = int(np.flatnonzero(bad)[0])
+                self._warn(f"{batch.source}:{int(batch.line_numbers[i])}: {self._range_text(int(batch.labels[i]))}; "
+                           f"such examples are predicted, not learned")
+                self.warned_range = True
+            batch.labels = np.where(bad, 0, batch.labels)
             return batch
         if train_possible:
             i = int(np.flatnonzero(bad)[0])
@@ -217,12 +276,26 @@ class Runner:
             self.warned_range = True
         return batch
 
+    def _check_real(self, batch: ExampleBatch, train_possible: bool) -> ExampleBatch:
+        """Real labels the reduction does not expect (-r binary: not -1 or 1): learned as they are
+        and their base loss counted, as VW's --binary does after its error message; said once."""
+        bad = self.reduction.invalid_real(batch.real) & (batch.labels > 0)
+        if bad.any() and not self.warned_range:
+            i = int(np.flatnonzero(bad)[0])
+            self._warn(f"{batch.source}:{int(batch.line_numbers[i])}: label {batch.real[i]:g} is not "
+                       f"{self.reduction.label_rule} (-r {self.reduction.name}): such labels are learned as they "
+                       f"are, their loss the loss function's, not 0/1 (VW's --binary)")
+            self.warned_range = True
+        return batch
+
     def _check_label_sets(self, batch: ExampleBatch, train_possible: bool) -> ExampleBatch:
         """Label sets to train on must be in 1..k (else a malformed line, or skipped); in
         predict a label beyond k is a label the model cannot predict (a miss in the metrics)."""
         k = self.reduction.k
         if not train_possible or not batch.label_ids.size or int(batch.label_ids.max()) <= k:
             return batch
+        if self.opts.vw_labels:  # VW's multi-label reductions ignore a label they have no regressor for
+            return _inside_sets(batch, k)
         bad = np.zeros(len(batch), dtype=bool)
         bad[batch.label_owner()[batch.label_sets()[1] > k]] = True
 
@@ -261,7 +334,8 @@ class Runner:
                 continue
             if holdout:
                 pos = counter + 1 + np.arange(n)
-                hold = (pos % period) == 0
+                after = self.opts.holdout_after
+                hold = pos > after if after else (pos % period) == 0
             else:
                 hold = np.zeros(n, dtype=bool)
             counter += n
@@ -275,26 +349,41 @@ class Runner:
                 train = np.zeros(n, dtype=bool)
             if self.learn:
                 self.learner.ensure_scratch(int(batch.n_features.max()))
-            preds, losses = self._process(batch, train)
-            shown = None
+            vw_text = None
+            if self.learn and writer.f is not None and self.vw_progressive:
+                preds, losses, vw_text = self._process_vw(batch, train)
+            else:
+                preds, losses = self._process(batch, train)
+                if writer.f is not None and self.opts.vw_output is not None:
+                    vw_text = vw_lines(self.reduction, batch, self.opts.vw_output, self.names, self.opts.top_k)
+                    if vw_text is not None and self.sets is not None:
+                        self.sets.batch(batch, False)  # its metrics
+            shown = shown_pred = None
             if batch.label_ptr is not None:
                 from .multilabel import in_sets, label_text
 
                 miss = ~in_sets(preds, batch.label_ptr, batch.label_ids)
                 shown = lambda j, b=batch: label_text(b, j, self.names)  # noqa: E731
+            elif batch.real is not None:  # real labels and predictions: VW's 4 decimals
+                miss = preds != batch.real
+                shown = lambda j, b=batch: "%.4f" % b.real[j] if b.labels[j] > 0 else "unknown"  # noqa: E731
+                shown_pred = lambda j, p=preds: "%.4f" % p[j]  # noqa: E731
             else:
                 miss = preds != labels
             zero_one = np.where(labeled & miss, weights, 0.0)
             if losses is None:
                 losses = zero_one
                 zero_one = None
-            self.progress.add_batch(labels, weights, preds, losses, batch.n_features, hold, zero_one, shown)
+            self.progress.add_batch(labels, weights, preds, losses, batch.n_features, hold, zero_one, shown,
+                                    shown_pred)
             self.amend()  # after the batch's own losses: an amendment may cover its first examples
             if self.learner.nan_count and not self.warned_nan:
                 self._warn("a regressor produced NaN (score or update); it was replaced by 0")
                 self.warned_nan = True
             extra = None
-            if self.sets is not None:
+            if vw_text is not None:
+                writer.write_lines(vw_text, batch.tags)
+            elif self.sets is not None:
                 lines = self.sets.batch(batch, writer.f is not None)[1]
                 if lines is not None:
                     writer.write_lines(lines, batch.tags)
@@ -365,7 +454,7 @@ def fit(model: Learner, opts: RunOptions, save, final_model: str | None = None, 
     paths = list(opts.inputs) or ["-"]
     input_cfg, reduction = model.input_config, model.reduction
     reduction.set_train_threads(opts.train_threads)
-    runner = Runner(input_cfg, model, opts, learn=True)
+    runner = Runner(input_cfg, model, opts, learn=opts.learn)
     runner.need_predictions = opts.predictions is not None or not (opts.quiet or opts.progress_bar)
     reduction.set_need_predictions(runner.need_predictions)
     if hasattr(reduction, "plan"):  # -r mtree: rate schedule, Huffman tree of the label counts
@@ -378,7 +467,8 @@ def fit(model: Learner, opts: RunOptions, save, final_model: str | None = None, 
                                                                 label_dict=model.label_dict))
     if not opts.quiet:
         preamble(err, input_cfg, model.base, reduction, paths)
-    holdout = Holdout(opts.passes > 1 and not opts.holdout_off, opts.early_terminate)
+    holdout = Holdout(opts.learn and (opts.passes > 1 or opts.holdout_after > 0) and not opts.holdout_off,
+                      opts.early_terminate, opts.keep_last_pass)
     stop = StopFlag()
     passes_used = _run_passes(runner, paths, opts, stop, holdout, save, final_model)
     reduction.end_training()
@@ -440,8 +530,9 @@ class Holdout:
     """Holdout bookkeeping of a run (``active``: more than one pass, holdout not off): each pass's
     holdout loss, the best pass (its model saved when it wins) and early termination."""
 
-    def __init__(self, active: bool, early_terminate: int):
+    def __init__(self, active: bool, early_terminate: int, keep_last: bool = False):
         self.active = active
+        self.keep_last = keep_last  # no model saved per pass: the last one is, at the end
         self.early_terminate = early_terminate
         self.best = math.inf
         self.best_pass = 0
@@ -455,7 +546,8 @@ class Holdout:
         self.losses.append(loss if math.isfinite(loss) else None)
         if loss < self.best:
             self.best, self.best_pass, self.no_win = loss, p + 1, 0
-            self.saved = save(p + 1) or self.saved
+            if not self.keep_last:
+                self.saved = save(p + 1) or self.saved
         elif not (math.isinf(loss) and math.isinf(self.best)):
             self.no_win += 1
         return self.no_win >= self.early_terminate
@@ -644,7 +736,8 @@ _FIXED = {
     "format": ("input", "format"), "label_offset": ("input", "label_offset"),
     "loss": ("learner", "loss"), "sgd": ("learner", "sgd"), "quantile_tau": ("learner", "quantile_tau"),
     "power_t": ("learner", "power_t"), "average": ("learner", "average"), "solver": ("learner", "solver"),
-    "cost": ("learner", "cost"), "dual_memory": ("learner", "dual_memory"),
+    "cost": ("learner", "cost"), "dual_memory": ("learner", "dual_memory"), "link": ("learner", "link"),
+    "min_prediction": ("learner", "min_prediction"), "max_prediction": ("learner", "max_prediction"),
     # feature and label options are fixed by the model
     "interactions": ("input", "interactions"), "ngram": ("input", "ngram"), "skips": ("input", "skips"),
     "ignore": ("input", "ignore"), "keep": ("input", "keep"), "ignore_linear": ("input", "ignore_linear"),

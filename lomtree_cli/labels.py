@@ -45,6 +45,8 @@ class LabelDict:
         self.ids: dict = {n.encode("utf-8"): i + 1 for i, n in enumerate(self.names)}
         self.fixed = fixed
         self.unknown_ids: dict = {}  # predict: labels the model never saw (ids past the dictionary)
+        #: VW's --named_labels: a name outside the list is read as an unlabeled example, not refused
+        self.unknown_unlabeled = False
 
     def __len__(self) -> int:
         return len(self.names)
@@ -145,8 +147,8 @@ def apply(batch, data, spans: np.ndarray, labels: LabelDict, skip_invalid: bool)
     the batch ends before the first one)."""
     ids = labels.map_spans(data, spans, labels.grow and not labels.fixed)
     bad = ids < 0
-    if not bad.any():
-        batch.labels = ids
+    if not bad.any() or labels.unknown_unlabeled:
+        batch.labels = np.where(bad, 0, ids)
         return batch, []
     errs = []
     for j in np.flatnonzero(bad).tolist():

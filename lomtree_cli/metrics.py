@@ -79,12 +79,13 @@ class Progress:
     def start(self):
         self._header()
 
-    def add_batch(self, labels, weights, preds, losses, nfeat, holdout, zero_one=None, shown=None):
+    def add_batch(self, labels, weights, preds, losses, nfeat, holdout, zero_one=None, shown=None, shown_pred=None):
         """Account a processed chunk, printing table lines at the doubling points.
 
         labels, preds : int64 (n,); weights, losses : float64 (n,); nfeat : int64 (n,);
         holdout : bool (n,). Loss of unlabeled examples is ignored. ``shown(j)``: the text of
-        example j's label in the table (label sets), else ``labels[j]``.
+        example j's label in the table (label sets, real labels), else ``labels[j]``; ``shown_pred(j)``:
+        the text of its prediction (real predictions), else ``preds[j]``.
         """
         n = labels.shape[0]
         if n == 0:
@@ -109,7 +110,7 @@ class Progress:
             self._accumulate(labeled, weights, losses, nfeat, holdout, i, j + 1)
             label = int(labels[j])
             self._print((label if label <= 0 else self._name(label)) if shown is None else shown(j),
-                        self._name(int(preds[j])), int(nfeat[j]))
+                        self._name(int(preds[j])) if shown_pred is None else shown_pred(j), int(nfeat[j]))
             i = j + 1
 
     def _accumulate(self, labeled, weights, losses, nfeat, holdout, a, b):

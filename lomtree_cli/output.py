@@ -81,7 +81,10 @@ class PredictionWriter:
             self._failed(e)
 
     def label_strings(self, preds: np.ndarray) -> list[str]:
-        """``[str(p) for p in preds]`` (an integer array); the names with string labels."""
+        """``[str(p) for p in preds]`` (an integer array); the names with string labels; real
+        predictions (a float array) as VW writes them (``real_strings``)."""
+        if preds.dtype.kind == "f":
+            return real_strings(preds)
         values = preds.tolist()
         if self.label_dict is not None:
             return self.label_dict.strings(values)
@@ -117,6 +120,13 @@ class PredictionWriter:
                 quiet_stdout()
             except OSError as e:
                 self._failed(e)
+
+
+def real_strings(preds: np.ndarray) -> list[str]:
+    """Real predictions as VW prints them: an integral value without decimals (``-1``, ``0``),
+    any other with six (``0.826601``)."""
+    whole = np.floor(preds) == preds
+    return ["%.0f" % v if w else "%.6f" % v for v, w in zip(preds.tolist(), whole.tolist())]
 
 
 def probability_fields(reduction, batch, top_k: int, probabilities: bool, label_dict=None):
@@ -173,7 +183,7 @@ def summary(progress, reduction, input_cfg, passes: int, start: float, holdout_l
         "k": reduction.config.k,
         "bits": input_cfg.bits,
     }
-    if reduction.own_loss:
+    if reduction.own_loss and not getattr(reduction, "real_labels", False):
         s["average_zero_one_loss"] = (pr.zero_one / pr.wl) if (pr.wl > 0 and need_predictions) else None
     if reduction.multilabel and avg is not None:  # the loss is 1 - precision@1 there
         s["progressive_p@1"] = 1.0 - avg
@@ -196,13 +206,17 @@ def finish(err, opts, s: dict) -> None:
         else:
             err.write(f"number of examples = {s['examples']}\n")
         err.write(f"weighted example sum = {s['weighted_examples']:.6f}\n")
-        err.write("weighted label sum = 0.000000\n")
+        err.write(f"weighted label sum = {s.get('weighted_label_sum', 0.0):.6f}\n")
         if s["holdout_loss"] is not None:
             err.write(f"average loss = {s['holdout_loss']:.6f} h\n")
         elif "best_pass" in s:
             err.write("average loss = undefined (no holdout)\n")
         else:
             err.write(f"average loss = {f(s['average_loss'])}\n")
+        if "best_constant" in s:  # VW's lines (-r binary, -r regression)
+            err.write(f"best constant = {s['best_constant']:.6f}\n")
+            if "best_constant_loss" in s:
+                err.write(f"best constant's loss = {s['best_constant_loss']:.6f}\n")
         if "average_zero_one_loss" in s:
             err.write(f"average 0/1 loss = {f(s['average_zero_one_loss'])}\n")
         if "perplexity" in s:
@@ -261,3 +275,47 @@ def finish(err, opts, s: dict) -> None:
                 from .errors import LomtreeError
 
                 raise LomtreeError(f"cannot write the report to {opts.report}: {e.strerror or e}") from None
+
+
+def vw_lines(reduction, batch, mode: str | None, names, top_k: int = 0) -> list[str] | None:
+    """A batch's prediction lines as VW writes them (VW's command lines, ``RunOptions.vw_output``),
+    or None where VW's and lomtree's agree. ``mode`` "probabilities" or "scores": every class in
+    order, ``1:0.25 2:0.75`` (``--scores``: the regressors' raw scores; one-against-all's label
+    sets: every class's probability); label sets: the predicted labels (over 0.5, or the ``top_k``
+    best) joined by ``,``, as ``label:P`` with "probabilities"; ``top_k`` single labels: the best
+    ``label:P`` joined by ``,``."""
+    from .multilabel import SetPredictor
+    from .reductions.registry import REGISTRY
+
+    name = str if names is None else names.name
+    per_class = REGISTRY[reduction.name].regressors == "class"
+    probs_wanted = mode == "probabilities"
+    if mode == "scores":
+        if not per_class or not hasattr(reduction, "class_scores"):
+            raise ConfigError(f"--scores/--raw_predictions print one score per class: -r {reduction.name} has no "
+                              f"regressor per class")
+        s = reduction.class_scores(batch)
+        return [" ".join(f"{name(c + 1)}:{v:g}" for c, v in enumerate(row)) for row in s.tolist()]
+    if reduction.multilabel and not (probs_wanted and per_class):
+        sp = SetPredictor(reduction, top_k, None if top_k else 0.5, names)
+        labs, probs, chosen = sp.ranked(batch)
+        if top_k:
+            chosen = np.zeros(labs.shape, bool)
+            chosen[:, :top_k] = labs[:, :top_k] > 0
+        else:  # VW: a label whose probability is over 0.5 (a score over 0), not at it
+            chosen = (probs > 0.5) & (labs > 0)
+        return [",".join((f"{name(lab)}:{p:.6f}" if probs_wanted else name(lab))
+                         for lab, p, c in zip(row_l, row_p, row_c) if c)
+                for row_l, row_p, row_c in zip(labs.tolist(), probs.tolist(), chosen.tolist())]
+    if probs_wanted:
+        labs, probs, _ = reduction.predict_top(batch, reduction.k)
+        out = []
+        for row_l, row_p in zip(labs.tolist(), probs.tolist()):
+            pairs = sorted((lab, p) for lab, p in zip(row_l, row_p) if lab > 0)
+            out.append(" ".join(f"{name(lab)}:{p:g}" for lab, p in pairs))
+        return out
+    if top_k:
+        labs, probs, _ = reduction.predict_top(batch, top_k)
+        return [",".join(f"{name(lab)}:{p:.6f}" for lab, p in zip(row_l, row_p) if lab > 0)
+                for row_l, row_p in zip(labs.tolist(), probs.tolist())]
+    return None

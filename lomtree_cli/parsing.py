@@ -253,14 +253,15 @@ def _parse_chunk(data: bytes, cfg: InputConfig, first_line: int, header=None):
             not cfg.noconstant, bool(cfg.skip_invalid), int(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled),
             bool(cfg.has_string_labels), xmc, int(header[1]) if xmc and header else XMC_NO_CAP,
             int(header[2] if xmc and header else 0))
-    ns = cfg.generates_features or cfg.has_string_labels  # + namespace ids and label spans
+    # + namespace ids and label spans (real labels are read from their spans: ``scalar_kernels``)
+    ns = cfg.generates_features or cfg.has_string_labels or cfg.real_labels
     if cfg.format == "libsvm":
         args = (buf, first_line, cfg.mask, int(cfg.label_offset), cfg.constant_index, not cfg.noconstant,
                 bool(cfg.skip_invalid), int(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
         return parse_libsvm_chunk_ns(*args) if ns else parse_libsvm_chunk(*args)
     args = (buf, first_line, cfg.mask, int(cfg.hash_seed), int(cfg.label_offset), cfg.constant_index,
             not cfg.noconstant, bool(cfg.skip_invalid), int(cfg.max_line_bytes), bool(cfg.low_labels_unlabeled))
-    return parse_vw_chunk_ns(*args, bool(cfg.has_string_labels)) if ns else parse_vw_chunk(*args)
+    return parse_vw_chunk_ns(*args, bool(cfg.has_string_labels or cfg.real_labels)) if ns else parse_vw_chunk(*args)
 
 
 def _prepare(data: bytes, res, source: str, cfg: InputConfig | None = None, label_dict=None,
@@ -288,7 +289,13 @@ def _prepare(data: bytes, res, source: str, cfg: InputConfig | None = None, labe
     )
     if cfg is not None and cfg.multilabel:
         batch.label_ptr, batch.label_ids = res[11], res[12]
-    if len(res) > 9 and cfg is not None and cfg.has_string_labels:
+    if len(res) > 9 and cfg is not None and cfg.real_labels:
+        from .kernels.scalar_kernels import apply_real_labels
+
+        batch, lerrs = apply_real_labels(batch, data, res[10], bool(cfg.skip_invalid))
+        if lerrs:
+            errs = sorted(errs + lerrs, key=lambda e: e.line)
+    elif len(res) > 9 and cfg is not None and cfg.has_string_labels:
         from . import labels as L
 
         if label_dict is None:
@@ -396,6 +403,8 @@ def _joined(parts: list) -> tuple[ExampleBatch, list]:
         lends = np.cumsum([0] + [len(b.label_ids) for b in bs])
         out.label_ptr = np.concatenate([first.label_ptr[:1]] + [b.label_ptr[1:] + e for b, e in zip(bs, lends)])
         out.label_ids = np.concatenate([b.label_ids for b in bs])
+    if first.real is not None:
+        out.real = np.concatenate([b.real for b in bs])
     return out, parts[-1][1]
 
 

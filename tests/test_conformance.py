@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from lomtree_cli import Classifier
+from lomtree_cli.output import real_strings
 from lomtree_cli.reductions.base import Reduction
 from lomtree_cli.reductions.registry import REGISTRY
 from tests.helpers import cli, one_error
@@ -35,10 +36,16 @@ def files(tmp_path_factory):
     a = write_lines(d / "a.vw", K, 200, seed=10, noise_feats=3)
     b = write_lines(d / "b.vw", K, 200, seed=11, noise_feats=3)
     t = write_lines(d / "t.vw", K, 40, seed=12, noise_feats=3)
+    # entries of real labels (binary and regression): the same streams, labels -1 (odd) or 1 (even)
+    signed = [str(d / f"{x}_signed.vw") for x in ("a", "b", "t")]
+    for src, dst in zip((a, b, t), signed):
+        with open(src) as f, open(dst, "w") as g:
+            g.writelines(("1" if int(ln.split(None, 1)[0]) % 2 == 0 else "-1") + " " + ln.split(None, 1)[1]
+                         for ln in f)
     sets = d / "sets.vw"
     sets.write_text("".join(f"{1 + i % K},{1 + (i + 2) % K} | c{1 + i % K} c{1 + (i + 2) % K} n{i % 7}\n"
                             for i in range(60)))
-    return a, b, t, str(sets)
+    return a, b, t, str(sets), signed
 
 
 def members(path) -> tuple[dict, dict]:
@@ -68,7 +75,9 @@ def test_reduction_keeps_its_entry(name, files, tmp_path):
     spec, cls = REGISTRY[name], available(name)
     assert cls.name == name and cls.needs_k == spec.needs_k and cls.label_sets == spec.label_sets
     assert (cls.predict_top is not Reduction.predict_top) == spec.probabilities
-    a, b, t, sets = files
+    a, b, t, sets, signed = files
+    if spec.real_labels:
+        a, b, t = signed
     whole, first, cont = (str(tmp_path / f"{x}.lt") for x in ("whole", "first", "cont"))
     p_whole, p1, p2 = (tmp_path / f"{x}.txt" for x in ("p_whole", "p1", "p2"))
 
@@ -95,7 +104,10 @@ def test_reduction_keeps_its_entry(name, files, tmp_path):
     assert preds == ok(cli("predict", "-i", whole, t, "-p", "-", "--quiet")).split()
     lines = open(t).read().splitlines()
     clf = Classifier.load(cont)
-    assert [str(y) for y in clf.predict(lines).tolist()] == preds
+    if spec.real_labels:  # real predictions, printed as VW prints them
+        assert real_strings(np.asarray(clf.predict(lines), dtype=np.float64)) == preds
+    else:
+        assert [str(y) for y in clf.predict(lines).tolist()] == preds
     ok(cli("inspect", cont))
 
     # probabilities: --top-k and predict_proba exactly where the entry declares them

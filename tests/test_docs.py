@@ -84,7 +84,7 @@ def test_cli_reference_lists_what_help_shows():
     nothing else: an option added, renamed or moved without the reference fails here."""
     assert _doc_parts()[1] == option_index(), "docs/CLI.md is stale: run python -m tests.test_docs"
     index = option_index()
-    for needed in ("--reduction [oaa|lomtree|filter|rtree|cpt|table|plt|mtree]", "[Reduction] PLT Options",
+    for needed in ("--reduction [oaa|lomtree|filter|rtree|cpt|table|plt|regression|binary|mtree]", "[Reduction] PLT Options",
                    "--daemon", "--gini-c"):
         assert needed in index
 

@@ -185,7 +185,9 @@ def _preds(args, data):
 @pytest.mark.parametrize("alias,plain", [
     (["--oaa", "4"], ["-r", "oaa", "-k", "4"]),
     (["--ect", "4"], ["-r", "filter", "-k", "4"]),
-    (["--log_multi", "4"], ["-r", "lomtree", "-k", "4"]),
+    # VW's log_multi: the plain LOMtree at VW's rates and loss (lomtree's own defaults stay on -r lomtree)
+    (["--log_multi", "4"], ["-r", "lomtree", "-k", "4", "--leaf-labels", "0", "--candidates-up", "0",
+                            "--power_t", "0.5", "-l", "0.5", "--loss_function", "quantile", "--no-average"]),
 ])
 def test_aliases_read_as_their_r_forms(named, alias, plain):
     data = named / "int.vw"
@@ -250,8 +252,11 @@ def test_readable_model_and_invert_hash(named, tmp_path):
     assert "regressor 0 (class 1):" in text and "a^f0:" in text and "Constant:" in text
     p = run(["train", "--oaa", "4", str(named / "int.vw"), "-f", m, "--quiet", "--readable_model", str(tmp_path / "r.txt")])
     assert p.returncode == 0 and "slots" in (tmp_path / "r.txt").read_text()
+    # without -f (VW's usage): the text is written, and the model it came from is not left behind
+    (tmp_path / "r.txt").unlink()
     p = run(["train", "--oaa", "4", str(named / "int.vw"), "--quiet", "--readable_model", str(tmp_path / "r.txt")])
-    assert p.returncode == 2 and "-f" in p.stderr
+    assert p.returncode == 0 and "slots" in (tmp_path / "r.txt").read_text()
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["ih.txt", "m.lt", "r.txt"]
 
 
 def test_wildcards_with_parallel_parsing(tmp_path):

@@ -71,7 +71,7 @@ def test_a_new_entry_is_a_new_choice_and_option():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "|mtree|toy]" in out.stdout and "mtree, toy: width of the learned" in out.stdout
-    assert "optional for cpt, table, toy" in " ".join(out.stdout.split())
+    assert "optional for cpt, table, regression, binary, toy" in " ".join(out.stdout.split())
     assert "[Reduction] Toy Options" not in out.stdout  # its one option, --dim, is shown under mtree
     assert re.search(r"^ +toy +a toy reduction$", out.stdout, re.M)
 

@@ -88,13 +88,14 @@ CPU_DEPENDENT = {"mtree"}
 def test_zero_regularization_keeps_the_model_bit_for_bit(data, reduction):
     then = THEN.get(reduction, ())
     plain = fingerprint(_train(data, reduction, *then))
-    if reduction not in CPU_DEPENDENT:
+    if reduction not in CPU_DEPENDENT and reduction in BEFORE:  # (entries newer than --l1/--l2: no "before")
         assert plain == BEFORE[reduction]
     assert fingerprint(_train(data, reduction, *then, "--l1", "0", "--l2", "0", name="z.lt")) == plain
 
 
-@pytest.mark.parametrize("reduction", LINEAR)
+@pytest.mark.parametrize("reduction", [r for r in LINEAR if not REGISTRY[r].real_labels])
 def test_l1_drives_weights_to_exactly_zero(data, reduction):
+    """(the real-label entries would regress on the class ids 1..8 here: test_scalar.py has theirs)"""
     w0 = weights(_train(data, reduction))
     w1 = weights(_train(data, reduction, "--l1", "0.1", name="l1.lt"))
     n0, n1 = np.count_nonzero(w0), np.count_nonzero(w1)

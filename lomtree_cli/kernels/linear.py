@@ -113,15 +113,26 @@ HP_L1 = 14  # --l1: each updated weight truncated toward 0 by l1 times its rate 
 HP_L2 = 15  # --l2: each updated weight first multiplied by 1 - l2 times its rate
 HP_AVG = 16  # --average: every weight change d at clock c adds c * d to ``avg`` (``averaged_weights``)
 HP_GROUP = 17  # block mode: G, the blocks that share a feature's region of the table (``slot_params``)
-N_HP = 18
+HP_RULE = 18  # 0: the default update (or --sgd); else RULE_ON + the VW flags named (``_update_rule``)
+N_HP = 19
+
+#: ``hp[HP_RULE]`` bits: VW's update flags given on their own (``LearnerConfig.rule``)
+RULE_ON = 8
+RULE_ADAPTIVE = 1
+RULE_NORMALIZED = 2
+RULE_INVARIANT = 4
 
 LOSS_SQUARED = 0
 LOSS_LOGISTIC = 1
 LOSS_HINGE = 2
 LOSS_QUANTILE = 3
 LOSS_SQUARED_HINGE = 4  # the dual solver's only (``dual_kernels``); config refuses it to the online updates
+LOSS_CLASSIC = 5  # VW's "classic": squared loss, its update never importance-invariant
+LOSS_POISSON = 6  # VW's poisson loss of a log-rate score (labels >= 0)
 LOSS_IDS = {"squared": LOSS_SQUARED, "logistic": LOSS_LOGISTIC, "hinge": LOSS_HINGE, "quantile": LOSS_QUANTILE,
-            "squared-hinge": LOSS_SQUARED_HINGE}
+            "squared-hinge": LOSS_SQUARED_HINGE, "classic": LOSS_CLASSIC, "poisson": LOSS_POISSON}
+#: VW clamps the poisson loss's score to +-44 inside its exp
+POISSON_MAX = 44.0
 #: score bounds of a model of the dual solver: its scores are margins, and clipping them to [-1, 1]
 #: would tie every class whose margin passes 1
 DUAL_BOUND = 1e30
@@ -295,11 +306,18 @@ def clip_score(lin, f):
 
 @kernel(error_model="numpy")
 def loss_value(loss, tau, p, y):
-    """``l(p, y)`` for y in {-1, +1} (docs/ALGORITHMS.md §2.2)."""
-    if loss == LOSS_SQUARED:
+    """``l(p, y)`` for y in {-1, +1} (docs/ALGORITHMS.md §2.2); real y for squared, classic,
+    quantile and poisson; logistic with y in (-1, 1) is VW's mixture of its losses at -1 and +1."""
+    if loss == LOSS_SQUARED or loss == LOSS_CLASSIC:
         return (p - y) * (p - y)
     if loss == LOSS_LOGISTIC:
+        if y != 1.0 and y != -1.0:
+            a = (y + 1.0) / 2.0
+            return a * math.log1p(math.exp(-p)) + (1.0 - a) * math.log1p(math.exp(p))
         return math.log1p(math.exp(-y * p))
+    if loss == LOSS_POISSON:
+        c = min(max(p, -POISSON_MAX), POISSON_MAX)
+        return 2.0 * (y * (math.log(y + 1e-6) - c) - (y - math.exp(c)))
     if loss == LOSS_HINGE:
         v = 1.0 - y * p
         return v if v > 0.0 else 0.0
@@ -312,10 +330,15 @@ def loss_value(loss, tau, p, y):
 @kernel(error_model="numpy")
 def loss_derivative(loss, tau, p, y):
     """``dl/dp`` at (p, y)."""
-    if loss == LOSS_SQUARED:
+    if loss == LOSS_SQUARED or loss == LOSS_CLASSIC:
         return 2.0 * (p - y)
     if loss == LOSS_LOGISTIC:
+        if y != 1.0 and y != -1.0:
+            a = (y + 1.0) / 2.0
+            return -a / (1.0 + math.exp(p)) + (1.0 - a) / (1.0 + math.exp(-p))
         return -y / (1.0 + math.exp(y * p))
+    if loss == LOSS_POISSON:
+        return math.exp(min(max(p, -POISSON_MAX), POISSON_MAX)) - y
     if loss == LOSS_HINGE:
         return -y if y * p < 1.0 else 0.0
     if y > p:
@@ -342,9 +365,37 @@ def _solve_logistic(z):
 
 
 @kernel(error_model="numpy")
-def update_amount(loss, tau, yhat, y, sigma, q):
-    """Importance-invariant update amount ``U_l(yhat, y, sigma, q)`` (docs/ALGORITHMS.md §2.3)."""
+def _logistic_amount(yhat, y, sigma, q):
+    """``update_amount`` of the logistic loss for y in {-1, +1}."""
     sq = sigma * q
+    if sq < 1e-6:
+        return y * sigma / (1.0 + math.exp(y * yhat))
+    a = y * yhat
+    a2 = _solve_logistic(a + math.exp(a) + sq)
+    return y * (a2 - a) / q
+
+
+@kernel(error_model="numpy")
+def update_amount(loss, tau, yhat, y, sigma, q):
+    """Importance-invariant update amount ``U_l(yhat, y, sigma, q)`` (docs/ALGORITHMS.md §2.3);
+    classic's is its plain gradient step (VW's)."""
+    sq = sigma * q
+    if loss == LOSS_CLASSIC:
+        return 2.0 * (y - yhat) * sigma
+    if loss == LOSS_POISSON:
+        c = min(max(yhat, -POISSON_MAX), POISSON_MAX)
+        if y > 0.0:
+            arg = y * sq
+            if arg > POISSON_MAX:
+                return -(c - math.log(y)) / q
+            return y * sigma - math.log1p(math.exp(c) * math.expm1(arg) / y) / q
+        inner = math.exp(c) * sq
+        if not math.isfinite(inner):
+            return -(c + math.log(sq)) / q
+        return -math.log1p(inner) / q
+    if loss == LOSS_LOGISTIC and y != 1.0 and y != -1.0:
+        a = (y + 1.0) / 2.0
+        return a * _logistic_amount(yhat, 1.0, sigma, q) + (1.0 - a) * _logistic_amount(yhat, -1.0, sigma, q)
     if loss == LOSS_SQUARED:
         if sq < 1e-6:
             return 2.0 * (y - yhat) * sigma
@@ -517,6 +568,9 @@ def _update(lin, idx, val, start, end, m, y, iw, yhat, f, distinct, rescore):
     tau = hp[HP_TAU]
     if iw <= 0.0 or end <= start:
         return f
+    if hp[HP_RULE] != 0.0:
+        _update_rule(lin, idx, val, start, end, m, y, iw, yhat)
+        return score(lin, idx, val, start, end, m) if rescore else f
     if hp[HP_SGD] == 0.0 and tab.shape[1] < 3:
         return f  # a predict-only table has no optimiser state
     if not loss_value(loss, tau, yhat, y) > 0.0:
@@ -636,6 +690,130 @@ def _update(lin, idx, val, start, end, m, y, iw, yhat, f, distinct, rescore):
     if packed:
         return acc
     return score(lin, idx, val, start, end, m) if rescore else f
+
+
+@kernel(error_model="numpy")
+def _update_rule(lin, idx, val, start, end, m, y, iw, yhat):
+    """VW's update with any subset of its flags (``hp[HP_RULE]``: adaptive, normalized, invariant;
+    none is VW's ``--sgd``), as ``gd.cc`` composes them (docs/ALGORITHMS.md §2.3): per feature the
+    rate ``r = [G^-p] [N^-e]`` (``e = 2 (1 - p)`` with adaptive, else 2 at ``p = 0.5``), the
+    regressor's factor ``M`` from its ``S, T`` when normalized, ``sigma = eta iw`` times
+    ``t^-p`` unless adaptive (``t``: initial_t plus the weight trained before and this one; with
+    neither adaptive nor normalized eta is first multiplied by ``initial_t^p``, as VW does), and
+    the importance-invariant amount (invariant) or ``-sigma l'`` (not). Exact float64 math."""
+    hp = lin.hp
+    tab = lin.table
+    code = np.int64(hp[HP_RULE])
+    ada = (code & RULE_ADAPTIVE) != 0
+    nrm = (code & RULE_NORMALIZED) != 0
+    inv = (code & RULE_INVARIANT) != 0
+    loss = np.int64(hp[HP_LOSS])
+    tau = hp[HP_TAU]
+    if iw <= 0.0 or end <= start:
+        return
+    if (ada or nrm) and tab.shape[1] < 3:
+        return  # a predict-only table has no optimiser state
+    if not loss_value(loss, tau, yhat, y) > 0.0:
+        return
+    p = hp[HP_POWER_T]
+    sqrt_rate = p == 0.5
+    eta = hp[HP_ETA]
+    t0 = hp[HP_INITIAL_T]
+    mult, off, mask = slot_params(lin, m)
+    d = loss_derivative(loss, tau, yhat, y)
+    g2 = iw * d * d
+    if g2 == 0.0:
+        return  # no gradient (logistic loss at a mixed label's optimum): VW's update is 0 there too
+    nexp = 2.0 * (1.0 - p)
+    if nrm and not ada and sqrt_rate:
+        nexp = 2.0
+    q = 0.0
+    if ada or nrm:
+        nx = 0.0
+        for j in range(start, end):
+            x = np.float64(val[j])
+            if not math.isfinite(x):
+                continue
+            s = np.uint64((np.int64(idx[j]) * mult + off) & mask)
+            x2 = x * x
+            ax = abs(x)
+            if x2 < X2_MIN:
+                x2 = X2_MIN
+                ax = X_MIN
+            r = 1.0
+            if ada:
+                G = np.float32(np.float64(tab[s, 1]) + g2 * x2)
+                tab[s, 1] = G
+                r = 1.0 / math.sqrt(np.float64(G)) if sqrt_rate else np.float64(G) ** (-p)
+            if nrm:
+                Nf = tab[s, 2]
+                if ax > np.float64(Nf):
+                    if Nf > 0.0:
+                        w0 = tab[s, 0]
+                        w = np.float32(np.float64(w0) * (np.float64(Nf) / ax) ** nexp)
+                        tab[s, 0] = w
+                        if hp[HP_AVG] != 0.0:
+                            lin.avg[s] += hp[HP_CLOCK] * (np.float64(w) - np.float64(w0))
+                    Nf = np.float32(ax)
+                    tab[s, 2] = Nf
+                Nv = np.float64(Nf)
+                nx += x2 / (Nv * Nv)
+                r *= Nv ** (-nexp)
+            q += x2 * r
+        M = 1.0
+        if nrm:
+            lin.T[m] += iw
+            lin.S[m] += iw * nx
+            ratio = lin.T[m] / lin.S[m]
+            if sqrt_rate:
+                M = math.sqrt(ratio) if ada else ratio
+            else:
+                M = ratio ** (1.0 - p)
+            q *= M
+    else:
+        M = 1.0
+        for j in range(start, end):
+            x = np.float64(val[j])
+            if math.isfinite(x):
+                q += x * x
+    sigma = eta * iw
+    if not ada:
+        if not nrm:
+            sigma *= t0 ** p
+        sigma *= (t0 + hp[HP_CLOCK] + iw) ** (-p)
+    if inv:
+        u = update_amount(loss, tau, yhat, y, sigma, q)
+    else:
+        u = -sigma * d
+    if u != u:
+        hp[HP_NAN] += 1.0
+        u = 0.0
+    if u == 0.0:
+        return
+    Mu = M * u
+    reg = reg_on(hp)
+    avg = hp[HP_AVG] != 0.0
+    a = reg_rate(u, d) * M
+    for j in range(start, end):
+        v = np.float64(val[j])
+        if not math.isfinite(v):
+            continue
+        s = np.uint64((np.int64(idx[j]) * mult + off) & mask)
+        # the rate of the slot's final G, N: that of its last occurrence, as VW's stored one
+        r = 1.0
+        if ada:
+            Gs = np.float64(tab[s, 1])
+            r = 1.0 / math.sqrt(Gs) if sqrt_rate else Gs ** (-p)
+        if nrm:
+            r *= np.float64(tab[s, 2]) ** (-nexp)
+        w0 = tab[s, 0]
+        if reg:
+            w = np.float32(reg_step(hp, np.float64(w0), Mu * v * r, a * r))
+        else:
+            w = np.float32(np.float64(w0) + Mu * v * r)
+        tab[s, 0] = w
+        if avg:
+            lin.avg[s] += hp[HP_CLOCK] * (np.float64(w) - np.float64(w0))
 
 
 @kernel(error_model="numpy")
@@ -820,6 +998,12 @@ def scores_independent(lin, a, c, nd):
     return True
 
 
+def rule_code(lcfg) -> float:
+    """``hp[HP_RULE]`` of VW's update flags ``lcfg.rule`` taken by ``_update_rule`` (--sgd too)."""
+    a, n, i = lcfg.rule
+    return float(RULE_ON + RULE_ADAPTIVE * a + RULE_NORMALIZED * n + RULE_INVARIANT * i)
+
+
 def make_hp(lcfg, bits: int, n_models: int, mode: int) -> np.ndarray:
     """Build the ``hp`` vector from a LearnerConfig (see ``HP_*``)."""
     hp = np.zeros(N_HP, dtype=np.float64)
@@ -837,6 +1021,7 @@ def make_hp(lcfg, bits: int, n_models: int, mode: int) -> np.ndarray:
     hp[HP_L1] = lcfg.l1
     hp[HP_L2] = lcfg.l2
     hp[HP_AVG] = 1.0 if lcfg.average else 0.0
+    hp[HP_RULE] = rule_code(lcfg) if lcfg.flagged else 0.0
     if lcfg.solver == "dual":
         hp[HP_LO], hp[HP_HI] = -DUAL_BOUND, DUAL_BOUND
     elif lcfg.loss == "logistic":
@@ -938,6 +1123,10 @@ def learn_block(lin, idx, val, start, end, ms, k, ys, iw, yhats, work, act, dist
     """
     hp = lin.hp
     if iw <= 0.0 or end <= start:
+        return
+    if hp[HP_RULE] != 0.0:  # VW's flags named alone: the regressors one after the other (the same result)
+        for c in range(k):
+            _update_rule(lin, idx, val, start, end, ms[c], ys[c], iw, yhats[c])
         return
     sgd = hp[HP_SGD] != 0.0
     tab = lin.table

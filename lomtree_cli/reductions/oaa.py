@@ -178,9 +178,14 @@ class OneAgainstAll(Reduction):
                     batch.weights, np.ascontiguousarray(train, dtype=np.bool_), self.k, preds, scratch)
         return preds, None
 
-    def predict_top(self, batch, n):
+    def class_scores(self, batch) -> np.ndarray:
+        """(n, k) float64: every class regressor's raw score of each example."""
         scores = np.zeros((len(batch), self.k), dtype=np.float64)
         oaa_scores(self.learner.arrays, batch.indptr, batch.indices, batch.values, self.k, scores)
+        return scores
+
+    def predict_top(self, batch, n):
+        scores = self.class_scores(batch)
         if self.learner.config.solver == "dual":  # margins, not clipped: bounded only against overflow
             np.clip(scores, -50.0, 50.0, out=scores)
         if self.learner.config.loss == "logistic" or self.learner.config.solver == "dual":

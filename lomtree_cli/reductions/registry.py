@@ -66,8 +66,11 @@ class ReductionSpec:
     ``train_threads``: ``train --threads N`` learns each batch in N threads sharing the weights
     (Hogwild); ``dual``: ``--solver dual`` trains it (dual coordinate descent, ``kernels/dual_kernels.py``);
     ``regressors``: what regressor r is, in ``--invert_hash``'s headings (``"class"``: class r + 1,
-    ``"tree node"``: node r, empty: no regressors); ``vw_options``: VW's options that mean this
-    reduction (``--oaa K`` is ``-r oaa -k K``), each mapped to whether it implies ``--multilabel``.
+    ``"tree node"``: node r, ``"model"``: the one model, empty: no regressors); ``vw_options``: VW's options that mean this
+    reduction (``--oaa K`` is ``-r oaa -k K``), each mapped to whether it implies ``--multilabel``;
+    ``real_labels``: its labels are real numbers (``InputConfig.real_labels``), its predictions
+    floats, and a ``train`` with no ``-r``, no class count and no VW reduction option means the
+    first such entry (``REAL_DEFAULT``, VW's default learner).
     The entropy criteria of ``inspect`` need code: the class's ``label_levels``."""
 
     target: str
@@ -89,6 +92,10 @@ class ReductionSpec:
     train_threads: bool = False
     regressors: str = ""
     vw_options: dict = field(default_factory=dict)
+    real_labels: bool = False
+    #: VW option -> the option values it sets where lomtree's defaults for this entry differ (VW's
+    #: model and rates under VW's spelling: ``vwopts.apply_vw_run_options``)
+    vw_models: dict = field(default_factory=dict)
 
 
 _ARITY = Option("arity", ("--arity",), help="most children of a node (plt, one label a line, -k > 32,768: 16, "
@@ -148,6 +155,9 @@ _LARGE_K_PLT = {**_LARGE_K_TREE, "arity": large_k_arity, "power_t": 0.75, "beam"
 _LARGE_K_LOMTREE = {"max_internal_nodes": 1023, "leaf_labels": 64, "candidates_up": 2, "leaf_positive_weight": 16.0,
                     "trained_candidates": 16}
 
+#: VW's rates, for the VW spellings of reductions whose lomtree defaults differ (``vw_models``)
+_VW_RATES = {"power_t": 0.5, "learning_rate": 0.5, "average": False, "decay_learning_rate": 1.0}
+
 #: the reduction of ``lomtree train`` and ``Classifier`` when none is given
 DEFAULT = "lomtree"
 #: the reduction of label sets where none is named (``lomtree_cli.river.MultiLabelClassifier``)
@@ -164,7 +174,8 @@ REGISTRY = {
                          label_set_defaults=_SET_DEFAULTS, label_set_pass_defaults=_SET_PASS_DEFAULTS,
                          label_set_large_k_defaults=_LARGE_K_SETS,
                          label_sets=True, probabilities=True, dask="fixed", dual=True, regressors="class",
-                         vw_options={"oaa": False, "multilabel_oaa": True}),
+                         vw_options={"oaa": False, "multilabel_oaa": True},
+                         vw_models={"multilabel_oaa": dict(_VW_RATES)}),
     "lomtree": ReductionSpec("lomtree_cli.reductions.lomtree:LomTree", "LOMtree",
                              "LOMtree (Choromanska & Langford 2015) with candidate labels at the leaves", options=(
         Option("max_internal_nodes", ("--max-internal-nodes", "--lom_max_internal"),
@@ -189,7 +200,9 @@ REGISTRY = {
                     "are dropped, never the root's or a node's candidates [2^(b-4)]")),
         defaults={"power_t": 0.75, "learning_rate": 0.25, "leaf_labels": 32, "candidates_up": 3,
                   "leaf_positive_weight": 1.0, "trained_candidates": 0},
-        large_k_defaults=_LARGE_K_LOMTREE, regressors="tree node", vw_options={"log_multi": False}),
+        large_k_defaults=_LARGE_K_LOMTREE, regressors="tree node", vw_options={"log_multi": False},
+        # VW's log_multi: the plain LOMtree (majority leaves, T = K - 1) with VW's quantile loss
+        vw_models={"log_multi": {**_VW_RATES, "leaf_labels": 0, "candidates_up": 0, "loss": "quantile"}}),
     "filter": ReductionSpec("lomtree_cli.reductions.filter_tree:FilterTree", "Filter tree", "filter tree (VW's --ect)",
                             dask="fixed", regressors="tree node", vw_options={"ect": False}),
     "rtree": ReductionSpec("lomtree_cli.reductions.random_tree:RandomTree", "Rtree",
@@ -224,7 +237,15 @@ REGISTRY = {
         defaults={"block_group": 0},
         label_set_defaults={**_SET_DEFAULTS, "beam": 16}, label_set_pass_defaults=_SET_PASS_DEFAULTS,
         large_k_defaults=_LARGE_K_PLT, label_set_large_k_defaults={**_LARGE_K_TREE, **_LARGE_K_SETS}, label_sets=True, probabilities=True, dask="grown", train_threads=True,
-        regressors="tree node", vw_options={"plt": True}),
+        regressors="tree node", vw_options={"plt": True},
+        # VW's plt: a binary tree grown online, no k-means buffer, no beam negatives, pure path probabilities
+        vw_models={"plt": {**_VW_RATES, "arity": 2, "tree_buffer": 0, "path_weight": 1.0, "leaf_negatives": False}}),
+    "regression": ReductionSpec("lomtree_cli.reductions.scalar:Regression", "regression",
+                                "one linear model of real labels (VW's default learner)", needs_k=False,
+                                real_labels=True, regressors="model", dask="fixed"),
+    "binary": ReductionSpec("lomtree_cli.reductions.scalar:Binary", "binary",
+                            "one linear model, labels -1/1, its sign predicted (VW's --binary)", needs_k=False,
+                            real_labels=True, regressors="model", dask="fixed"),
     "mtree": ReductionSpec("lomtree_cli.reductions.mtree:MaryTree", "mtree",
                            "M-ary softmax tree over learned embeddings (Jernite et al. 2017), P(y|x)", options=(
         _ARITY, _BEAM,
@@ -244,6 +265,11 @@ REGISTRY = {
         defaults={"arity": 8}, probabilities=True, regressors="tree node",
         no_average="its embeddings and node layers are not the linear learner's weights"),
 }
+
+#: what ``lomtree train`` trains given no -r, no -k/--classes and no VW reduction option (VW's default)
+REAL_DEFAULT = next(n for n, spec in REGISTRY.items() if spec.real_labels)
+#: what VW's ``--binary`` means
+VW_BINARY = "binary"
 
 
 def reduction_options() -> dict:
