@@ -215,6 +215,8 @@ REGISTRY = {
         Option("leaf_negatives", ("--leaf-negatives",), bool, off="--no-leaf-negatives",
                help=f"train leaves also against the example's beam candidates, not only against their "
                     f"siblings [on; off with -k >= {LARGE_K}]"),
+        Option("shuffle_buffer", ("--shuffle-buffer",), bool, off="--no-shuffle-buffer",
+               help="replay the tree buffer's examples in a random order (seeded), not the stream's [off]"),
         Option("block_group", ("--block-group",),
                help="blocks of node regressors that share a feature's region of the weight table [0: as "
                     "many as a balanced tree of k labels has; 1: each block hashed apart, the layout of "
