@@ -23,6 +23,10 @@ Choices (measured in one pass at ``-b 24``; figures and what lost in ``bench/not
   holdout) count that prediction instead (``progressive_amendment``): a run shorter than the
   buffer reports the tree's progressive loss, not a frequency table's. The buffer is also
   emptied at the end of a pass and before a model is saved.
+* **The buffer replayed in a random order** (``--shuffle-buffer``; default with label sets from
+  k = 4,096): a stream sorted by something its labels follow (package names, dates, sources)
+  would end the replay with its last labels' updates; the permutation is seeded by ``--seed``.
+  Later examples, and later passes, keep the stream's order.
 * **Labels unseen when the tree was built** are inserted online at the example that brings them
   (``plt_kernels.insert_label``): descend to the child of highest probability, discounted by
   the labels its subtree holds (so the tree stays near ``log_M k`` deep when most labels arrive
