@@ -102,7 +102,16 @@ DATASETS: dict[str, dict] = {
                   "test_rows": "delicious/delicious_test_rows.txt.xz"},
     "yeast": {"title": "Yeast", "kind": "libsvm_ml", "train": "yeast/yeast_train.svm.xz",
               "test": "yeast/yeast_test.svm.xz"},
+    # built by data_scripts.pypi_names (10^4 and 10^5 labels); O(k) rows are left out. The anchors
+    # read its XMC text (unit-length binary rows, as liblinear wants them), lomtree the same words
+    # as VW text (binary rows: 2 points of P@1 better than unit-length ones in one pass)
+    "pypi_names": {"title": "PyPI names", "kind": "pypi_names", "min_count": 5, "skip": ("lomtree_oaa", "napkinxc_br")},
+    "pypi_names_min2": {"title": "PyPI names >= 2", "kind": "pypi_names", "min_count": 2,
+                        "skip": ("lomtree_oaa", "napkinxc_br", "vw_plt_5")},
 }
+
+#: data sets run unless --datasets names them (the large ones are run with --datasets)
+DEFAULT_DATASETS = ("bibtex", "delicious", "yeast", "pypi_names")
 
 #: anchor id -> (display name, python packages it needs, worker kind, options)
 ANCHORS: dict[str, tuple[str, tuple[str, ...], str, dict]] = {
@@ -260,6 +269,14 @@ def prepare_dataset(name: str, data_dir: Path, out_dir: Path) -> tuple[Path, Pat
     """Write ``out_dir/NAME.train.txt`` and ``NAME.test.txt`` (XMC text) unless they are up to date."""
     spec = DATASETS[name]
     train_out, test_out = out_dir / f"{name}.train.txt", out_dir / f"{name}.test.txt"
+    if spec["kind"] == "pypi_names":
+        from data_scripts import pypi_names
+
+        src = data_dir / pypi_names.PYPI_RELPATH
+        if not src.exists():
+            raise FileNotFoundError(f"missing input: {src}")
+        pypi_names.build_all(src, out_dir, [spec["min_count"]], vw=True, log=log)
+        return train_out, test_out
     if spec["kind"] == "xmc_split":
         inputs = [data_dir / spec[k] for k in ("data", "train_rows", "test_rows")]
     else:
@@ -368,6 +385,26 @@ def format_table(runs: Sequence[dict], datasets: Sequence[str], systems: Sequenc
     return "\n".join(lines) + "\n"
 
 
+def format_resources(runs: Sequence[dict], datasets: Sequence[str], systems: Sequence[tuple[str, str]]) -> str:
+    """Markdown: one row per system, ``CPU s / model MB / peak MB`` per dataset (— when not known)."""
+    by = {(r["system"], r["dataset"]): r for r in runs}
+    titles = [DATASETS.get(d, {}).get("title", d) for d in datasets]
+    lines = ["| system | " + " | ".join(titles) + " |", "|" + "---|" * (len(titles) + 1)]
+    for sid, sname in systems:
+        cells = [sname]
+        for d in datasets:
+            r = by.get((sid, d))
+            if not r or r.get("status") != "ok":
+                cells.append("—")
+                continue
+            mb = r.get("model_bytes")
+            rss = r.get("train_maxrss_kb") or r.get("maxrss_kb")
+            cells.append(f"{_secs(r.get('train_cpu_s'))} / {'—' if mb is None else f'{mb / 1e6:.1f}'} / "
+                         f"{'—' if rss is None else f'{rss / 1024:.0f}'}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def format_synthetic_table(rows: Sequence[dict]) -> str:
     """Markdown for the synthetic sweep: k, reduction, train µs/example, predict µs/example, P@1, note."""
     lines = ["| k | reduction | train examples | train CPU µs/example (whole run) | train µs/example (marginal) "
@@ -444,6 +481,13 @@ def _csr(feats: Sequence[Sequence[tuple[int, float]]], n_features: int):
     return m
 
 
+def _tree_bytes(path: Path) -> int:
+    """Bytes of a file, or of every file under a directory (napkinXC and Omikuji save directories)."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
 def worker(args: argparse.Namespace) -> dict:
     """Fit one anchor on ``args.train``, predict ``args.test``; the report (written to ``args.out``)."""
     name, _, kind, opts = ANCHORS[args.system]
@@ -464,6 +508,7 @@ def worker(args: argparse.Namespace) -> dict:
         c2, w2 = time.process_time(), time.perf_counter()
         preds = [[int(p) for p in row] for row in preds]
         rep["version"] = getattr(napkinxc, "__version__", None)
+        rep["model_bytes"] = _tree_bytes(tmp / "model")
     elif kind == "omikuji":
         import omikuji
 
@@ -473,6 +518,8 @@ def worker(args: argparse.Namespace) -> dict:
         c1, w1 = time.process_time(), time.perf_counter()
         preds = [[int(l) for l, _ in model.predict(x, top_k=TOP_K)] for x in xte]
         c2, w2 = time.process_time(), time.perf_counter()
+        model.save(str(tmp / "omikuji_model"))
+        rep["model_bytes"] = _tree_bytes(tmp / "omikuji_model")
     elif kind == "vw":
         import vowpalwabbit
 
@@ -496,6 +543,7 @@ def worker(args: argparse.Namespace) -> dict:
                  for l in (tmp / "preds.txt").read_text().splitlines()]
         rep["command"] = f"{base}{' --passes %d -c --holdout_off' % passes if passes > 1 else ''}"
         rep["version"] = getattr(vowpalwabbit, "__version__", None)
+        rep["model_bytes"] = _tree_bytes(tmp / "model.vw")
     else:  # pragma: no cover
         raise ValueError(kind)
     rep.update(precision_at_k(preds, yte))
@@ -572,15 +620,17 @@ def _lomtree_run(cmd: list[str], retries: int = 2) -> tuple[Timed, int]:
 
 def run_lomtree(exe: str, row: LomtreeRow, train: Path, test: Path, n_labels: int,
                 train_limit_lines: int | None = None) -> dict:
-    """Train and test one lomtree row; CPU and wall from ``os.wait4``, metrics from test.json."""
+    """Train and test one lomtree row; CPU and wall from ``os.wait4``, metrics from test.json.
+    Given a VW text pair (``.vw``: the PyPI-names words), lomtree reads that instead of XMC."""
+    fmt = "vw" if train.suffix == ".vw" else "xmc"
     with tempfile.TemporaryDirectory(prefix="lt-ml-") as tmp:
         tmp_p = Path(tmp)
         model, trep, prep = tmp_p / "model.lt", tmp_p / "train.json", tmp_p / "test.json"
-        tcmd = [exe, "train", *row.train_args(), "--format", "xmc", str(train), "-k", str(n_labels),
+        tcmd = [exe, "train", *row.train_args(), "--format", fmt, str(train), "-k", str(n_labels),
                 "-b", str(BITS), "-f", str(model), "--quiet", "--report", str(trep)]
         t, again = _lomtree_run(tcmd)
         rep: dict = {"command": "lomtree train " + " ".join(row.train_args()) +
-                     f" --format xmc TRAIN -k {n_labels} -b {BITS} -f MODEL --quiet --report train.json"}
+                     f" --format {fmt} TRAIN -k {n_labels} -b {BITS} -f MODEL --quiet --report train.json"}
         if t.rc != 0:
             return {**rep, "status": "failed", "note": t.stderr.strip().splitlines()[-3:], "rc": t.rc}
         pcmd = [exe, "predict", "-i", str(model), str(test), "--top-k", str(TOP_K), "-p", "/dev/null",
@@ -590,6 +640,7 @@ def run_lomtree(exe: str, row: LomtreeRow, train: Path, test: Path, n_labels: in
             return {**rep, "status": "failed", "note": p.stderr.strip().splitlines()[-3:], "rc": p.rc}
         test_json = json.loads(prep.read_text())
         train_json = json.loads(trep.read_text()) if trep.exists() else {}
+        rep["model_bytes"] = model.stat().st_size
     rep.update(status="ok", train_cpu_s=t.cpu, train_wall_s=t.wall, train_maxrss_kb=t.maxrss_kb,
                predict_cpu_s=p.cpu, predict_wall_s=p.wall, recompiled_runs=again + again_p,
                train_report=train_json, test_report=test_json)
@@ -762,6 +813,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--synthetic-only", action="store_true",
                     help="run only the synthetic sweep and put it into --out-dir's multilabel.json (the data "
                          "sets' rows kept), then re-render multilabel.md")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the runs already in --out-dir's multilabel.json that this run does not redo")
     ap.add_argument("--note", help="a sentence for the top of multilabel.md (e.g. how loaded the machine was)")
     return ap
 
@@ -779,7 +832,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.synthetic_only:
         return synthetic_only(args, argv)
-    datasets = args.datasets or (["bibtex"] if args.quick else list(DATASETS))
+    datasets = args.datasets or (["bibtex"] if args.quick else list(DEFAULT_DATASETS))
     systems = select_systems(args.only, args.skip_anchors, args.quick)
     exe = find_lomtree(args.lomtree)
     lt_status = lomtree_status(exe) if any(s.startswith("lomtree") for s in systems) or not args.no_synthetic else None
@@ -808,12 +861,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["datasets"][d] = {"train_examples": n_tr, "test_examples": n_te, "features": n_f, "labels": n_l,
                                  "train_file": f"{args.prep_dir.name}/{train.name}"}
         for s in systems:
+            if s.startswith(DATASETS[d].get("skip", ())):
+                continue
             log(f"{d}: {s} ...")
             if s in ANCHORS:
                 rep = run_anchor(s, train, test)
             else:
                 row = next(r for r in LOMTREE_ROWS if r.id == s)
-                rep = (run_lomtree(exe, row, train, test, n_l) if lt_status == "ok"
+                lt_files = (train, test)
+                if DATASETS[d]["kind"] == "pypi_names":  # the words themselves, binary (see DATASETS)
+                    lt_files = (train.with_suffix(".vw"), test.with_suffix(".vw"))
+                rep = (run_lomtree(exe, row, *lt_files, n_l) if lt_status == "ok"
                        else {"status": lt_status, "note": LOMTREE_STATUS_NOTES.get(lt_status, "")})
             rep.update(system=s, dataset=d)
             result["runs"].append(rep)
@@ -838,8 +896,34 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    for k in syn_ks for r in ("plt", "oaa")]
     result["finished"] = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
     args.out_dir.mkdir(parents=True, exist_ok=True)
+    if args.merge:
+        datasets, systems = merge_previous(args.out_dir / "multilabel.json", result, datasets, systems)
     write_results(args.out_dir, result, datasets, systems)
     return 0
+
+
+def merge_previous(path: Path, result: dict, datasets: Sequence[str], systems: Sequence[str]):
+    """``--merge``: keep the runs of ``path`` that this run did not redo (slow anchors run once);
+    returns the data sets and systems of the merged table."""
+    if not path.exists():
+        return datasets, systems
+    old = json.loads(path.read_text())
+    redone = {(r["system"], r["dataset"]) for r in result["runs"]}
+    kept = [r for r in old.get("runs", []) if (r["system"], r["dataset"]) not in redone]
+    for r in kept:
+        r.setdefault("from_command", old.get("command"))
+        r.setdefault("from_date", old.get("date"))
+    result["runs"] = kept + result["runs"]
+    for d, info in old.get("datasets", {}).items():
+        result["datasets"].setdefault(d, info)
+    if not result.get("synthetic") and old.get("synthetic"):
+        for key in ("synthetic", "synthetic_command", "synthetic_date", "synthetic_loadavg"):
+            if key in old:
+                result[key] = old[key]
+    present = {r["dataset"] for r in result["runs"]} | set(datasets)
+    order = [s for s, _ in all_systems()]
+    return ([d for d in DATASETS if d in present],
+            [s for s in order if s in systems or any(r["system"] == s for r in result["runs"])])
 
 
 def synthetic_only(args, argv) -> int:
@@ -898,6 +982,9 @@ def render_markdown(result: dict, datasets: Sequence[str], systems: Sequence[str
                      f"{info['features']:,} features, {info['labels']:,} labels")
     parts.append("")
     parts.append(format_table(result["runs"], ok_ds, [(s, names[s]) for s in systems]))
+    parts.append("Training CPU s / model MB / peak resident MB (anchors: the whole worker process, "
+                 "data reading included; lomtree: `lomtree train`):\n")
+    parts.append(format_resources(result["runs"], ok_ds, [(s, names[s]) for s in systems]))
     notes = sorted({f"{names[r['system']]}: {r['status']}" + (f" ({r['note']})" if r.get("note") else "")
                     for r in result["runs"] if r["status"] != "ok"})
     if notes:

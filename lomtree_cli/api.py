@@ -983,6 +983,7 @@ class Classifier(_SkClassifier, _SklearnEstimator):
                  cpt_alpha=None, cpt_predict=None,
                  cpt_random_insert=None,
                  arity=None, beam=None, tree_buffer=None, path_weight=None, leaf_negatives=None, block_group=None,
+                 shuffle_buffer=None,
                  dim=None,
                  depth=None, reassign_after=None, tree=None, linear=None, verbose=False, multilabel=False,
                  average=None, solver="online", cost=None, dual_memory=None, threads=1, quadratic=None,
@@ -1025,6 +1026,7 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         self.tree_buffer = tree_buffer
         self.path_weight = path_weight
         self.leaf_negatives = leaf_negatives
+        self.shuffle_buffer = shuffle_buffer
         self.block_group = block_group
         self.dim = dim
         self.depth = depth

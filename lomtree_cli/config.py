@@ -305,6 +305,7 @@ class ReductionConfig:
     path_weight : PLT: gamma, weight of the parent path in a candidate's ranking score (-1: chosen
         by progressive validation)
     leaf_negatives : PLT: train every beam candidate leaf toward -1 (one-against-some)
+    shuffle_buffer : PLT: replay the tree buffer's examples in a random order (seeded)
     block_group : PLT: consecutive blocks of W node regressors that share a feature's region of the
         table (``kernels.linear``, mode 2); 1, the layout of models made before it
     dim : mtree: width D of the learned embeddings
@@ -337,6 +338,7 @@ class ReductionConfig:
     tree_buffer: int = 1_000_000
     path_weight: float = -1.0
     leaf_negatives: bool = True
+    shuffle_buffer: bool = False
     block_group: int = 1
     dim: int = 100
     depth: int = 0

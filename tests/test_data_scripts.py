@@ -602,3 +602,36 @@ def test_paired_comparison_counts_discordant_pairs(tmp_path):
                        paired.first_tokens(tmp_path / "c.pred"), draws=200)
     assert r["b_minus_a"] == -50.0 and r["ci95"][0] < 0 and r["ci95"][1] <= 0
     assert paired.main([str(tmp_path / "t.vw"), str(tmp_path / "a.pred"), str(tmp_path / "t.vw")[:-3] + "x"]) == 1
+
+
+# --------------------------------------------------------------------------- PyPI-names tagging task
+
+
+def test_pypi_names_task_by_hand(tmp_path):
+    from data_scripts import pypi_names
+
+    # tokens: 'py' in 4 names (kept at 2), 'web' in 2 (kept), 'x' in 1 (dropped); 'lone' has no kept
+    # label and 'empty' no word, so both are dropped; of the 10 kept, the 10th is the test example
+    lines = ["py-web\tA Web tool's core", "py.x\tparse 2 YAML", "web_py\tweb web", "lone\tnothing kept",
+             "empty-py\t123 --", "PY\tone", "py\ttwo", "py\tthree", "py\tfour", "py\tfive", "py\tsix",
+             "py\tseven"]
+    lines[5:] = [l.replace("PY", "py") for l in lines[5:]]
+    pk = pypi_names.read_packages(lines)
+    assert pk[0] == (["py", "web"], ["a", "web", "tool's", "core"])
+    assert pk[2] == (["web", "py"], ["web"])
+    labels, vocab, train, test = pypi_names.build_task(pk, 2)
+    assert labels == ["py", "web"]
+    assert len(train) == 9 and len(test) == 1
+    assert [ids for ids, _ in train[:3]] == [[1, 2], [1], [1, 2]]
+    assert test[0] == ([1], [vocab.index("seven")])
+    assert "nothing" not in vocab and "kept" not in vocab  # the dropped package's words
+    assert vocab == sorted(vocab)
+    pypi_names.write_task(tmp_path, "t", labels, vocab, train, test, vw=True)
+    xmc = (tmp_path / "t.train.txt").read_text().splitlines()
+    assert xmc[0] == f"9 {len(vocab)} 2"
+    ids = sorted(vocab.index(w) for w in ["a", "web", "tool's", "core"])
+    assert xmc[1] == "0,1 " + " ".join(f"{i}:0.5" for i in ids)
+    assert (tmp_path / "t.train.vw").read_text().splitlines()[0] == "1,2 | a web tool's core"
+    assert (tmp_path / "t.labels.tsv").read_text() == "1\tpy\n2\tweb\n"
+    with pytest.raises(ValueError, match=r"<input>:2: expected name<TAB>summary"):
+        pypi_names.read_packages(["a\tb", "no tab"])

@@ -135,13 +135,17 @@ def test_plt_defaults_from_large_k_on():
     rcfg, lcfg = configs(LARGE_K - 1)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.5, True, -1.0, 32, 10)
     rcfg, lcfg = configs(LARGE_K, multilabel=True)
-    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.5, False, 1.0, 8, 16)
-    assert (lcfg.average, lcfg.learning_rate) == (False, 0.25)  # late labels: no averaging
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.5, True, 1.0, 8, 16)
+    assert (lcfg.average, lcfg.learning_rate) == (False, 0.5)  # late labels: no averaging
+    # the buffer replayed shuffled: label sets from LARGE_K on only
+    assert rcfg.shuffle_buffer and not configs(LARGE_K - 1, multilabel=True)[0].shuffle_buffer
+    assert not configs(LARGE_K)[0].shuffle_buffer and not configs(LARGE_K, multilabel=True,
+                                                                   shuffle_buffer=False)[0].shuffle_buffer
     rcfg, lcfg = configs(LARGE_K - 1, multilabel=True)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.1, True, -1.0, 32, 16)
     assert lcfg.average and not configs(LARGE_K - 1)[1].average  # one pass over label sets averages
     rcfg, lcfg = configs(LARGE_K, multilabel=True, passes=3)
-    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.arity, lcfg.average) == (0.25, False, 8, False)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.arity, lcfg.average) == (0.25, True, 8, False)
     rcfg, lcfg = configs(2 * LARGE_K, power_t=0.5, leaf_negatives=True)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight) == (0.5, True, 1.0)
     assert default("cpt", "power_t", 0.5, k=LARGE_K) == 0.75 and default("oaa", "power_t", 0.5, k=10 ** 6) == 0.5

@@ -23,6 +23,10 @@ Choices (measured in one pass at ``-b 24``; figures and what lost in ``bench/not
   holdout) count that prediction instead (``progressive_amendment``): a run shorter than the
   buffer reports the tree's progressive loss, not a frequency table's. The buffer is also
   emptied at the end of a pass and before a model is saved.
+* **The buffer replayed in a random order** (``--shuffle-buffer``; default with label sets from
+  k = 4,096): a stream sorted by something its labels follow (package names, dates, sources)
+  would end the replay with its last labels' updates; the permutation is seeded by ``--seed``.
+  Later examples, and later passes, keep the stream's order.
 * **Labels unseen when the tree was built** are inserted online at the example that brings them
   (``plt_kernels.insert_label``): descend to the child of highest probability, discounted by
   the labels its subtree holds (so the tree stays near ``log_M k`` deep when most labels arrive
@@ -262,6 +266,7 @@ class ProbabilisticLabelTree(Reduction):
         self.gstats = np.zeros(P.GAMMAS.shape[0], dtype=np.float64)
         self.params[P.PAR_NEGATIVES] = 1.0 if rcfg.leaf_negatives else 0.0
         self.buffer_limit = int(rcfg.tree_buffer)
+        self.shuffle = bool(rcfg.shuffle_buffer)
         self.built = self.buffer_limit == 0
         self.buffer: list = []  # (batch copy, train mask, label-frequency predictions)
         self.buffered = 0
@@ -417,6 +422,8 @@ class ProbabilisticLabelTree(Reduction):
         self.params[P.PAR_NEED_PRED] = 1.0 if self.need_predictions else 0.0
         trained = not self.skips_progressive
         d_prog = d_hold = 0.0
+        if self.shuffle:
+            buf = _shuffled(buf, int(self.config.seed))
         for b, t, freq in buf:
             preds = self._run(b, t)
             lptr, lids = b.label_sets()
@@ -626,6 +633,60 @@ class ProbabilisticLabelTree(Reduction):
             "levels": [{"depth": lev, "nodes": int((d == lev).sum()), "leaves": int(((d == lev) & leaf).sum())}
                        for lev in range(int(d.max()) + 1 if n else 0)],
         }
+
+
+def _take(batch, idx: np.ndarray) -> ExampleBatch:
+    """The examples ``idx`` of ``batch`` in that order (copies; tags dropped: the buffer keeps none)."""
+    counts = np.diff(batch.indptr)[idx]
+    indptr = np.zeros(idx.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    feat = np.repeat(batch.indptr[idx] - indptr[:-1], counts) + np.arange(indptr[-1], dtype=np.int64)
+    lptr = lids = None
+    if batch.label_ptr is not None:
+        lc = np.diff(batch.label_ptr)[idx]
+        lptr = np.zeros(idx.shape[0] + 1, dtype=np.int64)
+        np.cumsum(lc, out=lptr[1:])
+        lids = batch.label_ids[np.repeat(batch.label_ptr[idx] - lptr[:-1], lc) + np.arange(lptr[-1], dtype=np.int64)]
+    return ExampleBatch(labels=batch.labels[idx], weights=batch.weights[idx], indptr=indptr,
+                        indices=batch.indices[feat], values=batch.values[feat],
+                        line_numbers=batch.line_numbers[idx], source=batch.source, label_ptr=lptr, label_ids=lids)
+
+
+def _concat(batches) -> ExampleBatch:
+    """One batch of the buffered batches, in order (each with ``indptr[0] == 0``, as ``_hold``
+    copies them)."""
+    sets = batches[0].label_ptr is not None
+    n_feat = np.cumsum([0] + [int(b.indptr[-1]) for b in batches])
+    indptr = np.concatenate([np.zeros(1, np.int64)] + [b.indptr[1:] + o for b, o in zip(batches, n_feat)])
+    lptr = lids = None
+    if sets:
+        n_lab = np.cumsum([0] + [int(b.label_ptr[-1]) for b in batches])
+        lptr = np.concatenate([np.zeros(1, np.int64)] + [b.label_ptr[1:] + o for b, o in zip(batches, n_lab)])
+        lids = np.concatenate([b.label_ids for b in batches])
+    return ExampleBatch(labels=np.concatenate([b.labels for b in batches]),
+                        weights=np.concatenate([b.weights for b in batches]), indptr=indptr,
+                        indices=np.concatenate([b.indices for b in batches]),
+                        values=np.concatenate([b.values for b in batches]),
+                        line_numbers=np.concatenate([b.line_numbers for b in batches]),
+                        source=batches[0].source, label_ptr=lptr, label_ids=lids)
+
+
+def _shuffled(buf: list, seed: int):
+    """The buffered (batch, train mask, frequency predictions) in one random order, in batches of
+    the largest buffered batch's size (``--shuffle-buffer``). A stream sorted by anything the
+    labels follow (names, time, source) would otherwise end the replay with its last labels'
+    updates, and the weights lean toward them; the batch trees see no order. The batches are
+    joined into one (the buffer's size again, until ``buf`` is emptied) and taken from it a batch
+    at a time."""
+    size = max(len(b) for b, _, _ in buf)
+    trains = np.concatenate([t for _, t, _ in buf])
+    freqs = np.concatenate([f for _, _, f in buf])
+    whole = _concat([b for b, _, _ in buf])
+    buf.clear()
+    order = np.random.default_rng([seed, 0x5EED]).permutation(len(whole))
+    for a in range(0, len(whole), size):
+        idx = order[a:a + size]
+        yield _take(whole, idx), trains[idx], freqs[idx]
 
 
 def _label_pairs(batch, train):
