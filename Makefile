@@ -59,6 +59,7 @@ bench: dev aot
 	$(PY) -m data_scripts.bench
 	$(PY) -m data_scripts.bench_multilabel --data-dir $(DATA)
 	$(PY) -m data_scripts.bench_pypi --data-dir $(DATA)
+	$(PY) -m data_scripts.bench_river --out bench/river.json
 	$(PY) -m data_scripts.bench_scalar --data-dir $(DATA)
 
 # The same on a small scale for development (under 5 minutes): Sector only, <= 3 passes, k = 100..10,000

@@ -45,7 +45,9 @@ Labels (``y`` and ``classes``)
 - ``classes=None``: ``classes_`` = the sorted distinct labels of ``y`` at the first ``fit`` (or
   ``partial_fit``'s ``classes=`` argument, scikit-learn's convention); class i + 1 is
   ``classes_[i]``. Integer labels 1..K with every one present give the CLI's model exactly.
-A label outside ``classes_`` is a ValueError, before anything is learned (it never reaches a kernel).
+  The set is open for oaa, lomtree, plt and cpt: a new label of ``partial_fit`` (without
+  ``classes=``) or ``learn_one`` joins as the next class (``Reduction.grow_classes``).
+A label outside fixed classes is a ValueError, before anything is learned (it never reaches a kernel).
 
 Label sets (``multilabel=True``; reductions ``plt`` and ``oaa``, as ``lomtree train --multilabel``)
 -----------------------------------------------------------------------------------------------
@@ -91,8 +93,44 @@ from .errors import InputError, LomtreeError
 from .parsing import generate_features, parse_bytes, parse_chunk
 from .reductions.registry import DEFAULT, reduction_options
 
+try:  # scikit-learn's base classes and method gate when it is installed (it is optional)
+    from sklearn.base import BaseEstimator as _SkEstimator, ClassifierMixin as _SkClassifier
+    from sklearn.utils.metaestimators import available_if
+except ImportError:  # pragma: no cover - without scikit-learn: plain classes, the same gate
+    class _SkEstimator:
+        pass
+
+    class _SkClassifier:
+        pass
+
+    def available_if(check):
+        """The method exists (``hasattr``) only when ``check(self)`` is true."""
+        import functools
+        import types
+
+        class _Gate:
+            def __init__(self, fn):
+                self.fn = fn
+                functools.update_wrapper(self, fn)
+
+            def __get__(self, obj, owner=None):
+                if obj is None:
+                    return self.fn
+                if not check(obj):
+                    raise AttributeError(f"This {type(obj).__name__} has no attribute {self.fn.__name__!r}")
+                return types.MethodType(self.fn, obj)
+
+        return _Gate
+
 #: examples per batch handed to the driver (batches do not change results)
 CHUNK = 4096
+#: probabilities of ``predict_proba`` are kept this far from 0 and 1: a class the reduction does
+#: not rank (a tree answers its best few) or scores at 0 (OAA's clipped squared loss) is
+#: improbable, not impossible, and ``log_loss`` must not need clipping
+PROBA_FLOOR = 1e-6
+#: the most classes a label set may hold: the CLI's bound on -k (``classes_`` and the label
+#: tables are sized by it, 8-48 bytes a class, before anything is learned)
+MAX_CLASSES = 2**31 - 1
 #: labels member of a model file (the CLI's label dictionary uses the same)
 LABELS_MEMBER = "labels/names"
 
@@ -275,9 +313,10 @@ class _DictHashes:
                 v = float(v)
             if not -F32_OVER < v < F32_OVER:  # NaN, infinite, or inf in float32: refused
                 break
-            h = index.get(key) if type(key) is str else None
+            tk = type(key)  # (not a bool: True would find the entry of the key 1)
+            h = index.get(key) if tk is str or tk is int else None
             if h is None:
-                if type(key) is not str or not self._learn_names(x):
+                if (tk is not str and tk is not int) or not self._learn_names(x):
                     break
                 h = index.get(key)  # (None if another thread emptied the memo meanwhile)
                 if h is None:
@@ -296,8 +335,10 @@ class _DictHashes:
 
     def _learn_names(self, x: dict) -> bool:
         """Hash the new string keys of ``x`` by the parser; False if a key is no feature name."""
-        new = [k for k in x if type(k) is str and k not in self.index]
-        if any(not k or _NOT_IN_NAME.search(k) is not None for k in new):
+        # an int key is the name str(key), as ``dict_line`` writes it (VW hashes a number name
+        # as the number); it is memoised under the int itself, beside the string
+        new = [k for k in x if (type(k) is str or type(k) is int) and k not in self.index]
+        if any(type(k) is str and (not k or _NOT_IN_NAME.search(k) is not None) for k in new):
             return False
         if len(self.index) + len(new) > self.MAX_NAMES:
             self.index.clear()
@@ -429,6 +470,26 @@ def _one_kind(raw, a: np.ndarray) -> None:
         raise ValueError(f"the labels mix {' and '.join(sorted(kinds))}: give labels of one type")
 
 
+def _no_nested(labels: list, what: str, sets: bool = True) -> None:
+    """ValueError when a label of ``labels`` is itself a collection: numpy would read ``['a']``
+    inside a label list as the label ``'a'``. ``sets``: say where label sets go."""
+    for v in labels:
+        if isinstance(v, (list, tuple, set, frozenset, dict, np.ndarray)):
+            hint = f" ({_SETS_HINT})" if sets else ""
+            raise ValueError(f"{what}: a label is a {type(v).__name__} ({v!r}); labels are integers or strings{hint}")
+
+
+def _check_classes_memory(k: int) -> None:
+    """ValueError when ``k`` classes would not fit in memory (``classes_``, label tables): the
+    check the CLI makes of -k, before anything is allocated."""
+    from .learner import check_memory
+
+    try:
+        check_memory(56 * int(k), f"{int(k):,} classes")
+    except LomtreeError as e:
+        raise _value_error(e) from None
+
+
 def _column_y(y) -> np.ndarray:
     if _is_sparse(y):
         raise ValueError(f"y is a sparse label-indicator matrix: {_SETS_HINT}")
@@ -494,6 +555,7 @@ class Labels:
         self.int_offset = int_offset
         self._sorted = None
         self._index = None  # name -> id (``id_of``)
+        self._values = None  # the names as Python values (``name_of``)
 
     @property
     def k(self) -> int:
@@ -505,6 +567,7 @@ class Labels:
             k = int(classes)
             if not 1 <= k < 2**31:
                 raise ValueError(f"classes (-k) must be in 1..2^31-1, got {k}")
+            _check_classes_memory(k)
             return Labels(np.arange(1, k + 1, dtype=np.int64) - int(label_offset), int(label_offset))
         if classes is None:
             if y is None:
@@ -512,6 +575,7 @@ class Labels:
                                  "(or fit with y first)")
             names = np.unique(_column_y(y))
         else:
+            _no_nested(list(classes), "classes")
             names = np.asarray(list(classes))
             _one_kind(list(classes), names)
             if names.ndim != 1 or names.shape[0] == 0:
@@ -550,6 +614,41 @@ class Labels:
             raise ValueError(f"label {_py(v)!r} is not one of the classes ({self.describe()})")
         return order[pos].astype(np.int64) + 1
 
+    def unseen(self, y) -> list:
+        """The distinct labels of ``y`` (a list of labels) not among the classes, in order of
+        first appearance."""
+        index = self._index
+        if index is None:
+            index = self._index = {v: i + 1 for i, v in enumerate(self.names.tolist())}
+        out, met = [], set()
+        for v in y:
+            v = v.item() if isinstance(v, np.generic) else v
+            try:
+                known = v in index or v in met
+            except TypeError:  # unhashable: ``ids`` says what is wrong with it
+                continue
+            if not known:
+                met.add(v)
+                out.append(v)
+        return out
+
+    def add(self, new: list) -> None:
+        """Append the labels ``new`` (ids k+1, k+2, ...): an open label set grows."""
+        _no_nested(new, "y")
+        old = self.names.tolist()
+        _one_kind(old + list(new), np.asarray(old + list(new)))
+        names = np.asarray(old + list(new))
+        if names.dtype.kind == "f":  # numpy made the integers of ``old`` floats: no label is
+            raise ValueError("labels must be integers or strings")
+        off = self.int_offset
+        if off is not None and not (names.dtype.kind in "iu" and np.array_equal(names, np.arange(1, names.shape[0] + 1) - off)):
+            off = None
+        self.names = names.astype(np.int64) if off is not None else names
+        self.int_offset = off
+        self._sorted = None
+        self._index = None
+        self._values = None
+
     def id_of(self, y) -> int:
         """The id 1..k of the one label ``y`` (``ids([y])[0]`` without arrays: a dictionary of the
         names); ValueError as ``ids``."""
@@ -561,12 +660,16 @@ class Labels:
         except TypeError:  # unhashable
             i = None
         if i is None or type(y) is bool or (type(y) is float and self.names.dtype.kind not in "f"):
+            _no_nested([y], "y")  # (``ids`` would read ['a'] as a column of the label 'a')
             return int(self.ids([y])[0])  # its message, or the conversions ``ids`` makes
         return i
 
     def name_of(self, i: int):
         """The label of id ``i`` (``decode`` of one id, as a Python value)."""
-        return self.names[min(max(int(i), 1), self.k) - 1].item()
+        values = self._values
+        if values is None:
+            values = self._values = self.names.tolist()
+        return values[min(max(int(i), 1), len(values)) - 1]
 
     def decode(self, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
@@ -579,8 +682,10 @@ class Labels:
         return shown + (f", ... ({self.k} labels)" if self.k > 10 else "")
 
     # model file members
-    def to_members(self) -> tuple[dict, dict]:
-        if self.int_offset is not None:
+    def to_members(self, k: int | None = None) -> tuple[dict, dict]:
+        """The model file's members and header keys of the names (none for the CLI's 1..k, ``k``
+        the model's classes: an open label set may have fewer names than room)."""
+        if self.int_offset is not None and (k is None or k == self.k):
             return {}, {}
         values = self.names.tolist()
         kind = {"b": "bool", "i": "int", "u": "int", "S": "bytes"}.get(self.names.dtype.kind, "str")
@@ -645,6 +750,38 @@ def _is_indicator(Y) -> bool:
     return _is_sparse(Y) or (isinstance(Y, np.ndarray) and Y.ndim == 2)
 
 
+def indicator_rows(Y):
+    """``Y`` as scikit-learn reads it: a list of lists (or 1-D arrays) of one length holding only
+    0 and 1 is the rows of an indicator matrix (``Y.tolist()``), returned as a 2-D array; anything
+    else unchanged (sets, tuples, rows of other labels or lengths: label collections)."""
+    if not isinstance(Y, list) or not Y or _is_indicator(Y):
+        return Y
+    first = Y[0]
+    if not isinstance(first, (list, np.ndarray)) or len(first) == 0:
+        return Y
+    n = len(first)
+    for row in Y:
+        if not isinstance(row, (list, np.ndarray)) or len(row) != n:
+            return Y
+    try:
+        a = np.asarray(Y)
+    except ValueError:
+        return Y
+    if a.ndim != 2 or a.dtype.kind not in "biu" or not np.isin(a, (0, 1)).all():
+        return Y
+    return a
+
+
+def _y_format(Y):
+    """How ``predict`` answers a multi-label model fitted on ``Y``: ("dense", dtype) or
+    ("sparse", dtype) for an indicator matrix, None for label collections (lists of labels)."""
+    if _is_sparse(Y):
+        return ("sparse", Y.dtype)
+    if isinstance(Y, np.ndarray) and Y.ndim == 2:
+        return ("dense", Y.dtype)
+    return None
+
+
 def _label_lists(Y) -> tuple[list, np.ndarray]:
     """(every label of every set, flat; the set sizes) of ``Y``, a sequence of collections."""
     if isinstance(Y, (str, bytes, dict)) or not hasattr(Y, "__len__"):
@@ -657,6 +794,7 @@ def _label_lists(Y) -> tuple[list, np.ndarray]:
                              f"collection (a list or a set)")
         before = len(flat)
         flat.extend(s.tolist() if isinstance(s, np.ndarray) else s)
+        _no_nested(flat[before:], f"Y[{i}]", sets=False)
         sizes[i] = len(flat) - before
     return flat, sizes
 
@@ -741,7 +879,90 @@ def _option_values(name: str, value) -> tuple:
     return tuple(out)
 
 
-class Classifier:
+class _SklearnEstimator(_SkEstimator):
+    """What every lomtree estimator of this module shares with scikit-learn (the Classifier; a
+    regressor takes the same): feature names of DataFrames, the shuffled passes of ``fit``, and
+    the two checks an online learner fails by design."""
+
+    #: scikit-learn's checks an online learner fails by design (``check_estimator``'s
+    #: ``expected_failed_checks``; ``_xfail_checks`` tag of scikit-learn < 1.6)
+    EXPECTED_FAILED_CHECKS = {
+        "check_sample_weight_equivalence_on_dense_data":
+            "online learning: an importance weight of 2 is one larger step, not two visits of the example",
+        "check_sample_weight_equivalence_on_sparse_data":
+            "online learning: an importance weight of 2 is one larger step, not two visits of the example",
+    }
+
+    def _check_names(self, X, reset: bool) -> None:
+        """``feature_names_in_``: a DataFrame's column names at the first fit, the same names in
+        the same order afterwards (scikit-learn's rule and messages)."""
+        try:
+            from sklearn.utils.validation import _check_feature_names
+        except ImportError:  # pragma: no cover - without scikit-learn: the rule, shorter messages
+            cols = getattr(X, "columns", None)
+            names = None if cols is None else np.asarray(list(cols), dtype=object)
+            if names is not None and not all(isinstance(c, str) for c in names):
+                names = None
+            if reset:
+                if names is None:
+                    self.__dict__.pop("feature_names_in_", None)
+                else:
+                    self.feature_names_in_ = names
+                return
+            have = getattr(self, "feature_names_in_", None)
+            if have is not None and names is not None and not np.array_equal(have, names):
+                raise ValueError("The feature names should match those that were passed during fit.")
+            return
+        _check_feature_names(self, X, reset=reset)
+
+    def _pass_order(self, n: int):
+        """A function of the pass number giving the order of the ``n`` examples in that pass
+        (``shuffle=True``: a new permutation each pass, from ``random_state``), or None."""
+        if not self.shuffle:
+            return None
+        rs = self.random_state
+        if isinstance(rs, np.random.RandomState):
+            rs = int(rs.randint(0, 2**31 - 1))
+        elif isinstance(rs, np.random.Generator):
+            rs = int(rs.integers(0, 2**31 - 1))
+        elif rs is not None and (isinstance(rs, bool) or not isinstance(rs, numbers.Integral)):
+            raise ValueError(f"random_state must be None, an int or a numpy random generator, got {rs!r}")
+        rng = np.random.default_rng(rs)
+        return lambda _pass: rng.permutation(n)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.input_tags.sparse = True
+        return tags
+
+    def _more_tags(self):  # scikit-learn < 1.6
+        return {"requires_y": True, "X_types": ["2darray", "sparse"], "_xfail_checks": dict(self.EXPECTED_FAILED_CHECKS)}
+
+
+def permuted(batch: ExampleBatch, order: np.ndarray) -> ExampleBatch:
+    """The examples of ``batch`` in the order ``order`` (a permutation), numpy over the arrays."""
+    order = np.asarray(order, dtype=np.int64)
+
+    def gather(ptr, arrays):
+        counts = np.diff(ptr)[order]
+        new = np.zeros(order.shape[0] + 1, dtype=np.int64)
+        np.cumsum(counts, out=new[1:])
+        pos = np.repeat(ptr[:-1][order] - new[:-1], counts) + np.arange(int(new[-1]), dtype=np.int64)
+        return new, [a[pos] for a in arrays]
+
+    base = int(batch.indptr[0])
+    indptr, (indices, values) = gather(batch.indptr - base, (batch.indices[base:], batch.values[base:]))
+    lptr = lids = None
+    if batch.label_ptr is not None:
+        lb = int(batch.label_ptr[0])
+        lptr, (lids,) = gather(batch.label_ptr - lb, (batch.label_ids[lb:],))
+    return ExampleBatch(labels=batch.labels[order], weights=batch.weights[order], indptr=indptr, indices=indices,
+                        values=values, line_numbers=batch.line_numbers[order], source=batch.source,
+                        label_ptr=lptr, label_ids=lids)
+
+
+class Classifier(_SkClassifier, _SklearnEstimator):
     """A lomtree model: scikit-learn's estimator conventions and River's ``learn_one``/``predict_one``.
 
     Parameters are the CLI's options (``lomtree train --help``); see the module docstring for
@@ -765,7 +986,8 @@ class Classifier:
                  dim=None,
                  depth=None, reassign_after=None, tree=None, linear=None, verbose=False, multilabel=False,
                  average=None, solver="online", cost=None, dual_memory=None, threads=1, quadratic=None,
-                 cubic=None, interactions=None, ngram=None, skips=None, ignore=None, keep=None, ignore_linear=None):
+                 cubic=None, interactions=None, ngram=None, skips=None, ignore=None, keep=None, ignore_linear=None,
+                 shuffle=False, random_state=None):
         self.reduction = reduction
         self.classes = classes
         self.bits = bits
@@ -824,6 +1046,8 @@ class Classifier:
         self.ignore = ignore
         self.keep = keep
         self.ignore_linear = ignore_linear
+        self.shuffle = shuffle
+        self.random_state = random_state
 
     # -- scikit-learn's plumbing ---------------------------------------------------------------
     @classmethod
@@ -853,13 +1077,9 @@ class Classifier:
     _estimator_type = "classifier"
 
     def __sklearn_tags__(self):
-        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
-
-        return Tags(estimator_type="classifier", target_tags=TargetTags(required=True),
-                    classifier_tags=ClassifierTags(), input_tags=InputTags(sparse=True, two_d_array=True))
-
-    def _more_tags(self):  # scikit-learn < 1.6
-        return {"requires_y": True, "X_types": ["2darray", "sparse"]}
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_label = bool(self.multilabel)
+        return tags
 
     def __sklearn_is_fitted__(self) -> bool:
         return getattr(self, "_model", None) is not None
@@ -923,7 +1143,11 @@ class Classifier:
             k = int(ids.max()) if ids.size else 0
             if k < 1:
                 raise ValueError("the lines carry no label: give classes=K or a list of labels")
-            labels = Labels.from_param(k, int(self.label_offset))
+            if k > OPEN_LABELS_MAX:  # classes_ would be 1..k: refused before it is made
+                raise ValueError(f"the lines name class {k}: without classes=K the classes are 1..the largest "
+                                 f"label, at most {OPEN_LABELS_MAX} (give classes=K for more)")
+            self._new_model(lambda: Labels.from_param(k, int(self.label_offset)), fmt, k=k)
+            return parsed
         elif self.multilabel:
             labels = set_labels(classes, int(self.label_offset), y)
         else:
@@ -945,18 +1169,47 @@ class Classifier:
         except LomtreeError as e:
             raise _value_error(e) from None
 
-    def _new_model(self, labels: Labels, fmt: str):
+    def _new_model(self, labels, fmt: str, k: int | None = None):
+        """A new model of ``k`` classes (``labels.k``); ``labels``: Labels, or a function making
+        them, called once the model's own memory checks have passed (as the CLI checks -k)."""
         from .core import Learner
 
-        icfg, lcfg, rcfg = self._configs(labels.k, fmt)
+        icfg, lcfg, rcfg = self._configs(labels.k if k is None else int(k), fmt)
         self._threads()  # checked before anything is learned
         try:
             model = Learner.new(icfg, lcfg, rcfg)
         except LomtreeError as e:
             raise _value_error(e) from None
         model.plan()  # a stream until ``fit`` plans its passes
-        self._set_model(model, labels)
+        self._set_model(model, labels() if callable(labels) else labels)
         self.passes_done_ = 0
+        # an open label set: no classes were given and the reduction can take new ones later
+        # (the hashed features learned are kept for the regressors' new layout)
+        self._open = self.classes is None and self.solver != "dual" and _grows(self._model.reduction.name)
+        self._features = np.zeros(1 << int(icfg.bits), dtype=bool) if self._open else None
+
+    def _take_labels(self, new: list) -> None:
+        """Classes for the labels ``new`` (an open label set); ValueError when the model's
+        classes are fixed (given, or a reduction built for k classes)."""
+        if not getattr(self, "_open", False):
+            name = self._model.reduction.name
+            why = (f"reduction {name!r} builds its structure for a fixed number of classes" if not _grows(name)
+                   else "the classes were given" if self.classes is not None else "the model's classes are fixed")
+            raise ValueError(f"label {_py(new[0])!r} is not one of the classes ({self._labels.describe()}); {why}")
+        red = self._model.reduction
+        k = self._labels.k + len(new)
+        if k > red.k:
+            # OAA pays per regressor on every example: exactly k; the trees: room to double
+            cap = k if red.cost_per_class else max(k, 2 * red.k)
+            if cap > MAX_CLASSES:
+                raise ValueError(f"more than {MAX_CLASSES} classes")
+            _check_classes_memory(cap)
+            try:
+                red.grow_classes(cap, np.flatnonzero(self._features))
+            except LomtreeError as e:
+                raise _value_error(e) from None
+        self._labels.add(new)
+        self.classes_ = self._labels.names
 
     def _set_model(self, model, labels: Labels):
         """``model``: the ``core.Learner`` every method drives."""
@@ -978,6 +1231,7 @@ class Classifier:
         else:
             _, _, _, d = _check_matrix(X)
             have = getattr(self, "n_features_in_", None)
+            self._check_names(X, reset=fitting and have is None)
             if fitting and have is None:
                 self.n_features_in_ = d
             elif have is not None and d != have:
@@ -986,6 +1240,11 @@ class Classifier:
         n = len(batch)
         if icfg.multilabel and batch.label_ptr is None:  # arrays: no labels until y gives them
             batch.label_ptr, batch.label_ids = np.zeros(n + 1, np.int64), np.zeros(0, np.int64)
+        if y is not None and getattr(self, "_open", False):
+            flat = (_label_lists(y)[0] if not _is_indicator(y) else []) if icfg.multilabel else _column_y(y).tolist()
+            new = self._labels.unseen(flat)
+            if new:
+                self._take_labels(new)
         if y is not None and icfg.multilabel:
             ptr, ids = label_sets(y, self._labels)
             if ptr.shape[0] - 1 != n:
@@ -1013,11 +1272,21 @@ class Classifier:
                                  f"1..{self._labels.k}")
         if sample_weight is not None:
             batch.weights = _sample_weight(sample_weight, n)
+        if fitting and getattr(self, "_features", None) is not None:
+            self._features[batch.indices] = True
         return batch
 
     def _source(self, batch: ExampleBatch):
         n = len(batch)
-        return lambda _pass: (batch.slice(a, min(a + CHUNK, n)) for a in range(0, n, CHUNK))
+        order = self._pass_order(n)
+        if order is None:
+            return lambda _pass: (batch.slice(a, min(a + CHUNK, n)) for a in range(0, n, CHUNK))
+
+        def shuffled(p):
+            b = permuted(batch, order(p))
+            return (b.slice(a, min(a + CHUNK, n)) for a in range(0, n, CHUNK))
+
+        return shuffled
 
     def _run_options(self, passes: int, source, lines: int = 0):
         import sys
@@ -1081,8 +1350,10 @@ class Classifier:
         """A new model trained on ``X``, ``y`` for ``passes`` passes (as ``lomtree train``)."""
         if y is None and not _is_lines(X):
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        for attr in ("n_features_in_", "_model"):
+        for attr in ("n_features_in_", "feature_names_in_", "_model"):
             self.__dict__.pop(attr, None)
+        y = indicator_rows(y) if self.multilabel else y
+        self._y_format = _y_format(y) if self.multilabel else None
         parsed = self._new_model_for(self.classes, y, X)
         self._train(self._batch(X, y, sample_weight, fitting=True, parsed=parsed), self.passes)
         return self
@@ -1094,10 +1365,17 @@ class Classifier:
         its one pass until that pass ends. At the first call the classes come from ``classes``
         (scikit-learn), else the ``classes`` parameter, else ``y``, else the lines' labels."""
         parsed = None
+        y = indicator_rows(y) if self._multi() else y
         if getattr(self, "_model", None) is None:
             if y is None and not _is_lines(X):
                 raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+            if classes is None and self.classes is None and y is not None and not _grows(self.reduction):
+                raise ValueError(f"reduction {self.reduction!r} builds its structure for a fixed number of classes: "
+                                 f"give them at the first call (partial_fit(X, y, classes=...) or classes=...)")
+            self._y_format = _y_format(y) if self._multi() else None
             parsed = self._new_model_for(classes if classes is not None else self.classes, y, X)
+            if classes is not None:  # scikit-learn's promise: these are all the classes
+                self._open, self._features = False, None
         self._stream(self._batch(X, y, sample_weight, fitting=True, parsed=parsed))
         return self
 
@@ -1132,7 +1410,20 @@ class Classifier:
                 raise ValueError("threshold is for label sets: Classifier(multilabel=True)")
             ids = self._predict_ids(self._batch(X))
             return self._labels.decode(ids)
-        return [self._labels.decode(ids).tolist() for ids in self._set_ids(self._batch(X), threshold)]
+        sets = self._set_ids(self._batch(X), threshold)
+        fmt = getattr(self, "_y_format", None)
+        if fmt is None:
+            return [self._labels.decode(ids).tolist() for ids in sets]
+        # fitted on an indicator matrix: the indicator matrix of the answer, its type and dtype
+        rows = np.repeat(np.arange(len(sets)), [len(ids) for ids in sets])
+        cols = (np.concatenate(sets) if sets else np.zeros(0, np.int64)).astype(np.int64) - 1
+        out = np.zeros((len(sets), self._labels.k), dtype=fmt[1])
+        out[rows, cols] = 1
+        if fmt[0] == "sparse":
+            import scipy.sparse
+
+            return scipy.sparse.csr_matrix(out)
+        return out
 
     def _top_k(self, top_k) -> int:
         if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral):
@@ -1147,12 +1438,50 @@ class Classifier:
         t = DEFAULT_THRESHOLD if threshold is None else threshold
         if isinstance(t, bool) or not isinstance(t, numbers.Real) or not 0.0 <= float(t) <= 1.0:
             raise ValueError(f"threshold must be a number in 0..1, got {threshold!r}")
+        if self._buffering():
+            return None
         self._model.settle()
         return SetPredictor(self._model.reduction, 0, float(t))
+
+    def settle(self):
+        """End what a stream holds back: a plt model builds its label tree from the examples it
+        buffers (``tree_buffer``; the end of ``fit``'s pass, ``save`` and pickling do the same).
+        Predictions never do it (they would change what later learning builds): until then a
+        buffering model predicts by label frequency, as the CLI's progressive predictions."""
+        self._check_fitted()
+        self._model.settle()
+        return self
+
+    def _buffering(self) -> bool:
+        """The reduction holds a stream's first examples to build its structure from (plt's
+        ``--tree-buffer``): predicting now must not build it (a prediction changes nothing of
+        what learning builds), so it answers by label frequency, as the CLI's progressive
+        predictions do meanwhile."""
+        red = self._model.reduction
+        return bool(getattr(red, "buffer", None)) and not getattr(red, "built", True)
+
+    def _frequencies(self) -> np.ndarray:
+        """float64 (k,): each class's share of the examples buffered so far (``_buffering``):
+        single labels, the label counts (``freq``); label sets, each label's fraction of the
+        examples (``label_counts``)."""
+        red = self._model.reduction
+        k = self._labels.k
+        if self._multi():
+            c = red.label_counts
+            return c[1:k + 1] / max(float(c[0]), 1.0)
+        f = red.freq[1:k + 1].astype(np.float64)
+        return f / max(float(f.sum()), 1.0)
 
     def _set_ids(self, batch: ExampleBatch, threshold) -> list:
         """Per example the class ids with P(label|x) >= threshold, best first: ``lomtree
         predict``'s lines (``SetPredictor.ranked``)."""
+        if self._buffering():
+            p = self._frequencies()
+            t = 0.5 if threshold is None else float(threshold)
+            order = np.argsort(-p, kind="stable")
+            ids = order[p[order] >= t] + 1
+            self._set_predictor(threshold)  # (its checks of threshold; it does not settle here)
+            return [ids.copy() for _ in range(len(batch))]
         sets = self._set_predictor(threshold)
         batch.labels = np.zeros(len(batch), np.int64)  # nothing is scored
         out = []
@@ -1175,6 +1504,8 @@ class Classifier:
 
     def _predict_ids(self, batch: ExampleBatch) -> np.ndarray:
         model = self._model
+        if self._buffering():  # the most frequent label so far (the CLI's rule: ties to the smallest id)
+            return np.full(len(batch), max(1, int(model.reduction.freq[0])), dtype=np.int64)
         batch.labels = np.zeros(len(batch), np.int64)
         if len(batch) <= CHUNK:
             return model.predict(batch)
@@ -1201,6 +1532,14 @@ class Classifier:
 
     def _top_ids(self, batch: ExampleBatch, k: int):
         model = self._model
+        if self._buffering():
+            p = self._frequencies()
+            order = np.argsort(-p, kind="stable")[:k]
+            labs = np.zeros((len(batch), k), np.int64)
+            probs = np.zeros((len(batch), k))
+            labs[:, :order.shape[0]] = order + 1
+            probs[:, :order.shape[0]] = p[order]
+            return labs, np.where(labs > 0, probs, 0.0)
         batch.labels = np.zeros(len(batch), np.int64)
         labs, probs = [], []
         for a in range(0, len(batch), CHUNK):
@@ -1215,20 +1554,18 @@ class Classifier:
             probs.append(np.where(lab[:, :k] > 0, p[:, :k], 0.0))
         return np.vstack(labs), np.vstack(probs)
 
-    @property
-    def predict_proba(self):
-        """``predict_proba(X)``: (n, n_classes) probabilities, columns in ``classes_`` order, each
-        row the reduction's label probabilities normalised to sum 1 (multi-label models: each
-        label's own P(label|x), not normalised; PLT: its path probability, 0 for a label
-        without a leaf); only for reductions with probabilities (an AttributeError otherwise, so
-        scikit-learn sees none)."""
-        if getattr(self, "_model", None) is not None and not self._has_top():
-            raise AttributeError(f"predict_proba is not available for reduction {self._model.reduction.name}")
-        if getattr(self, "_model", None) is None and not _gives_probabilities(self.reduction):
-            raise AttributeError(f"predict_proba is not available for reduction {self.reduction}")
-        return self._predict_proba
+    def _gives_proba(self) -> bool:
+        model = getattr(self, "_model", None)
+        return self._has_top() if model is not None else _gives_probabilities(self.reduction)
 
-    def _predict_proba(self, X) -> np.ndarray:
+    @available_if(_gives_proba)
+    def predict_proba(self, X) -> np.ndarray:
+        """(n, n_classes) probabilities, columns in ``classes_`` order, each row the reduction's
+        label probabilities normalised to sum 1, every one kept at least ``PROBA_FLOOR`` from 0
+        and 1 (a class a tree does not rank is improbable, not impossible); multi-label models:
+        each label's own P(label|x), not normalised (PLT: its path probability), within
+        [PROBA_FLOOR, 1 - PROBA_FLOOR]. Only for reductions with probabilities: for the others
+        the method does not exist (``hasattr`` is False), as scikit-learn expects."""
         self._check_fitted()
         batch = self._batch(X)
         k = self._labels.k
@@ -1239,11 +1576,12 @@ class Classifier:
         ok = (lab >= 1) & (lab <= k)
         np.add.at(out, (rows[ok], lab[ok] - 1), probs.ravel()[ok])
         if self._multi():  # marginals: a label's probability does not depend on the others'
-            return out
+            return np.clip(out, PROBA_FLOOR, 1.0 - PROBA_FLOOR)
         # a distribution over classes_ (PLT's leaf probabilities are marginals that need not sum
         # to 1); a row with no mass (no label reached) is uniform
         tot = out.sum(axis=1, keepdims=True)
-        return np.where(tot > 0, out / np.where(tot > 0, tot, 1.0), 1.0 / k)
+        out = np.where(tot > 0, out / np.where(tot > 0, tot, 1.0), 1.0 / k)
+        return (out + PROBA_FLOOR) / (1.0 + k * PROBA_FLOOR)
 
     def score(self, X, y, sample_weight=None) -> float:
         """Mean accuracy (weighted by ``sample_weight``) of ``predict(X)`` against ``y``;
@@ -1276,16 +1614,52 @@ class Classifier:
         stream (``partial_fit``'s rules). The classes must be known (the ``classes`` parameter,
         or an earlier fit)."""
         if getattr(self, "_model", None) is None:
-            if self.classes is None:
-                raise ValueError("learn_one needs the classes first: Classifier(classes=K or [labels...])")
-            self._new_model(Labels.from_param(self.classes, int(self.label_offset)), self.format or "vw")
+            if self.classes is not None:
+                labels = Labels.from_param(self.classes, int(self.label_offset))
+            elif not _grows(self.reduction):
+                raise ValueError(f"reduction {self.reduction!r} builds its structure for a fixed number of classes: "
+                                 f"learn_one needs them first (Classifier(classes=K or [labels...]))")
+            elif self.multilabel:
+                flat = _label_lists([y])[0]
+                if not flat:  # no label yet: the example teaches nothing about one
+                    return self
+                labels = Labels.from_param(None, int(self.label_offset), flat)
+            else:
+                _no_nested([y], "y")
+                labels = Labels.from_param(None, int(self.label_offset), [y])
+            self._new_model(labels, self.format or "vw")
         if self._multi():
             self._stream(self._batch([x], [y], fitting=True))
             return self
         batch = dicts_batch([x], self._model.input_config)
-        batch.labels[0] = self._labels.id_of(y)
+        try:
+            batch.labels[0] = self._labels.id_of(y)
+        except ValueError:
+            if not getattr(self, "_open", False):
+                raise
+            _no_nested([y], "y")
+            self._take_labels([y])
+            batch.labels[0] = self._labels.id_of(y)
+        if self._features is not None:
+            self._features[batch.indices] = True
         self._stream(batch)
         return self
+
+    def _know(self, labels: list) -> None:
+        """The labels ``labels`` become classes of an open label set without anything learned of
+        them (River's multi-label targets name every label, those absent too); with fixed
+        classes nothing changes (a label outside them is refused when it is learned)."""
+        if not labels:
+            return
+        _no_nested(labels, "y")
+        if getattr(self, "_model", None) is None:
+            if self.classes is None and _grows(self.reduction):
+                self._new_model(Labels.from_param(None, int(self.label_offset), labels), self.format or "vw")
+            return
+        if getattr(self, "_open", False):
+            new = self._labels.unseen(labels)
+            if new:
+                self._take_labels(new)
 
     def predict_one(self, x: dict, top_k: int | None = None, threshold: float | None = None):
         """The predicted label of the feature dict ``x`` (None before any learning, as River).
@@ -1296,7 +1670,7 @@ class Classifier:
                 return [] if top_k is not None else set()
             return None
         if top_k is None and threshold is None and not self._multi():
-            return self._labels.name_of(self._model.predict(dicts_batch([x], self._model.input_config))[0])
+            return self._labels.name_of(self._predict_ids(dicts_batch([x], self._model.input_config))[0])
         v = self.predict([x], top_k=top_k, threshold=threshold)[0]
         if top_k is not None:
             return [c.item() if hasattr(c, "item") else c for c in v]
@@ -1305,17 +1679,21 @@ class Classifier:
         return v.item() if hasattr(v, "item") else v
 
     def predict_proba_one(self, x: dict) -> dict:
-        """{label: probability} of the feature dict ``x`` (reductions with probabilities)."""
+        """{label: probability} of the feature dict ``x``: every class, each > 0, summing to 1;
+        ``{}`` before any learning; NotImplementedError (River's convention) for a reduction
+        without probabilities."""
+        if not self._gives_proba():
+            raise NotImplementedError(f"reduction {self.reduction!r} gives no probabilities")
         if getattr(self, "_model", None) is None:
             return {}
         p = self.predict_proba([x])[0]
-        return {(c.item() if hasattr(c, "item") else c): float(v) for c, v in zip(self.classes_, p) if v > 0}
+        return {(c.item() if hasattr(c, "item") else c): float(v) for c, v in zip(self.classes_, p)}
 
     # -- model files ---------------------------------------------------------------------------
     def save(self, path: str) -> None:
         """Write the model file (the CLI's format; ``lomtree predict -i path`` reads it)."""
         self._check_fitted()
-        arrays, header = self._labels.to_members()
+        arrays, header = self._labels.to_members(self._model.reduction.k or None)
         try:
             self._model.save(path, arrays, header, passes_done=self.passes_done_)
         except LomtreeError as e:
@@ -1324,7 +1702,7 @@ class Classifier:
     def to_bytes(self) -> bytes:
         """The model file's bytes (``save``'s format)."""
         self._check_fitted()
-        arrays, header = self._labels.to_members()
+        arrays, header = self._labels.to_members(self._model.reduction.k or None)
         return self._model.to_bytes(arrays, header, passes_done=self.passes_done_)
 
     @classmethod
@@ -1372,17 +1750,23 @@ class Classifier:
 
     # pickling: the model file's bytes, never the model's objects
     def __getstate__(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_model", "_labels")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_model", "_labels", "_features")}
         if getattr(self, "_model", None) is not None:
             state["_model_bytes"] = self.to_bytes()
+            if getattr(self, "_features", None) is not None:
+                state["_features_bits"] = np.packbits(self._features).tobytes()
         return state
 
     def __setstate__(self, state):
         data = state.pop("_model_bytes", None)
+        bits = state.pop("_features_bits", None)
         self.__dict__.update(state)
         if data is not None:
             other = type(self).from_bytes(data)
             self._set_model(other._model, other._labels)
+            if bits is not None:  # an open label set goes on growing
+                n = 1 << int(self._model.input_config.bits)
+                self._features = np.unpackbits(np.frombuffer(bits, np.uint8), count=n).astype(bool)
 
 
 class Ensemble:
@@ -1446,6 +1830,19 @@ def _feature_params(icfg: InputConfig) -> dict:
 
     return {"interactions": terms(icfg.interactions), "ngram": terms(icfg.ngram), "skips": terms(icfg.skips),
             "ignore": icfg.ignore or None, "keep": icfg.keep or None, "ignore_linear": icfg.ignore_linear or None}
+
+
+def _grows(reduction) -> bool:
+    """The reduction named ``reduction`` takes new classes while it learns (its class implements
+    ``Reduction.grow_classes``: OAA's new regressor is a new stride of the hashed table, a tree's
+    new label a new leaf; the Filter tree's and the random tree's bracket, mtree's codes are
+    made for k)."""
+    from .reductions.base import Reduction
+    from .reductions.registry import REGISTRY, get_reduction_class
+
+    if not isinstance(reduction, str) or reduction not in REGISTRY:
+        return False
+    return get_reduction_class(reduction).grow_classes is not Reduction.grow_classes
 
 
 def _gives_probabilities(reduction) -> bool:

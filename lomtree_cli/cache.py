@@ -24,8 +24,9 @@ Where the cache lives (``path``):
 
 Validity. The footer records the key the cache was built with: file format version, package
 version, input format, bits, hash seed, constant feature (on/off and slot), label offset,
-skip-invalid mode, and for each input its real path, size and modification time (ns). A cache is
-reused only when the key is equal; otherwise it is rebuilt with a note on stderr saying what
+skip-invalid mode, the string-label dictionary the run starts from (a checksum of its names in
+order: a cached label id means the name it had when the cache was written), and for each input its
+real path, size and modification time (ns). A cache is reused only when the key is equal; otherwise it is rebuilt with a note on stderr saying what
 changed. Standard input cannot be compared without reading it, so with stdin the cache is always
 rebuilt by pass 1 (it then records a hash of the parsed content). An existing file is fully
 verified before it is trusted (structure, lengths, every checksum); a truncated or corrupt cache
@@ -44,7 +45,9 @@ File format (little-endian; every array starts at a multiple of 8 bytes)::
                 [label sets: label_ptr int64 (n+1) | label_ids int64 (m)]
               xxh3 = xxh3_64 of the body; meta = {"source", "tags", "tag_bytes", "skipped",
               "label_ids" (m, present with label sets)}
-    footer    JSON: format, version, program_version, key, n_blocks, n_examples, content_xxh3
+    footer    JSON: format, version, program_version, key, n_blocks, n_examples, content_xxh3,
+              label_names (string labels: the dictionary after the parse, which a run reading the
+              cache takes over; a cache of string labels without it is rebuilt)
     trailer   b"LTEND\\0\\0\\0" | u64 footer_offset | u64 footer_len | u64 xxh3(footer) |
               u64 n_blocks | u64 n_examples                                           48 bytes
 
@@ -93,8 +96,9 @@ def _pad(n: int) -> int:
     return (-n) & 7
 
 
-def input_key(input_cfg: InputConfig, paths: list[str]) -> dict:
-    """The key a cache is valid for: options that change parsed examples + input identities."""
+def input_key(input_cfg: InputConfig, paths: list[str], label_dict=None) -> dict:
+    """The key a cache is valid for: options that change parsed examples, the label dictionary
+    the parse starts from (string labels) + input identities."""
     inputs = []
     for p in paths:
         if p == "-":
@@ -120,14 +124,23 @@ def input_key(input_cfg: InputConfig, paths: list[str]) -> dict:
                      input_cfg.ignore_linear, input_cfg.named_labels, bool(input_cfg.string_labels),
                      bool(input_cfg.multilabel)],
         "inputs": inputs,
+        "labels": None if label_dict is None else _names_key(label_dict.names),
         **({"real_labels": True} if input_cfg.real_labels else {}),
     }
+
+
+def _names_key(names: list[str]) -> dict:
+    """The identity of a label dictionary: its size and a checksum of its names in order."""
+    h = xxhash.xxh3_64()
+    for n in names:
+        h.update(n.encode("utf-8", errors="surrogatepass") + b"\n")
+    return {"n": len(names), "xxh3": h.hexdigest()}
 
 
 def _key_differences(old: dict, new: dict) -> list[str]:
     out = []
     for name in ("format", "bits", "hash_seed", "noconstant", "constant_index", "label_offset", "skip_invalid",
-                 "max_line_bytes", "max_example_features", "features"):
+                 "max_line_bytes", "max_example_features", "features", "labels"):
         if old.get(name) != new.get(name):
             out.append(f"{name.replace('_', '-')} {old.get(name)} -> {new.get(name)}")
     oi, ni = old.get("inputs", []), new.get("inputs", [])
@@ -248,9 +261,11 @@ def _decode_block(body: np.ndarray, meta_len: int, n: int, nnz: int) -> ExampleB
 class ExampleCache:
     """One cache file for one run; see the module docstring. Build with ``ExampleCache.open``."""
 
-    def __init__(self, path: str, key: dict, temporary: bool, err=None, display: str | None = None):
+    def __init__(self, path: str, key: dict, temporary: bool, err=None, display: str | None = None,
+                 label_dict=None):
         self.path = path
         self.key = key
+        self.label_dict = label_dict  # string labels: the run's dictionary (grown by the parse)
         self.temporary = temporary
         self.err = err
         self.display = display or path
@@ -264,15 +279,17 @@ class ExampleCache:
     # -- opening -----------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | None, input_cfg: InputConfig, paths: list[str], opts=None, err=None,
-             model_path: str | None = None) -> "ExampleCache":
+             model_path: str | None = None, label_dict=None) -> "ExampleCache":
         """The cache for ``paths`` parsed with ``input_cfg``; ``ready`` if a valid one exists.
 
         path : None = temporary file; "" = next to ``model_path`` (``MODEL.cache``) or temporary;
                else the file to use. ``opts`` is accepted for the driver's convenience (unused).
         err : text stream for notes (None = silent).
+        label_dict : the run's ``labels.LabelDict`` with string labels: part of the key as it is
+            now; a reused cache extends it with the names its ids stand for.
         """
         paths = list(paths) or ["-"]
-        key = input_key(input_cfg, paths)
+        key = input_key(input_cfg, paths, label_dict)
         temporary = False
         if path is None or (path == "" and not model_path):
             if path == "" and err is not None:
@@ -282,7 +299,7 @@ class ExampleCache:
             temporary = True
         elif path == "":
             path = model_path + ".cache"
-        cache = cls(path, key, temporary, err)
+        cache = cls(path, key, temporary, err, label_dict=label_dict)
         if temporary:
             return cache
         real = os.path.realpath(path)
@@ -331,17 +348,32 @@ class ExampleCache:
                 n_ex += batch
             if n_ex != footer["n_examples"]:
                 raise _Invalid("example count does not match the footer")
+            names = self._label_names(footer)
         except _Invalid as e:
             self._note(f"example cache {self.path} is unusable ({e}); rebuilding it")
             return
         except OSError as e:
             self._note(f"example cache {self.path} cannot be read ({e.strerror or e}); rebuilding it")
             return
+        if names is not None:
+            self.label_dict.extend(names[len(self.label_dict):])
         self.n_blocks = footer["n_blocks"]
         self.n_examples = footer["n_examples"]
         self.ready = True
         self.reused = True
         self._note(f"reading examples from the cache {self.path} ({self.n_examples} examples)")
+
+    def _label_names(self, footer: dict) -> list | None:
+        """The names the cached label ids stand for (None without string labels); raises _Invalid
+        unless they begin with the run's dictionary as it is (the key says they do)."""
+        if self.label_dict is None:
+            return None
+        names = footer.get("label_names")
+        have = self.label_dict.names
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names) \
+                or names[:len(have)] != have or len(set(names)) != len(names):
+            raise _Invalid("its label names are missing or do not match")
+        return names
 
     def _read_footer(self, size: int) -> dict:
         """Check preamble and trailer, return the footer dict (+ footer_offset); raises _Invalid."""
@@ -507,6 +539,8 @@ class CacheWriter:
             "n_examples": self.n_examples,
             "content_xxh3": self.content.hexdigest(),
         }
+        if c.label_dict is not None:  # after the parse: every name a cached id stands for
+            footer["label_names"] = list(c.label_dict.names)
         fb = json.dumps(footer, sort_keys=True).encode("utf-8")
         try:
             self.f.write(fb)

@@ -343,11 +343,11 @@ def train(ctx, **params):
 @click.option("--probabilities", is_flag=True, help="Print label:probability (and p(label) of the true label).")
 @click.option("--top-k", "top_k", type=click.IntRange(min=1), default=None, help="Print the N most probable labels.")
 @click.option("--threshold", type=click.FloatRange(min=0.0, max=1.0), default=None,
-              help="Multi-label models: print every label with P(label|x) >= T [0.5 unless --top-k].")
+              help="Multi-label models: print every label with P(label|x) >= T [0.5; not with --top-k].")
 @click.option("--flush", is_flag=True, help="Flush each prediction as soon as its line is read (co-process).")
 @click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
               help="Threads that parse chunks and predict parts of each batch at once (0 = one per "
-                   "CPU, at most 4; prediction in parallel for OAA, LOMtree, Filter tree, Rtree). "
+                   "CPU, at most 4; prediction in parallel for OAA, PLT, LOMtree, Filter tree, Rtree). "
                    "Predictions do not depend on it.")
 @click.option("--daemon", is_flag=True,
               help="Serve predictions over a socket: example lines in, one answer line out per line.")

@@ -233,15 +233,23 @@ def _update_flags(p: dict) -> dict:
 def _xmc_labels(inputs) -> int | None:
     """The label count ``L`` of the first input file's XMC header (``-k`` when not given, as
     napkinXC and Omikuji take it); None unless every input is a regular file: standard input, a
-    pipe (``<(xzcat f)``) or a device cannot be read twice, and the training needs the header."""
-    from .parsing import open_input, read_xmc_header
+    pipe (``<(xzcat f)``) or a device cannot be read twice, and the training needs the header.
+    InputError when L is 0 or more labels than the inputs can name (``xmc_label_bound``)."""
+    from .errors import InputError
+    from .parsing import open_input, read_xmc_header, xmc_label_bound
 
     if not inputs or not all(x != "-" and os.path.isfile(x) for x in inputs):
         return None
     f, name = open_input(inputs[0])
     with f:
         labels = read_xmc_header(f, name)[2]
-    return labels if labels >= 1 else None
+    if labels < 1:
+        raise InputError(name, 1, "xmc_header", "the header says 0 labels (L of 'N F L'): give -k, or L >= 1")
+    bound = xmc_label_bound(inputs)
+    if labels > bound:
+        raise InputError(name, 1, "xmc_header", f"the header says {labels} labels, more than the inputs can name "
+                         f"(at most {bound}): give -k to train for that many")
+    return labels
 
 
 def new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:

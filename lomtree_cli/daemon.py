@@ -18,9 +18,10 @@ was measured against a hand-rolled accept loop in ``bench/notes/daemon.md``), up
 longest (one answering is never closed: then the new client is told so and refused), so idle
 clients cannot starve new ones. A connection that sends nothing, or reads no answer, for
 ``--idle-timeout`` seconds (default 60) is closed. Parsing and prediction kernels release the
-GIL, so connections are answered in parallel; a reduction whose prediction is not read-only
-(``Reduction.parallel_predict`` False), every ``--probabilities``/``--top-k`` call and every
-multi-label prediction take a lock.
+GIL, so connections are answered in parallel; only a reduction whose prediction is not
+read-only takes a lock (``Reduction.parallel_predict`` False; for ``--probabilities``,
+``--top-k`` and label sets ``Reduction.parallel_top`` False), so with oaa and plt one client's
+heavy lines never hold up another's.
 
 Memory: a connection holds at most its unfinished line (``--max-line-bytes`` plus one 256 KiB
 read; a longer line is answered with an error and dropped without being held whole); at most one
@@ -88,10 +89,11 @@ class Predictor:
         # a multi-label model answers as ``lomtree predict`` does (its metrics are never read:
         # labels are ignored, so none are counted)
         self.names = output_names(self.label_dict, self.cfg)  # how answers write class ids
-        self.sets = set_predictor(self.reduction, top_k, threshold, self.names, probabilities)
+        self.sets = set_predictor(self.reduction, self.top_k, threshold, self.names, probabilities)
         self.fields = self.sets is None and (probabilities or top_k > 0)
-        self.lock = (threading.Lock() if (self.fields or self.sets is not None or not self.reduction.parallel_predict)
-                     else None)
+        ranked = self.fields or self.sets is not None  # answers from ``predict_top``
+        read_only = getattr(self.reduction, "parallel_top" if ranked else "parallel_predict", False)
+        self.lock = None if read_only else threading.Lock()
         if self.fields:
             from .batch import ExampleBatch
 

@@ -182,9 +182,13 @@ class Runner:
                 self.skipped_shown += 1
 
     def _range_text(self, label: int) -> str:
+        """Why class id ``label`` (past -k) cannot be trained, in the input's own terms: its name,
+        or the label as written (``--label-offset``, the 0-based XMC labels) and their range."""
+        k = self.reduction.k
         if self.label_dict is None:
-            return f"label {label} is outside 1..{self.reduction.k}"
-        return (f"label {self.label_dict.name(label)!r} would be class {label}, outside 1..{self.reduction.k} "
+            o = self.input_cfg.offset
+            return f"label {label - o} is outside {1 - o}..{k - o}" + (f" (-k {k})" if o else "")
+        return (f"label {self.label_dict.name(label)!r} would be class {label}, outside 1..{k} "
                 f"(more distinct labels than -k)")
 
     def _check_labels(self, batch: ExampleBatch, train_possible: bool) -> ExampleBatch:
@@ -234,10 +238,9 @@ class Runner:
         bad = np.zeros(len(batch), dtype=bool)
         bad[batch.label_owner()[batch.label_sets()[1] > k]] = True
 
-        def text(i):
-            big = int(batch.label_set(i).max())
-            name = str(big) if self.label_dict is None else repr(self.label_dict.name(big))
-            return f"label {name} is outside 1..{k}" + ("" if self.label_dict is None else " (more distinct labels than -k)")
+        def text(i):  # the first label of the set past k: with string labels, the first name that did not fit
+            ids = batch.label_set(i)
+            return self._range_text(int(ids[ids > k].min()))
 
         if not self.input_cfg.skip_invalid:
             i = int(np.flatnonzero(bad)[0])
@@ -327,7 +330,8 @@ class Runner:
         return True
 
 
-def _open_cache(opts: RunOptions, input_cfg: InputConfig, paths, final_model: str | None = None):
+def _open_cache(opts: RunOptions, input_cfg: InputConfig, paths, final_model: str | None = None,
+                label_dict=None):
     """The example cache of a train run (None with one pass and no ``-c``).
 
     ``opts.cache``: None (no ``-c``) = a temporary file deleted at the end; "" (``-c``) =
@@ -337,8 +341,8 @@ def _open_cache(opts: RunOptions, input_cfg: InputConfig, paths, final_model: st
         return None
     from .cache import ExampleCache
 
-    return ExampleCache.open(opts.cache, input_cfg, paths, opts,
-                             err=None if opts.quiet else (opts.err or sys.stderr), model_path=final_model)
+    return ExampleCache.open(opts.cache, input_cfg, paths, opts, err=None if opts.quiet else (opts.err or sys.stderr),
+                             model_path=final_model, label_dict=label_dict)
 
 
 def train(input_cfg: InputConfig, learner_cfg: LearnerConfig, red_cfg: ReductionConfig, opts: RunOptions,
@@ -482,7 +486,8 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: StopFlag, holdout
     writer = PredictionWriter(opts.predictions, opts.flush, runner.names)
     if opts.handle_signals:
         stop.install()
-    cache = None if opts.source is not None else _open_cache(opts, runner.input_cfg, paths, final_model)
+    cache = None if opts.source is not None else _open_cache(opts, runner.input_cfg, paths, final_model,
+                                                             runner.label_dict)
     if opts.progress_bar:
         from tqdm import tqdm
 
@@ -493,15 +498,21 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: StopFlag, holdout
         for p in range(opts.passes):
             runner.progress.holdout_reporting = p > 0 and holdout.active
             runner.holdout_counter = 0
+            runner.reduction.count_labels = p == 0  # label counts: each training example once
             source = opts.source(p) if opts.source is not None else \
                 _batches_for_pass(paths, runner.input_cfg, opts, p, cache, runner.label_dict)
             batches = prefetch(source, should_stop=lambda: stop.signum != 0)
             passes_used = p + 1
-            if not runner.run_pass(batches, p, holdout.active, writer, stop):
+            try:
+                done = runner.run_pass(batches, p, holdout.active, writer, stop)
+            finally:  # a bad line stops the parser thread now, not at exit
+                batches.close()
+            if not done:
                 break
             if end_of_pass(runner, holdout, p, opts, save):
                 break
     finally:
+        runner.reduction.count_labels = True
         if runner.bar is not None:
             runner.bar.close()
         writer.close()

@@ -57,6 +57,12 @@ class LabelDict:
             return LabelDict(check_names(cfg.named_labels), fixed=True)
         return LabelDict()
 
+    def extend(self, names: list[str]) -> None:
+        """Add ``names`` (not in the dictionary yet) as the next ids, in order."""
+        for n in names:
+            self.names.append(n)
+            self.ids[n.encode("utf-8")] = len(self.names)
+
     def to_array(self) -> np.ndarray:
         return np.frombuffer("\n".join(self.names).encode("utf-8"), dtype=np.uint8).copy()
 

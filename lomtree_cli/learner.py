@@ -119,6 +119,35 @@ class LinearLearner:
         T[:cur] = self.arrays.T
         self.arrays = self.arrays._replace(S=S, T=T)
 
+    def restride(self, n_models: int, new_id: np.ndarray, features) -> None:
+        """Stride mode: the table laid out for ``n_models`` regressors, regressor m becoming
+        ``new_id[m]``, for the hashed feature indices ``features`` (those ever learned: a slot
+        does not say which feature and regressor wrote it). Each (feature, regressor) keeps its
+        weight and optimiser state, exactly where no two pairs share a slot in either layout;
+        the other regressors start untrained. O(features x regressors)."""
+        self.for_learning()
+        a = self.arrays
+        W, mask = int(a.hp[K.HP_W]), int(a.hp[K.HP_MASK])
+        new_id = np.asarray(new_id, dtype=np.int64)
+        h = np.unique(np.asarray(features, dtype=np.int64))[:, None]
+        src = ((h * W + np.arange(new_id.shape[0], dtype=np.int64)[None, :]) & mask).ravel()
+        dst = ((h * int(n_models) + new_id[None, :]) & mask).ravel()
+        table = np.zeros_like(a.table)
+        if table.shape[1] == 3 and self.config.t0 > 0:
+            table[:, 1] = self.config.t0
+        table[dst] = a.table[src]
+        avg = a.avg
+        if avg.shape[0] > 1:
+            avg = np.zeros_like(a.avg)
+            avg[dst] = a.avg[src]
+        fill = self.config.t0 if (not self.config.plain_table and self.config.t0 > 0) else 0.0
+        S = np.full(int(n_models), fill, dtype=np.float64)
+        T = np.full(int(n_models), fill, dtype=np.float64)
+        S[new_id], T[new_id] = a.S[:new_id.shape[0]], a.T[:new_id.shape[0]]
+        hp = a.hp.copy()
+        hp[K.HP_W] = int(n_models)
+        self.arrays = a._replace(table=table, S=S, T=T, hp=hp, avg=avg)
+
     def ensure_scratch(self, n_features: int) -> None:
         """Let ``learn`` cache per-feature rates, and ``slot_layout`` check the slots, of examples
         of up to ``n_features`` features (the layout check up to ``MAX_LAYOUT`` features)."""
@@ -213,6 +242,11 @@ class LinearLearner:
                     else:
                         out = np.empty(c + 1, dtype=np.uint32)
                         K.kept_column(b, v, col, out)
+                        if col == 1:  # G: an adaptive sum that overflowed float32 (a feature value
+                            # near 1e19, x^2 past 3.4e38) has stopped its weight, as the largest
+                            # float32 does: saved so, the finished run is kept (not refused as inf)
+                            g = out[:c].view(np.float32)
+                            np.minimum(g, np.finfo(np.float32).max, out=g)
                         yield out[:c].view(dtype)
             return Streamed(np.dtype(dtype), (m,), chunks)
 

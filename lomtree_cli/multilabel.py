@@ -47,12 +47,23 @@ def label_text(batch, i: int, label_dict=None) -> str:
 def set_predictor(reduction, top_k: int = 0, threshold: float | None = None, label_dict=None,
                   probabilities: bool = False):
     """The ``SetPredictor`` of a multi-label model, None for a single-label one (where
-    ``threshold`` is a ConfigError): ``lomtree predict`` and the daemon decide alike."""
+    ``threshold`` is a ConfigError): ``lomtree predict`` and the daemon decide alike. A
+    ``--top-k`` answer holds at most the labels the model knows (nothing is sized beyond them);
+    ``--threshold`` is a number in 0..1 and cannot go with ``--top-k`` (whose lines are the K best
+    labels whatever their probability), as in the Python API."""
+    from .errors import ConfigError
+
+    if threshold is not None:
+        if not (isinstance(threshold, (int, float)) and 0.0 <= float(threshold) <= 1.0):
+            raise ConfigError(f"--threshold must be a number in 0..1, got {threshold!r}")
+        if top_k:
+            raise ConfigError("give --top-k or --threshold, not both (--top-k prints the K best labels whatever "
+                              "their probability)")
     if reduction.multilabel:
+        if top_k:
+            top_k = min(int(top_k), reduction.top_k_bound())
         return SetPredictor(reduction, top_k, threshold, label_dict, probabilities)
     if threshold is not None:
-        from .errors import ConfigError
-
         raise ConfigError("--threshold is for multi-label models (trained with --multilabel); "
                           "use --top-k or --probabilities")
     return None

@@ -255,8 +255,13 @@ def finish(err, opts, s: dict) -> None:
             sys.stdout.flush()
         elif os.path.exists(opts.report) and not os.path.isfile(opts.report):
             # /dev/stdout, a FIFO, ...: write in place; a rename would replace the device node
-            with open(opts.report, "w") as fh:
-                fh.write(text)
+            try:
+                with open(opts.report, "w") as fh:
+                    fh.write(text)
+            except OSError as e:
+                from .errors import LomtreeError
+
+                raise LomtreeError(f"cannot write the report to {opts.report}: {e.strerror or e}") from None
         else:
             target = os.path.realpath(opts.report)  # a symlink is followed, not replaced
             from .paths import temporary_name

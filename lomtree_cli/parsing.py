@@ -45,6 +45,7 @@ from .kernels.parse import (
     KIND_INF,
     KIND_NEG,
     KIND_RANGE,
+    MAX_WEIGHT,
     REASONS,
     parse_libsvm_chunk,
     parse_libsvm_chunk_ns,
@@ -188,6 +189,8 @@ def _detail(reason: str, tok: bytes, kind: int, cfg: InputConfig | None = None, 
             return f"bad importance weight {q} (must be >= 0)"
         if kind == KIND_INF:
             return f"bad importance weight {q} (not finite)"
+        if kind == KIND_RANGE:
+            return f"bad importance weight {q} (must be at most {MAX_WEIGHT:g})"
         return f"bad importance weight {q} (must be a number >= 0)"
     if reason == "ns_name":
         return f"empty namespace name before ':' in {q}"
@@ -519,7 +522,8 @@ def _iter_stream(stream, name: str, cfg: InputConfig, chunk_bytes: int, flush: b
 
 def read_xmc_header(stream, name: str) -> tuple[int, int, int]:
     """The header line ``N F L`` of an XMC file (examples, features, labels), read from
-    ``stream``, which is left at the first example; InputError unless it is three integers."""
+    ``stream``, which is left at the first example; InputError unless it is three integers below
+    2^63 (the kernels compare indices and labels with them as int64)."""
     try:
         raw = stream.readline(4096)
     except (OSError, EOFError, ValueError) as e:
@@ -532,7 +536,23 @@ def read_xmc_header(stream, name: str) -> tuple[int, int, int]:
         got = _quote(raw.rstrip(b"\r\n"))
         raise InputError(name, 1, "xmc_header", "the first line must be the header 'N F L' (examples, features, "
                          f"labels: three integers), got {got}")
-    return int(parts[0]), int(parts[1]), int(parts[2])
+    nums = tuple(int(p) for p in parts)
+    for what, v in zip(("N (examples)", "F (features)", "L (labels)"), nums):
+        if v >= 1 << 63:
+            raise InputError(name, 1, "xmc_header", f"the header's {what} = {v} is too large (at most 2^63-1)")
+    return nums
+
+
+def xmc_label_bound(paths: list) -> int:
+    """The most distinct labels ``paths`` can name: a label takes at least two bytes (a digit and
+    a separator), a compressed file holds at most 1,032 times its size (deflate's largest ratio; a
+    denser bzip2 or xz file needs -k). The XMC header's L is a claim: ``-k`` taken from it is
+    bounded by this, so that a short file cannot make the model gigabytes."""
+    total = 0
+    for p in paths:
+        size = os.path.getsize(p)
+        total += size * 1032 if p.endswith(COMPRESSED_ENDINGS) else size
+    return total // 2 + 1
 
 
 def _emit(batch: ExampleBatch, errs: list, cfg: InputConfig) -> Iterator[ExampleBatch]:

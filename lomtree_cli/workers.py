@@ -161,7 +161,9 @@ def prefetch(iterable, depth: int = 2, should_stop=None, eager: bool = False, na
         finally:
             halt.set()
             t.join(timeout=2.0)
-            if not t.is_alive() and hasattr(iterable, "close"):
+            # (at interpreter exit a daemon thread ends where it stands: its generator stays
+            # "running" and cannot be closed)
+            if not t.is_alive() and hasattr(iterable, "close") and not getattr(iterable, "gi_running", False):
                 iterable.close()
 
     handle = Prefetch(drain(), halt, should_stop)

@@ -1,6 +1,7 @@
 """Scale and label range.
 
 - Labels outside 1..k stop training with the clear ``file:line: label L is outside 1..k`` error
+  (L and the range as the file writes labels, ``--label-offset`` taken off)
   (exit 1) for every reduction that needs k; ``--skip-invalid`` skips them; in ``predict`` they
   are counted as mistakes with one warning. Reductions without k (cpt, table) take any label up
   to 2^31-1 with memory that follows the labels seen, not their values.
@@ -41,7 +42,8 @@ def test_labels_outside_1_k(name, tmp_path):
         return
     assert res.exit_code == 1 and res.stderr == f"error: {f}:3: label 6 is outside 1..5\n", res.stderr
     res = invoke(["train", "-r", name, *k, "--format", "libsvm", "--label-offset", "1", str(lib), "--quiet"])
-    assert res.exit_code == 1 and res.stderr == f"error: {lib}:3: label 6 is outside 1..5\n", res.stderr
+    # named as the file writes it (label 5 + the offset 1 would be class 6)
+    assert res.exit_code == 1 and res.stderr == f"error: {lib}:3: label 5 is outside 0..4 (-k 5)\n", res.stderr
     rep = tmp_path / "r.json"
     res = invoke(["train", "-r", name, *k, str(f), "--quiet", "--skip-invalid", "--report", str(rep),
                   "-f", str(tmp_path / "m.lt")])

@@ -117,6 +117,10 @@ _M32 = np.uint64(0xFFFFFFFF)
 _U10 = np.uint64(10)
 _U1 = np.uint64(1)
 _LABEL_LIMIT = 2**31
+#: the largest importance weight: a larger one is a malformed line. One example weighing more than
+#: a million others is a typo or an attack, and such weights overflow the adaptive sums (float32)
+#: of its features: the run diverged and its model was lost
+MAX_WEIGHT = 1e6
 _LABEL_CAP = 2**40  # a label's digits stop accumulating here (|label_offset| < 2**31: no overflow)
 _U64_DIV10 = np.uint64(1844674407370955161)  # (2**64 - 1) // 10; the remainder is 5
 _U5 = np.uint64(5)
@@ -668,6 +672,8 @@ def _parse_vw_line(buf, s, e, seed, mask, label_offset, low_unlabeled, indices, 
             return nnz, 0, 1.0, -1, -1, WEIGHT, t1s, t1s, t1e, KIND_INF, m
         if w < 0:
             return nnz, 0, 1.0, -1, -1, WEIGHT, t1s, t1s, t1e, KIND_NEG, m
+        if w > MAX_WEIGHT:
+            return nnz, 0, 1.0, -1, -1, WEIGHT, t1s, t1s, t1e, KIND_RANGE, m
         weight = w
     # ---- feature section; buf[p] == '|' at the top of the loop
     p = bar

@@ -18,7 +18,9 @@ Label sets (multi-label input, ``batch.label_ptr``): a reduction that learns the
 ``label_sets = True`` and trains on every label of a set in ``process`` (PLT: the union of the
 labels' paths; OAA: binary relevance); ``set_multilabel`` refuses the others with a message
 that names the ones that can. A multi-label model also keeps the count of each label over the
-trained examples (``label_counts``, saved with the model): the propensities of PSP@k.
+trained examples (``label_counts``, saved with the model): the propensities of PSP@k. Each
+example counts once however many passes a run makes over it (``count_labels``: off after the
+first pass).
 
 Labels are 1-based at this interface (0 = unlabeled); kernels use 0-based ids inside.
 """
@@ -71,6 +73,10 @@ class Reduction:
     #: the GIL and keeps no state between examples), so parts of a batch may be predicted in
     #: parallel threads (``lomtree predict --threads``)
     parallel_predict: ClassVar[bool] = False
+    #: True when ``predict_top`` only reads the model (its kernel releases the GIL and keeps its
+    #: work arrays to the call): the daemon answers ``--top-k``/``--probabilities`` and label sets
+    #: of several connections at once
+    parallel_top: ClassVar[bool] = False
     #: from the registry entry: ``process`` can learn a batch in several threads at once
     #: (``set_train_threads``)
     train_threads: ClassVar[bool] = False
@@ -78,6 +84,9 @@ class Reduction:
     label_sets: ClassVar[bool] = False
     #: a multi-label model: labels counted over the trained examples, index = label (0: examples)
     label_counts: np.ndarray | None = None
+    #: the trained examples' labels are counted (the driver turns it off for passes after the first:
+    #: the same examples again, and the propensities are those of the training set's frequencies)
+    count_labels: bool = True
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -123,8 +132,9 @@ class Reduction:
         if ids.size and (int(ids.min()) < 1 or int(ids.max()) > self.k):
             bad = int(ids.min()) if int(ids.min()) < 1 else int(ids.max())
             raise ValueError(f"{self.name}: cannot train on label {bad}: labels must be in 1..{self.k}")
-        self.label_counts += np.bincount(ids, minlength=self.k + 1)[:self.k + 1]
-        self.label_counts[0] += float(np.count_nonzero(t))
+        if self.count_labels:
+            self.label_counts += np.bincount(ids, minlength=self.k + 1)[:self.k + 1]
+            self.label_counts[0] += float(np.count_nonzero(t))
 
     def label_set_state(self) -> dict:
         return {} if self.label_counts is None else {"label_counts": self.label_counts.copy()}
@@ -134,13 +144,39 @@ class Reduction:
         if c is None:
             raise ValueError("a multi-label model without its label counts")
         c = np.asarray(c)
-        if c.dtype != np.float64 or c.shape != (self.k + 1,) or not np.all(np.isfinite(c)) or np.any(c < 0):
-            raise ValueError("label_counts invalid")
+        # counts of examples: whole numbers that float64 holds exactly (a crafted 1e308 overflowed
+        # the sums of ``inspect`` and the propensities)
+        if c.dtype != np.float64 or c.shape != (self.k + 1,) or not np.all(np.isfinite(c)) or np.any(c < 0) \
+                or np.any(c > 2.0 ** 53) or np.any(c != np.floor(c)):
+            raise ValueError("label_counts invalid (counts of examples: whole numbers in 0..2^53)")
         self.label_counts = c.copy()
 
     @property
     def k(self) -> int:
         return int(self.config.k or 0)
+
+    #: learning and prediction cost grows with k (OAA's regressor per class): an open label set
+    #: grows to the classes met, not by doubling (``api.Classifier._take_labels``)
+    cost_per_class: ClassVar[bool] = False
+
+    def grow_classes(self, k: int, features: np.ndarray) -> None:
+        """Take labels up to ``k`` (more than now): the open label set of the Python API's
+        streams without ``classes``. ``features``: every hashed feature index learned so far
+        (stride-mode reductions lay their regressors out again, ``LinearLearner.restride``).
+        ConfigError for a reduction whose structure is made for a fixed k."""
+        raise ConfigError(f"-r {self.name} builds its structure for a fixed number of classes: give classes=K "
+                          f"or the list of labels at the first call")
+
+    def _set_k(self, k: int) -> None:
+        """``config.k`` becomes ``k``; the label counts of a multi-label model grow with it."""
+        from dataclasses import replace
+
+        old = self.k
+        self.config = replace(self.config, k=int(k))
+        if self.label_counts is not None:
+            c = np.zeros(int(k) + 1, dtype=np.float64)
+            c[:old + 1] = self.label_counts
+            self.label_counts = c
 
     def top_k_bound(self) -> int:
         """The most labels a ``--top-k`` answer can hold: k (without -k, the labels known)."""

@@ -156,6 +156,9 @@ class ConditionalProbabilityTree(Reduction):
                      n, self._make_room)
         return preds, losses
 
+    def grow_classes(self, k: int, features: np.ndarray) -> None:
+        self._set_k(k)  # labels map to leaves as they come (``lmap``): nothing to lay out
+
     def top_k_bound(self) -> int:
         return max(1, self.k or int(self.lmap.size[0]))
 

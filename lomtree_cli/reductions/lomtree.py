@@ -222,6 +222,26 @@ class LomTree(Reduction):
         """Router regressors ``max(1, T)``, then one per label when leaves keep candidate lists."""
         return max(1, LomTree.max_internal(rcfg)) + (int(rcfg.k) if int(rcfg.leaf_labels) > 0 else 0)
 
+    def grow_classes(self, k: int, features: np.ndarray) -> None:
+        """Classes up to ``k``: T grows with k when it is k - 1 (no ``--max-internal-nodes``), the
+        label regressors follow the routers (label y's is ``W0 + y - 1``), and the table is laid
+        out for the new count (``LinearLearner.restride``); nodes and class records stay."""
+        from dataclasses import replace
+
+        old_n, old_w0 = self.n_models_for(self.config), max(1, self.T)
+        cfg = replace(self.config, k=int(k))
+        T = self.max_internal(cfg)
+        N = self.max_records(cfg, self.learner.bits)
+        new_id = np.arange(old_n, dtype=np.int64)
+        new_id[old_w0:] += max(1, T) - old_w0
+        self.learner.restride(self.n_models_for(cfg), new_id, features)
+        self._set_k(k)
+        self.T = T
+        self.glob[LK.G_T] = T
+        self.glob[LK.G_W0] = max(1, T)
+        self.glob[LK.G_NODECAP_MAX] = 2 * T + 1
+        self.glob[LK.G_RECMAX] = N
+
     # -- counters --------------------------------------------------------------------------
     @property
     def n_nodes(self) -> int:

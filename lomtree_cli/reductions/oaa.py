@@ -93,6 +93,7 @@ class DualState:
 class OneAgainstAll(Reduction):
     name = "oaa"
     parallel_predict = True
+    parallel_top = True  # oaa_scores into arrays of the call
 
     @staticmethod
     def n_models_for(rcfg) -> int:
@@ -100,6 +101,15 @@ class OneAgainstAll(Reduction):
 
     #: the dual solver's state while it trains (``plan``), else None
     dual = None
+    cost_per_class = True
+
+    def grow_classes(self, k: int, features: np.ndarray) -> None:
+        """New classes' regressors: the table laid out for ``k`` regressors, the old ones' weights
+        kept (a new regressor starts untrained, as if its class had just appeared)."""
+        if self.learner.config.solver == "dual":
+            raise ConfigError("--solver dual trains on a fixed set of classes: give them at the first call")
+        self.learner.restride(int(k), np.arange(self.k, dtype=np.int64), features)
+        self._set_k(k)
 
     def plan(self, passes: int, paths, batches, lines: int | None = None) -> None:
         """Before training: with ``--solver dual`` its state, refused up front when the lines of

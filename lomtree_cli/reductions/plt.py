@@ -230,6 +230,10 @@ class ProbabilisticLabelTree(Reduction):
     """PLT reduction (see the module docstring)."""
 
     name = "plt"
+    # a built tree (every loaded model) with no example to train: plt_process and plt_top only
+    # read the tree and the weights, their beams and scores are arrays of the call
+    parallel_predict = True
+    parallel_top = True
     slot_mode = MODE_BLOCK
     fixed_models = False
 
@@ -504,6 +508,19 @@ class ProbabilisticLabelTree(Reduction):
         tree.counts[P.CT_BLOCKS] = nb
         self.tree = tree
         self.learner.ensure_models(self.W * nb)
+
+    def grow_classes(self, k: int, features: np.ndarray) -> None:
+        """Labels up to ``k``: a new label joins the tree online at its first example (blocks
+        grow without moving weights); only the arrays indexed by label grow."""
+        old = self.k
+        leaf_of = np.full(int(k) + 1, -1, dtype=np.int64)
+        leaf_of[:old + 1] = self.tree.leaf_of
+        self.tree = self.tree._replace(leaf_of=leaf_of)
+        if self.freq.shape[0] == old + 1:  # (emptied once the tree is built)
+            freq = np.zeros(int(k) + 1, dtype=np.int64)
+            freq[:old + 1] = self.freq
+            self.freq = freq
+        self._set_k(k)
 
     def set_train_threads(self, n: int) -> None:
         self.threads = max(1, int(n))

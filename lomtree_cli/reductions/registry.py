@@ -154,6 +154,8 @@ _LARGE_K_LOMTREE = {"max_internal_nodes": 1023, "leaf_labels": 64, "candidates_u
 
 #: the reduction of ``lomtree train`` and ``Classifier`` when none is given
 DEFAULT = "lomtree"
+#: the reduction of label sets where none is named (``lomtree_cli.river.MultiLabelClassifier``)
+DEFAULT_LABEL_SETS = "plt"
 
 #: reduction name -> its entry. Defaults measured best (bench/notes/lomtree.md): LOMtree's
 #: (VW forces quantile loss on log_multi; squared loss, power_t 0.75, learning rate 0.25 and

@@ -131,7 +131,7 @@ def _vw_line(line: bytes, mask: int, seed: int, label_offset: int = 0, low_unlab
         label = _label(t, label_offset, low_unlabeled, "label_int")
     if len(toks) == 2:
         w = to_float(toks[1])
-        if w is None or not math.isfinite(w) or w < 0:
+        if w is None or not math.isfinite(w) or w < 0 or w > 1e6:  # (at most a million examples' worth)
             raise _Bad("weight")
         weight = w
     idx, val = [], []
