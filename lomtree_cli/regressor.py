@@ -54,6 +54,8 @@ class Regressor(Classifier):
     solver = "online"
     cost = None
     dual_memory = None
+    shuffle = False
+    random_state = None
 
     def __init__(self, reduction=REAL_DEFAULT, bits=18, learning_rate=None, power_t=None, initial_t=None,
                  loss_function=None, quantile_tau=0.5, sgd=False, adaptive=False, normalized=False, invariant=False,
