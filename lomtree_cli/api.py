@@ -242,6 +242,10 @@ def dicts_batch(xs, cfg: InputConfig) -> ExampleBatch:
             return _parsed_dicts(xs, cfg)
         indptr.append(len(indices))
     n = len(indptr) - 1
+    if n == 1:  # learn_one / predict_one: the fewest numpy calls
+        return ExampleBatch(labels=np.zeros(1, np.int64), weights=np.ones(1), indptr=np.array(indptr, np.int64),
+                            indices=np.array(indices, np.int64), values=np.array(values, np.float32),
+                            line_numbers=np.ones(1, np.int64), source="<dict>")
     return ExampleBatch(labels=np.zeros(n, np.int64), weights=np.array([1.0] * n),
                         indptr=np.array(indptr, np.int64), indices=np.array(indices, np.int64),
                         values=np.array(values, np.float32), line_numbers=np.arange(1, n + 1, dtype=np.int64),
@@ -1162,14 +1166,20 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         from .driver import resolve_threads
 
         t = self.threads
+        memo = self.__dict__.get("_threads_memo")
+        # learn_one asks on every example: the CPU count (a system call) is read once per value
+        if memo is not None and memo[0] is t:
+            return memo[1]
         if isinstance(t, bool) or not isinstance(t, numbers.Integral):
             raise ValueError(f"--threads must be an int, got {t!r}")
         if t < 0:
             raise ValueError(f"--threads must be >= 0, got {t}")
         try:
-            return resolve_threads(int(t))
+            n = resolve_threads(int(t))
         except LomtreeError as e:
             raise _value_error(e) from None
+        self._threads_memo = (t, n)
+        return n
 
     def _new_model(self, labels, fmt: str, k: int | None = None):
         """A new model of ``k`` classes (``labels.k``); ``labels``: Labels, or a function making
@@ -1336,9 +1346,14 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         """Learn ``batch`` as the next examples of a stream: the model's ``learn`` in chunks of
         ``CHUNK``, no pass ends (no learning-rate decay, no pass hook), nothing saved or printed."""
         model = self._model
-        model.reduction.set_need_predictions(False)  # nobody reads the progressive predictions
+        red = model.reduction
+        red.set_need_predictions(False)  # nobody reads the progressive predictions
         try:
-            model.reduction.set_train_threads(self._threads())
+            n = self._threads()
+            done = self.__dict__.get("_threads_set")
+            if done is None or done[0] is not red or done[1] != n:  # (once per model and value)
+                red.set_train_threads(n)
+                self._threads_set = (red, n)
             if len(batch) <= CHUNK:
                 model.learn(batch)
                 return
@@ -1752,7 +1767,8 @@ class Classifier(_SkClassifier, _SklearnEstimator):
 
     # pickling: the model file's bytes, never the model's objects
     def __getstate__(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_model", "_labels", "_features")}
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("_model", "_labels", "_features", "_threads_memo", "_threads_set")}
         if getattr(self, "_model", None) is not None:
             state["_model_bytes"] = self.to_bytes()
             if getattr(self, "_features", None) is not None:

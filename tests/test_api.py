@@ -588,3 +588,39 @@ def test_fit_lines_without_classes_takes_them_from_the_labels():
         Classifier(reduction="cpt", bits=18).fit(["| a", "| b"])
     with pytest.raises(ValueError, match="for files"):
         Classifier(reduction="cpt", bits=18, format="xmc").fit(["1 0:1"])
+
+
+@pytest.mark.parametrize("reduction", ["oaa", "cpt", "plt", "lomtree"])
+@pytest.mark.parametrize("keys", ["str", "int"])
+def test_predict_then_learn_one_is_the_progressive_pass(reduction, keys):
+    """River's loop (predict_one, then learn_one of the same dict, one example at a time) says
+    what one progressive pass of the parser's batch of the VW lines says before each update,
+    and ends in the same model file as ``fit`` on those lines."""
+    from lomtree_cli.api import lines_batch
+
+    rng = np.random.default_rng(11)
+    key = (lambda j: f"f{j}") if keys == "str" else int
+    dicts, labels = [], []
+    for _ in range(200):
+        c = int(rng.integers(1, 6))
+        x = {key(int(j)): float(rng.normal()) for j in rng.choice(30, 6, replace=False)}
+        x[key(40 + c)] = 1.0
+        dicts.append(x)
+        labels.append(c)
+    opts = {"tree_buffer": 0} if reduction == "plt" else {}
+    one = Classifier(reduction=reduction, classes=5, **opts)
+    got = []
+    for x, c in zip(dicts, labels):
+        got.append(one.predict_one(x))
+        one.learn_one(x, c)
+    lines = [f"{c} {dict_line(x)}" for x, c in zip(dicts, labels)]
+    # the reference: the model of the first example, then every later example predicted and
+    # learned in one call of the learner over the parser's batch of the lines
+    model = Classifier(reduction=reduction, classes=5, **opts).partial_fit(lines[:1])
+    learner = model._model
+    learner.reduction.set_need_predictions(True)
+    progressive = learner.learn(lines_batch(lines[1:], learner.input_config)).tolist()
+    assert got[0] is None
+    assert got[1:] == progressive
+    assert one.to_bytes() == model.to_bytes() == Classifier(reduction=reduction, classes=5, **opts).partial_fit(
+        lines).to_bytes()
