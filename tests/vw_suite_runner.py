@@ -52,7 +52,6 @@ _PLT_TREE = ("lomtree's --plt grows its binary tree as labels arrive; VW's is a 
 #: the tests that do not agree today, each with its reason
 CANNOT_AGREE: dict[int, str] = {
     431: _PLT_TREE + " (it reads test 430's model)", 432: _PLT_TREE + " (it reads test 430's model)",
-    216: _PLT_TREE, 217: _PLT_TREE, 434: _PLT_TREE, 435: _PLT_TREE,
     360: "VW 9 turns to 0-based labels at the first label 0 of the stream (line 3), so its first two lines "
          "are 1-based; lomtree decides for the whole run, from the input files, before it starts",
     541: "--loss_function classic (the binary/regression learner of branch vw-learner): average loss 0.0689 "
