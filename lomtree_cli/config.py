@@ -306,6 +306,7 @@ class ReductionConfig:
         by progressive validation)
     leaf_negatives : PLT: train every beam candidate leaf toward -1 (one-against-some)
     shuffle_buffer : PLT: replay the tree buffer's examples in a random order (seeded)
+    complete_tree : PLT: VW's fixed complete tree (``plt.complete_tree``), not one built from the data
     block_group : PLT: consecutive blocks of W node regressors that share a feature's region of the
         table (``kernels.linear``, mode 2); 1, the layout of models made before it
     dim : mtree: width D of the learned embeddings
@@ -340,6 +341,7 @@ class ReductionConfig:
     leaf_negatives: bool = True
     shuffle_buffer: bool = False
     block_group: int = 1
+    complete_tree: bool = False
     dim: int = 100
     depth: int = 0
     reassign_after: int = 1000
@@ -428,7 +430,8 @@ def check_solver(reduction: str, lcfg: LearnerConfig) -> None:
 #: fields written to a model file only when they differ from these values, so that the headers of
 #: models that never use them stay byte for byte those of the versions before them
 _WRITTEN_WHEN_SET = {"real_labels": False, "adaptive": True, "normalized": True, "invariant": True,
-                     "link": "identity", "min_prediction": None, "max_prediction": None}
+                     "link": "identity", "min_prediction": None, "max_prediction": None,
+                     "complete_tree": False}
 
 
 def to_dict(cfg) -> dict:

@@ -514,3 +514,56 @@ def test_shuffled_replay_unlearns_the_streams_order():
         p, _ = red.process(b, np.zeros(len(b), bool))
         acc[shuffle] = float(np.mean(p == b.labels))
     assert acc[True] > 0.85 and acc[False] < 0.7, acc
+
+
+# -- VW's complete tree (--complete-tree, VW's --plt spelling) --------------------------------------
+def vw_heap_tree(k, M):
+    """VW's tree by its definition, independently of ``complete_tree``'s node-count formula: the
+    fewest heap-numbered nodes 0..t-1 (node v's children M v + 1 .. M v + M, those below t) with k
+    leaves; label l (1-based) at leaf t - k + l - 1; under lomtree's root as node v + 1."""
+    t = 1
+    while sum(1 for v in range(t) if M * v + 1 >= t) != k:
+        t += 1
+    parent = [-1, 0] + [1 + (v - 1) // M for v in range(1, t)]
+    label = [0] * (t + 1)
+    for v in range(t - k, t):
+        label[v + 1] = v - (t - k) + 1
+    return parent, label
+
+
+def test_complete_tree_is_vws_heap_tree():
+    from lomtree_cli.reductions.plt import complete_tree
+
+    parent, label = complete_tree(10, 2)  # VW's --plt 10: 19 nodes, 9 internal, label l at node 9 + l
+    assert parent.tolist() == [-1, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9]
+    assert label.tolist() == [0] * 10 + list(range(1, 11))
+    for k in range(1, 40):
+        for M in (2, 3, 4, 7):
+            p, lab = complete_tree(k, M)
+            assert (p.tolist(), lab.tolist()) == vw_heap_tree(k, M), (k, M)
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_complete_tree_matches_reference(loss):
+    """The fixed tree is placed before the first example (a label never moves) and trained as
+    the reference PLT on that tree: the same progressive predictions, top-k probabilities and tree;
+    the one-child root makes VW's root regressor a node of the path."""
+    k = 11
+    ex = stream(k=k, n=300, seed=5)
+    ref = RefPLT(bits=12, loss=loss, arity=2, beam=3, gamma=1.0, negatives=False)
+    ref.set_structure(*vw_heap_tree(k, 2))
+    want = ref.process(ex)
+    red = make_plt(k, loss=loss, arity=2, beam=3, tree_buffer=0, path_weight=1.0, leaf_negatives=False,
+                   complete_tree=True)
+    before = tree_of(red)
+    assert run(red, ex, 7) == want
+    assert tree_of(red) == ref_tree(ref) == before
+    assert red.tree.nchild[0] == 1 and red.n_labels == k
+
+
+def test_complete_tree_is_not_written_unless_set():
+    """lomtree's own plt models keep their bytes: the field is written only when set."""
+    from lomtree_cli.config import to_dict
+
+    assert "complete_tree" not in to_dict(ReductionConfig(name="plt", k=5))
+    assert to_dict(ReductionConfig(name="plt", k=5, complete_tree=True))["complete_tree"] is True

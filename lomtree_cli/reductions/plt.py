@@ -217,6 +217,25 @@ def kmeans_tree(labels: np.ndarray, X: np.ndarray, M: int, seed: int, threads: i
     return np.array(parent, dtype=np.int64), np.array(label, dtype=np.int64)
 
 
+def complete_tree(k: int, M: int) -> tuple[np.ndarray, np.ndarray]:
+    """Parent and label arrays (int64) of VW's ``--plt`` tree: the complete M-ary tree of k leaves
+    numbered heap-style (node v's children ``M v + 1 .. M v + M``), label l (1-based) at VW's node
+    ``ti + l - 1`` (``ti`` internal nodes), under a root of one child. VW's root owns a regressor
+    (every example trains it, and its probability multiplies every label's) where lomtree's root
+    has none: lomtree's node ``v + 1`` is VW's node ``v``."""
+    a = M ** int(math.floor(math.log(k) / math.log(M) + 1e-12))  # VW's node count, as VW computes it
+    t = int(k - (a - math.ceil((k - a) / (M - 1.0))) + (M * a - 1.0) / (M - 1.0))
+    ti = t - k
+    v = np.arange(t, dtype=np.int64)
+    parent = np.empty(t + 1, dtype=np.int64)
+    parent[0] = -1
+    parent[1] = 0
+    parent[2:] = 1 + (v[1:] - 1) // M
+    label = np.zeros(t + 1, dtype=np.int64)
+    label[1 + ti:] = np.arange(1, k + 1)
+    return parent, label
+
+
 def block_group(given: int, k: int, M: int, W: int, bits: int) -> int:
     """G of the block layout (``kernels.linear``, mode 2): ``--block-group``, or with 0 the blocks
     of a balanced tree of k leaves and arity M, ``ceil((k - 1) / (M - 1))``, so that a feature's
@@ -268,6 +287,9 @@ class ProbabilisticLabelTree(Reduction):
         self.buffer_limit = int(rcfg.tree_buffer)
         self.shuffle = bool(rcfg.shuffle_buffer)
         self.built = self.buffer_limit == 0
+        if rcfg.complete_tree:  # VW's fixed tree, every label placed before the first example
+            self._set_structure(*complete_tree(self.k, self.M))
+            self.built = True
         self.buffer: list = []  # (batch copy, train mask, label-frequency predictions)
         self.buffered = 0
         self.buffered_features = 0

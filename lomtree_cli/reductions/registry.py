@@ -242,13 +242,17 @@ REGISTRY = {
         Option("block_group", ("--block-group",),
                help="blocks of node regressors that share a feature's region of the weight table [0: as "
                     "many as a balanced tree of k labels has; 1: each block hashed apart, the layout of "
-                    "models made before this option]")),
+                    "models made before this option]"),
+        Option("complete_tree", ("--complete-tree",), bool,
+               help="VW's --plt tree: the complete arity-ary tree of k leaves, label l at a fixed leaf, fixed "
+                    "before training (its root owns a regressor)")),
         defaults={"block_group": 0},
         label_set_defaults={**_SET_DEFAULTS, "beam": 16}, label_set_pass_defaults=_SET_PASS_DEFAULTS,
         large_k_defaults=_LARGE_K_PLT, label_set_large_k_defaults={**_LARGE_K_TREE, **_LARGE_K_SETS}, label_sets=True, probabilities=True, dask="grown", train_threads=True,
         regressors="tree node", vw_options={"plt": True},
-        # VW's plt: a binary tree grown online, no k-means buffer, no beam negatives, pure path probabilities
-        vw_models={"plt": {**_VW_RATES, "arity": 2, "tree_buffer": 0, "path_weight": 1.0, "leaf_negatives": False}}),
+        # VW's plt: its complete binary tree, no beam negatives, pure path probabilities
+        vw_models={"plt": {**_VW_RATES, "arity": 2, "tree_buffer": 0, "path_weight": 1.0, "leaf_negatives": False,
+                           "complete_tree": True}}),
     "regression": ReductionSpec("lomtree_cli.reductions.scalar:Regression", "regression",
                                 "one linear model of real labels (VW's default learner)", needs_k=False,
                                 real_labels=True, regressors="model", dask="fixed"),
