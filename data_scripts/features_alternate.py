@@ -1,7 +1,7 @@
 """Training throughput against VW with the two programs alternating (the machine is shared;
 alternating spreads its load over both). One pass, -b 24, no model written, whole command.
 
-    python bench/features/alternate.py [REPS] [ROW ...]
+    python -m data_scripts.features_alternate [REPS] [ROW ...]
 
 ROW is ``task:options:reduction[:lomtree-only options]``, e.g. ``book:-q ww:lomtree`` or
 ``book:-q ww:lomtree:--leaf-labels 0`` (LOMtree with VW's model: no leaf candidate lists; default:
