@@ -59,7 +59,7 @@ try:  # Python >= 3.11
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     tomllib = None
 
-from .common import REPO_ROOT, run_timed as run_child
+from .common import REPO_ROOT, log, run_timed as run_child
 
 BENCH_DIR = REPO_ROOT / "bench"
 DATA_DIR = BENCH_DIR / "data"
@@ -680,10 +680,6 @@ def machine_info() -> dict:
 
 # ---------------------------------------------------------------------------------------------
 # the parts of the suite
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
 
 def warm_numba(reductions=REDUCTIONS) -> dict:
     """One tiny train + predict per reduction, so that no timed run compiles (also finds which

@@ -94,4 +94,6 @@ def main():
             res[task] = rows
         json.dump(res, open(out_path, "w"), indent=1)
 
-main()
+
+if __name__ == "__main__":
+    main()

@@ -1,4 +1,4 @@
-"""--l1 / --l2 on Sector (issue #23 item 4): test error and nonzero weights of lomtree and VW at a
+"""--l1 / --l2 on Sector: test error and nonzero weights of lomtree and VW at a
 few values, OAA (VW --oaa) and the Filter tree (VW --ect), one pass, -b 24.
 
     python -m data_scripts.features_regularization [OUT.json]   (after `make data` and `make dev`)
