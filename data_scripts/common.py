@@ -1,4 +1,5 @@
-"""Shared helpers for the data scripts: default paths, compressed input, atomic output.
+"""Shared helpers for the data scripts: default paths, compressed input, atomic output, timed
+child processes, progress lines, the ``--data-dir`` option.
 
 Nothing here knows about a particular dataset. The scripts read the read-only datasets from
 ``DEFAULT_DATA_DIR`` (``../shared/datasets`` relative to the repository, overridable with the
