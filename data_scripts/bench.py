@@ -47,6 +47,7 @@ import os
 import platform
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -58,7 +59,7 @@ try:  # Python >= 3.11
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     tomllib = None
 
-from .common import REPO_ROOT, run_timed as run_child
+from .common import REPO_ROOT, log, run_timed as run_child
 
 BENCH_DIR = REPO_ROOT / "bench"
 DATA_DIR = BENCH_DIR / "data"
@@ -680,10 +681,6 @@ def machine_info() -> dict:
 # ---------------------------------------------------------------------------------------------
 # the parts of the suite
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
 def warm_numba(reductions=REDUCTIONS) -> dict:
     """One tiny train + predict per reduction, so that no timed run compiles (also finds which
     reductions exist in this build: ``{reduction: "ok" | "missing" | "failed: ..."}``)."""
@@ -1080,7 +1077,147 @@ def comparisons(results: list[dict]) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------
+# throughput against VW: the runner, here because the suite below calls it; its own command line,
+# data_scripts/bench_throughput.py, imports it (so the two modules import in one direction only)
+
+#: case name -> (reduction, dataset config name for options, train file, test file (None: the
+#: training file), times each file is repeated). Sector is small (6,412 / 3,207 lines), so it is
+#: repeated 5 times for OAA: the steady-state rate of a 3,207-line file is the
+#: difference of two noisy sub-second times.
+CASES = {
+    "sector_oaa_x5": ("oaa", "sector_oaa", "sector.train.vw", None, 5),
+    "sector_lomtree_x5": ("lomtree", "sector_lomtree", "sector.train.vw", "sector.test.vw", 5),
+    "sector_filter_x5": ("filter", "sector_filter", "sector.train.vw", "sector.test.vw", 5),
+    "letter_filter_x5": ("filter", "letter_filter", "letter.train.vw", "letter.test.vw", 5),
+    "kjv_lomtree": ("lomtree", "kjv_nextword_lomtree", "kjv_nextword.train.vw", "kjv_nextword.test.vw", 1),
+    "kjv_filter": ("filter", "kjv_nextword_filter", "kjv_nextword.train.vw", "kjv_nextword.test.vw", 1),
+}
+HEAD = 10
+
+
+def _median(ts: list[Timed]) -> float | None:
+    ok = [t.seconds for t in ts if t.rc == 0]
+    return statistics.median(ok) if ok else None
+
+
+def _rates(n: int, whole: float | None, fixed: float | None) -> tuple[float | None, float | None]:
+    r_whole = n / whole if whole else None
+    r_steady = (n - HEAD) / (whole - fixed) if whole and fixed is not None and whole > fixed else None
+    return r_whole, r_steady
+
+
+def run_case(name: str, repeats: int, use_vw: bool, config_dir=CONFIG_DIR, daemon: bool = False) -> list[dict]:
+    red, cfg_name, train_name, test_name, rep = CASES[name]
+    exp = load_experiment(Path(config_dir) / f"{cfg_name}.toml")
+    opts = dict(exp.variants["1pass"])
+    opts["passes"] = 1
+    train = DATA_DIR / train_name
+    if not train.exists():
+        log(f"  {name}: {train} missing (make data)")
+        return []
+    test = train if test_name is None else DATA_DIR / test_name
+    if rep > 1:
+        train = repeat_file(train, rep, RUNS_DIR / f"{train.stem}.x{rep}.vw")
+        test = train if test_name is None else repeat_file(test, rep, RUNS_DIR / f"{test.stem}.x{rep}.vw")
+    files = {"train": train, "predict": test}
+    heads = {p: head_file(f, HEAD, RUNS_DIR / f"{f.stem}.head{HEAD}.vw") for p, f in files.items()}
+    counts = {p: count_lines(f) for p, f in files.items()}
+    m, hm = str(RUNS_DIR / f"tp_{name}.model"), str(RUNS_DIR / f"tp_{name}.head.model")
+    vm, vhm = m + ".vw", hm + ".vw"
+    rep_json = str(RUNS_DIR / f"tp_{name}.json")
+    k, vw_red = exp.k, exp.vw
+    cmds = {
+        ("ours", "train"): lomtree_train_cmd(red, k, opts, str(train), m, rep_json, extra=exp.extra_args),
+        ("ours", "train_head"): lomtree_train_cmd(red, k, opts, str(heads["train"]), hm, rep_json,
+                                                     extra=exp.extra_args),
+        ("ours", "predict"): lomtree_predict_cmd(m, str(test), rep_json),
+        ("ours", "predict_head"): lomtree_predict_cmd(m, str(heads["predict"]), rep_json),
+    }
+    if use_vw and vw_red:
+        cmds.update({
+            ("vw", "train"): vw_train_cmd(vw_red, k, opts, str(train), vm, extra=exp.vw_args),
+            ("vw", "train_head"): vw_train_cmd(vw_red, k, opts, str(heads["train"]), vhm, extra=exp.vw_args),
+            ("vw", "predict"): vw_test_cmd(vm, str(test)),
+            ("vw", "predict_head"): vw_test_cmd(vm, str(heads["predict"])),
+            # VW's test as often run to evaluate: the loss only, no predictions written
+            ("vw_nop", "predict"): vw_test_cmd(vm, str(test), None),
+        })
+    times: dict[tuple, list[Timed]] = {key: [] for key in cmds}
+    order = ["train", "train_head", "predict", "predict_head"]
+    for r in range(repeats):
+        for what in order:
+            for who in ("ours", "vw", "vw_nop"):
+                if (who, what) in cmds:
+                    t = run_timed(cmds[(who, what)])
+                    if t.rc != 0:
+                        log(f"    {who} {what} failed: {_tail(t.stderr)}")
+                    times[(who, what)].append(t)
+    rows = []
+    for part in ("train", "predict"):
+        n = counts[part]
+        row = {"case": name, "reduction": red, "vw_reduction": vw_red, "part": part,
+               "file": files[part].name,
+               "examples": n, "repeats": repeats, "bits": opts.get("bits")}
+        for who in ("ours", "vw", "vw_nop"):
+            whole = _median(times.get((who, part), []))
+            fixed = _median(times.get((who, part + "_head"), []))
+            rw, rs = _rates(n, whole, fixed)
+            row[f"{who}_seconds"] = whole
+            row[f"{who}_fixed_seconds"] = fixed
+            row[f"{who}_whole_ex_s"] = rw
+            row[f"{who}_steady_ex_s"] = rs
+            row[f"{who}_all_seconds"] = [round(t.seconds, 3) for t in times.get((who, part), [])]
+        row["ratio_whole"] = _ratio(row["ours_whole_ex_s"], row["vw_whole_ex_s"])
+        row["ratio_paired"] = paired_ratio(times.get(("ours", part), []), times.get(("vw", part), []))
+        row["ratio_steady"] = _ratio(row["ours_steady_ex_s"], row["vw_steady_ex_s"])
+        if daemon and part == "predict" and os.path.exists(m):
+            from .bench_daemon import daemon_rates
+
+            try:
+                row.update(daemon_rates(m, str(test), (1, 8), repeats))
+            except (RuntimeError, OSError) as e:
+                log(f"    daemon failed: {e}")
+        if times.get(("vw_nop", part)):
+            row["ratio_whole_vw_nop"] = _ratio(row["ours_whole_ex_s"], row["vw_nop_whole_ex_s"])
+            row["ratio_paired_vw_nop"] = paired_ratio(times.get(("ours", part), []), times[("vw_nop", part)])
+        rows.append(row)
+        log(f"  {name:16s} {part:7s} ours {row['ours_seconds']} vw {row['vw_seconds']} "
+              f"ratio whole {row['ratio_whole']} paired {row['ratio_paired']} steady {row['ratio_steady']} "
+              f"daemon 1/8 clients {row.get('daemon_1_ex_s')} / {row.get('daemon_8_ex_s')} ex/s")
+    _cleanup(m, hm, vm, vhm, rep_json)
+    return rows
+
+
+def paired_ratio(ours: list[Timed], vw: list[Timed]) -> float | None:
+    """Median over the rounds of VW's time / ours in that round (the two ran back to back).
+
+    The ratio of the two medians compares commands that ran minutes apart, and this VM's speed
+    drifts within minutes (the same 0.2 s Letter prediction had medians of 0.21 and 0.83 s in
+    sets of 7 runs half an hour apart, with 13-17% of the CPU stolen by the host in the slow one).
+    Within a round both commands see the same machine, so a slow spell spoils that round's ratio
+    only, where it can move both medians."""
+    pairs = [v.seconds / o.seconds for o, v in zip(ours, vw) if o.rc == 0 and v.rc == 0 and o.seconds > 0]
+    return statistics.median(pairs) if pairs else None
+
+
+def case_repeats(name: str, cfg: dict) -> int:
+    """Rounds for a case: ``short_repeats`` for the repeated small files (Sector, Letter: commands
+    of 0.15-1.2 s whose times swing by +-20% on this VM, so a median of 3 can land on either
+    side of VW's), ``repeats`` for the large ones."""
+    repeats = int(cfg.get("repeats", 3))
+    return int(cfg.get("short_repeats", repeats)) if CASES[name][4] > 1 else repeats
+
+
+def run_throughput(cfg: dict, use_vw: bool) -> list[dict]:
+    rows = []
+    for name in cfg.get("cases", list(CASES)):
+        rows += run_case(name, case_repeats(name, cfg), use_vw, daemon=cfg.get("daemon", True))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
 # main
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m data_scripts.bench", description=__doc__.split("\n")[0])
@@ -1159,8 +1296,6 @@ def main(argv=None) -> int:
         res["foundation"] = run_foundation(suite["foundation"], use_vw, res["available"])
         save()
     if not args.no_foundation and suite.get("throughput"):
-        from .bench_throughput import run_throughput
-
         log("throughput vs VW: medians of alternating runs, whole command and steady state")
         res["throughput"] = run_throughput(suite["throughput"], use_vw)
         save()

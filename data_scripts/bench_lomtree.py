@@ -19,23 +19,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shlex
 import subprocess
 import sys
 import tempfile
 import time
 
+from .common import children_cpu_seconds
+
 PY = sys.executable
 
 
 def timed(cmd: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = children_cpu_seconds()
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu = children_cpu_seconds() - before
     if proc.returncode != 0:
         raise SystemExit(f"command failed ({proc.returncode}): {shlex.join(cmd)}\n{proc.stderr[-2000:]}")
     return wall, cpu, proc

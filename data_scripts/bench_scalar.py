@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import DEFAULT_DATA_DIR, DEFAULT_OUT_DIR, open_text
+from .common import DEFAULT_DATA_DIR, DEFAULT_OUT_DIR, children_cpu_seconds, open_text
 
 LOMTREE = [sys.executable, "-m", "lomtree_cli.launch", "train"]
 
@@ -108,12 +107,11 @@ def vw_run(args: str) -> tuple[float | None, float]:
 
 def lomtree_run(args: list) -> tuple[float | None, float]:
     """(average loss, CPU seconds) of ``lomtree train`` in a child process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = children_cpu_seconds()
     r = subprocess.run(LOMTREE + args, capture_output=True, text=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = children_cpu_seconds() - before
     if r.returncode != 0:
         raise SystemExit(f"lomtree {' '.join(args)}: {r.stderr.strip()}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     m = re.search(r"average loss = ([-0-9.e+]+)", r.stderr)
     return (float(m.group(1)) if m else None), cpu
 

@@ -1,4 +1,5 @@
-"""Shared helpers for the data scripts: default paths, compressed input, atomic output.
+"""Shared helpers for the data scripts: default paths, compressed input, atomic output, timed
+child processes, progress lines, the ``--data-dir`` option.
 
 Nothing here knows about a particular dataset. The scripts read the read-only datasets from
 ``DEFAULT_DATA_DIR`` (``../shared/datasets`` relative to the repository, overridable with the
@@ -169,6 +170,25 @@ def run_timed(cmd: list[str], env_extra: dict | None = None, timeout: float | No
         err.seek(0)
         return Timed(proc.returncode, wall, ru.ru_utime + ru.ru_stime, int(ru.ru_maxrss),
                      out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"))
+
+
+def log(msg: str) -> None:
+    """A progress line on stderr, flushed (stdout is left to results)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of this process's finished children so far (``RUSAGE_CHILDREN``);
+    the difference around ``subprocess.run`` is that command's CPU, start-up included."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def add_data_dir_argument(ap) -> None:
+    """``--data-dir``: where the shared datasets are read (``DEFAULT_DATA_DIR`` unless given)."""
+    ap.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR), help="shared datasets dir (default: %(default)s)")
 
 
 def sanitize_command(argv: Sequence[str]) -> str:

@@ -25,7 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-from .common import DEFAULT_DATA_DIR, DEFAULT_OUT_DIR, atomic_write, count_lines_and_labels, open_text
+from .common import (DEFAULT_DATA_DIR, DEFAULT_OUT_DIR, add_data_dir_argument, atomic_write, count_lines_and_labels,
+                     open_text)
 
 #: the LIBSVM datasets shipped in the shared data dir: name -> split -> path relative to it
 DATASETS: dict[str, dict[str, str]] = {
@@ -190,7 +191,7 @@ def main(argv=None) -> int:
     ap.add_argument("--label-offset", type=int, default=0, help="added to every label (1 for 0-based data)")
     ap.add_argument("--dataset", choices=sorted(DATASETS) + ["all"],
                     help="convert a dataset of the shared data dir (train and test) instead of SRC DST")
-    ap.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR), help="shared datasets dir (default: %(default)s)")
+    add_data_dir_argument(ap)
     ap.add_argument("--out-dir", default=str(DEFAULT_OUT_DIR), help="output dir for --dataset (default: %(default)s)")
     ap.add_argument("--no-libsvm-copy", action="store_true",
                     help="with --dataset: do not also write uncompressed .libsvm copies")

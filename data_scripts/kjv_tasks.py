@@ -54,7 +54,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .common import DEFAULT_DATA_DIR, DEFAULT_OUT_DIR, atomic_write, iter_lines
+from .common import DEFAULT_OUT_DIR, add_data_dir_argument, atomic_write, iter_lines
 
 #: the KJV file inside the shared data dir
 KJV_RELPATH = "kjv/kjv.txt.xz"
@@ -263,7 +263,7 @@ def main(argv=None) -> int:
     ap.add_argument("--task", choices=("next-word", "book", "both"), default="both")
     ap.add_argument("--kjv", default=None,
                     help=f"KJV text (default: <data-dir>/{KJV_RELPATH})")
-    ap.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR), help="shared datasets dir (default: %(default)s)")
+    add_data_dir_argument(ap)
     ap.add_argument("--out-dir", default=str(DEFAULT_OUT_DIR), help="output dir (default: %(default)s)")
     ap.add_argument("--vocab", type=int, default=5000, help="next-word vocabulary size; label vocab+1 = other (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=0, help="shuffle seed of the book task (default: %(default)s)")

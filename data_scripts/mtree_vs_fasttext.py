@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from .common import children_cpu_seconds
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "bench", "data")
 TASKS = {"kjv_book": 66, "kjv_nextword": 5001, "sector": 105, "synth_k1000": 1000}
@@ -92,13 +94,6 @@ def subsample(src: str, dst: str, every: int) -> str:
     return dst
 
 
-def _child_cpu() -> float:
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def run_mtree(task: str, dim: int, epochs: int, extra: str, workdir: str) -> dict:
     k = TASKS[task]
     model = os.path.join(workdir, f"{task}.mtree.{os.getpid()}.lt")
@@ -106,9 +101,9 @@ def run_mtree(task: str, dim: int, epochs: int, extra: str, workdir: str) -> dic
     lt = [sys.executable, "-m", "lomtree_cli.launch"]
     cmd = lt + ["train", "-r", "mtree", "-k", str(k), "--dim", str(dim), "--passes", str(epochs), "--holdout-off",
                 os.path.join(DATA, f"{task}.train.vw"), "-f", model, "--quiet"] + shlex.split(extra)
-    t0, c0 = time.time(), _child_cpu()
+    t0, c0 = time.time(), children_cpu_seconds()
     subprocess.run(cmd, check=True)
-    train_s, train_cpu = time.time() - t0, _child_cpu() - c0
+    train_s, train_cpu = time.time() - t0, children_cpu_seconds() - c0
     t0 = time.time()
     subprocess.run(lt + ["predict", "-i", model, os.path.join(DATA, f"{task}.test.vw"), "-p", os.devnull,
                          "--quiet", "--report", rep], check=True)

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Callable
 
 from . import common, convert_libsvm, kjv_tasks, synthetic
-from .common import DEFAULT_DATA_DIR, DEFAULT_OUT_DIR, atomic_write, count_lines_and_labels, human_size, is_up_to_date
+from .common import (DEFAULT_DATA_DIR, DEFAULT_OUT_DIR, add_data_dir_argument, atomic_write, count_lines_and_labels,
+                     human_size, is_up_to_date)
 
 
 @dataclass
@@ -203,7 +204,7 @@ def main(argv=None) -> int:
         prog="python -m data_scripts.prepare_all",
         description="Build all benchmark inputs (LIBSVM->VW conversions, KJV tasks, synthetic streams).",
     )
-    ap.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR), help="shared datasets dir (default: %(default)s)")
+    add_data_dir_argument(ap)
     ap.add_argument("--out-dir", default=str(DEFAULT_OUT_DIR), help="output dir (default: %(default)s)")
     ap.add_argument("--force", action="store_true", help="rebuild even if the outputs are up to date")
     ap.add_argument("-j", "--jobs", type=int, default=1, help="tasks run in parallel processes (default: %(default)s)")

@@ -40,7 +40,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
-from .common import DEFAULT_DATA_DIR, DEFAULT_OUT_DIR, atomic_write, is_up_to_date, iter_lines
+from .common import DEFAULT_OUT_DIR, add_data_dir_argument, atomic_write, is_up_to_date, iter_lines
 
 PYPI_RELPATH = "pypi/summaries.txt.xz"
 MIN_COUNTS = (5, 2)
@@ -170,7 +170,7 @@ def build_all(pypi_path, out_dir, min_counts=MIN_COUNTS, vw: bool = False, force
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m data_scripts.pypi_names",
                                  description="Build the PyPI-names tagging task (XMC text, optionally VW text).")
-    ap.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR), help="shared datasets dir (default: %(default)s)")
+    add_data_dir_argument(ap)
     ap.add_argument("--out-dir", default=str(DEFAULT_OUT_DIR / "multilabel"), help="output dir (default: %(default)s)")
     ap.add_argument("--min-count", type=int, nargs="+", default=list(MIN_COUNTS),
                     help="keep name tokens seen in at least N names (default: %(default)s)")

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from .common import DEFAULT_DATA_DIR, DEFAULT_OUT_DIR, is_up_to_date, iter_lines
+from .common import DEFAULT_OUT_DIR, add_data_dir_argument, is_up_to_date, iter_lines
 from .kjv_tasks import tokenize, write_next_word
 
 PYPI_RELPATH = "pypi/summaries.txt.xz"
@@ -101,7 +101,7 @@ def main(argv=None) -> int:
     """Command-line entry point (see the module docstring)."""
     ap = argparse.ArgumentParser(prog="python -m data_scripts.pypi_tasks",
                                  description="Build the PyPI-summaries next-word tasks (VW text).")
-    ap.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR), help="shared datasets dir (default: %(default)s)")
+    add_data_dir_argument(ap)
     ap.add_argument("--out-dir", default=str(DEFAULT_OUT_DIR), help="output dir (default: %(default)s)")
     ap.add_argument("--summaries", type=int, nargs="+", default=list(SIZES),
                     help="first N summaries, 0 = all (default: %(default)s)")

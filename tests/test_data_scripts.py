@@ -635,3 +635,43 @@ def test_pypi_names_task_by_hand(tmp_path):
     assert (tmp_path / "t.labels.tsv").read_text() == "1\tpy\n2\tweb\n"
     with pytest.raises(ValueError, match=r"<input>:2: expected name<TAB>summary"):
         pypi_names.read_packages(["a\tb", "no tab"])
+
+
+# --------------------------------------------------------------------------------------------
+# shared helpers of data_scripts/common.py, and modules that only run under __main__
+
+
+def test_log_writes_a_flushed_line_to_stderr_only(capsys):
+    common.log("step 1 of 3")
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", "step 1 of 3\n")
+
+
+def test_children_cpu_seconds_counts_a_finished_child():
+    """The difference around a child that burns CPU is at least the CPU the child itself saw
+    (its own ``os.times()`` just before exiting)."""
+    code = ("import os\nt = os.times()\nwhile os.times().user - t.user < 0.2:\n    pass\n"
+            "t = os.times()\nprint(t.user + t.system)\n")
+    before = common.children_cpu_seconds()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    spent = common.children_cpu_seconds() - before
+    assert spent >= float(r.stdout) * 0.99 and float(r.stdout) >= 0.2
+
+
+def test_data_dir_argument():
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    common.add_data_dir_argument(ap)
+    assert ap.parse_args([]).data_dir == str(common.DEFAULT_DATA_DIR)
+    assert ap.parse_args(["--data-dir", "elsewhere"]).data_dir == "elsewhere"
+
+
+@pytest.mark.parametrize("module", ["features_alternate", "features_cmp_vw", "features_figures",
+                                    "features_regularization", "features_table"])
+def test_importing_a_features_script_runs_nothing(module):
+    """The feature-option scripts run only as ``python -m data_scripts.features_...``: importing one
+    prints nothing, writes nothing, reads no argument."""
+    r = subprocess.run([sys.executable, "-c", f"import data_scripts.{module}"], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == "", r.stderr

@@ -14,11 +14,12 @@ import lomtree_cli
 PACKAGE_DIR = os.path.dirname(os.path.abspath(lomtree_cli.__file__))
 
 
-def package_modules() -> dict:
-    """module name -> source path of every module of ``lomtree_cli``."""
-    root = os.path.dirname(PACKAGE_DIR)
+def package_modules(package_dir: str = PACKAGE_DIR) -> dict:
+    """module name -> source path of every module of the package in ``package_dir``
+    (``lomtree_cli`` by default)."""
+    root = os.path.dirname(package_dir)
     mods = {}
-    for d, dirs, files in os.walk(PACKAGE_DIR):
+    for d, dirs, files in os.walk(package_dir):
         dirs[:] = [x for x in dirs if x != "__pycache__"]
         for f in files:
             if f.endswith(".py"):
@@ -79,6 +80,16 @@ def find_cycle(graph: dict) -> list | None:
 def test_no_import_cycle():
     graph = import_graph(package_modules())
     assert "lomtree_cli.driver" in graph and "lomtree_cli.core" in graph["lomtree_cli.driver"]
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_no_import_cycle_in_data_scripts():
+    """The benchmark scripts too: a runner below, command lines above, imports inside functions
+    counted."""
+    graph = import_graph(package_modules(os.path.join(os.path.dirname(PACKAGE_DIR), "data_scripts")))
+    assert "data_scripts.bench" in graph["data_scripts.bench_throughput"]
+    assert "data_scripts.common" in graph["data_scripts.bench"]
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 

@@ -1,6 +1,6 @@
 """Feature-option figures (bench/notes/features.md): lomtree vs VW with the same feature options, same run.
 
-    python bench/features/figures.py OUT.json TASK...     (TASK: book_ngram, book_q, nextword_q, parse)
+    python -m data_scripts.features_figures OUT.json TASK...     (TASK: book_ngram, book_q, nextword_q, parse)
 
 Each row: train on the task's train file (one pass, -b 24), test error on its test file, train
 seconds and examples/s (wall clock of the whole command, start-up included). Runs one at a time.
@@ -94,4 +94,6 @@ def main():
             res[task] = rows
         json.dump(res, open(out_path, "w"), indent=1)
 
-main()
+
+if __name__ == "__main__":
+    main()

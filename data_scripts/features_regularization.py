@@ -1,7 +1,7 @@
-"""--l1 / --l2 on Sector (issue #23 item 4): test error and nonzero weights of lomtree and VW at a
+"""--l1 / --l2 on Sector: test error and nonzero weights of lomtree and VW at a
 few values, OAA (VW --oaa) and the Filter tree (VW --ect), one pass, -b 24.
 
-    python bench/features/regularization.py [OUT.json]   (after `make data` and `make dev`)
+    python -m data_scripts.features_regularization [OUT.json]   (after `make data` and `make dev`)
 
 Each row: ``lomtree train -r R -k 105 -b 24 TRAIN -f M OPT`` then ``lomtree predict -i M TEST``
 (nonzero weights from ``lomtree inspect``), and ``python -m vowpalwabbit --R 105 -b 24 -d TRAIN
@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.dirname(HERE)
 PY = os.path.join(ROOT, ".venv", "bin", "python")
 LOMTREE = os.path.join(ROOT, ".venv", "bin", "lomtree")
 DATA = os.path.join(ROOT, "bench", "data")
@@ -59,7 +59,7 @@ def vw_row(tmp, red, opt):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "regularization.json")
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "bench", "features", "regularization.json")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for red, vw_red in REDUCTIONS:

@@ -1,7 +1,7 @@
 """Training throughput against VW with the two programs alternating (the machine is shared;
 alternating spreads its load over both). One pass, -b 24, no model written, whole command.
 
-    python bench/features/alternate.py [REPS] [ROW ...]
+    python -m data_scripts.features_alternate [REPS] [ROW ...]
 
 ROW is ``task:options:reduction[:lomtree-only options]``, e.g. ``book:-q ww:lomtree`` or
 ``book:-q ww:lomtree:--leaf-labels 0`` (LOMtree with VW's model: no leaf candidate lists; default:
@@ -10,10 +10,11 @@ fastest training seconds of each program, both as CPU time (user + sys of the co
 ``getrusage(RUSAGE_CHILDREN)``) and as wall clock.
 """
 import os
-import resource
 import statistics
 import subprocess
 import sys
+
+from .common import children_cpu_seconds
 
 LT = os.environ.get("LT", os.path.join(os.path.dirname(sys.executable), "lomtree"))
 VW = os.environ.get("VW", f"{sys.executable} -m vowpalwabbit").split()
@@ -26,12 +27,11 @@ ROWS = [f"book:{o}:{r}" for o in ("-q ww", "--ngram 2") for r in ("filter", "lom
 
 def timed(cmd):
     """(cpu seconds, wall seconds) of one command."""
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    c0 = children_cpu_seconds()
     t0 = os.times().elapsed
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t1 = os.times().elapsed
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), t1 - t0
+    return children_cpu_seconds() - c0, t1 - t0
 
 
 def fmt(xs):
