@@ -246,7 +246,8 @@ def run_train(p: dict, given: set, start: float) -> None:
                       progress_interval=p["progress_interval"],
                       progress_bar=p["progress_bar"], report=p["report"], chunk_bytes=p["chunk_bytes"],
                       start_time=start, handle_signals=True, on_started=end_startup,
-                      train_threads=resolve_threads(p["threads"]), compact=_compact(p), **run)
+                      train_threads=resolve_threads(p["threads"]), compact=_compact(p),
+                      shuffle_passes=p.get("shuffle_passes"), **run)
     if p["dask"] is not None:
         if opts.train_threads > 1:
             raise ConfigError("--threads cannot be used with --dask (each worker trains in one thread)")
