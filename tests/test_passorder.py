@@ -153,5 +153,5 @@ def test_refused_with_the_dual_solver(tmp_path):
     data = _labelset_data(tmp_path / "d.vw")
     opts = driver.RunOptions(inputs=[data], passes=2, err=io.StringIO(), holdout_off=True, shuffle_passes=True)
     with pytest.raises(ConfigError, match="--shuffle-passes cannot be used with --solver dual"):
-        driver.train(InputConfig(bits=16, multilabel=True), LearnerConfig(loss="logistic", solver="dual"),
+        driver.train(InputConfig(bits=16, multilabel=True), LearnerConfig(loss="hinge", solver="dual"),
                      ReductionConfig(name="oaa", k=6), opts, final_model=str(tmp_path / "m.lt"))
