@@ -331,7 +331,7 @@ def vw_run_options(f):
 @click.option("--decay-learning-rate", "--decay_learning_rate", "decay_learning_rate", type=float,
               default=None, help="Learning-rate factor applied after each pass [1; multi-label "
                                  f"{_names(lambda s: 'decay_learning_rate' in s.label_set_pass_defaults)} with "
-                                 "--passes > 1: 0.6].")
+                                 "--passes > 1: 0.6, 1 when the later passes are shuffled (--shuffle-passes)].")
 @click.option("--passes", type=int, default=1, show_default=True)
 @click.option("--shuffle-passes/--no-shuffle-passes", "shuffle_passes", default=None,
               help="Read the cached passes 2..N in a random order seeded by --seed and the pass (windows of "

@@ -155,3 +155,20 @@ def test_refused_with_the_dual_solver(tmp_path):
     with pytest.raises(ConfigError, match="--shuffle-passes cannot be used with --solver dual"):
         driver.train(InputConfig(bits=16, multilabel=True), LearnerConfig(loss="hinge", solver="dual"),
                      ReductionConfig(name="oaa", k=6), opts, final_model=str(tmp_path / "m.lt"))
+
+
+@pytest.mark.parametrize("extra, decay", [(["--holdout-off"], 1.0), ([], 0.6),
+                                          (["--holdout-off", "--no-shuffle-passes"], 0.6),
+                                          (["--holdout-off", "--decay-learning-rate", "0.8"], 0.8)])
+def test_no_rate_decay_when_the_later_passes_are_shuffled(tmp_path, extra, decay):
+    from click.testing import CliRunner
+
+    from lomtree_cli import model_io
+    from lomtree_cli.cli import main
+
+    data = _labelset_data(tmp_path / "d.vw", n=60)
+    model = str(tmp_path / "m.lt")
+    res = CliRunner().invoke(main, ["train", "-r", "plt", "--multilabel", "-k", "4096", "-b", "14", data,
+                                    "--passes", "2", "-f", model, "--quiet", *extra])
+    assert res.exit_code == 0, res.output
+    assert model_io.load_model(model).learner.config.decay_learning_rate == pytest.approx(decay)
