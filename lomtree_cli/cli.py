@@ -49,7 +49,7 @@ TRAIN_HELP_GROUPS = (
     ("Feature Options", ("bits", "hash_seed", "ignore", "ignore_linear", "keep", "noconstant", "ngram", "skips",
                          "interactions", "quadratic", "cubic", "fmt", "label_offset", "named_labels", "string_labels",
                          "multilabel")),
-    ("Example Options", ("testonly", "holdout_off", "holdout_period", "early_terminate", "passes", "loss",
+    ("Example Options", ("testonly", "holdout_off", "holdout_period", "early_terminate", "passes", "shuffle_passes", "loss",
                          "quantile_tau", "l1", "l2", "skip_invalid", "max_line_bytes",
                          "max_example_features", "min_prediction", "max_prediction", "vw_binary", "link")),
     ("Update Options", ("learning_rate", "power_t", "decay_learning_rate", "initial_t")),
@@ -331,8 +331,12 @@ def vw_run_options(f):
 @click.option("--decay-learning-rate", "--decay_learning_rate", "decay_learning_rate", type=float,
               default=None, help="Learning-rate factor applied after each pass [1; multi-label "
                                  f"{_names(lambda s: 'decay_learning_rate' in s.label_set_pass_defaults)} with "
-                                 "--passes > 1: 0.6].")
+                                 "--passes > 1: 0.6, 1 when the later passes are shuffled (--shuffle-passes)].")
 @click.option("--passes", type=int, default=1, show_default=True)
+@click.option("--shuffle-passes/--no-shuffle-passes", "shuffle_passes", default=None,
+              help="Read the cached passes 2..N in a random order seeded by --seed and the pass (windows of "
+                   "the cache when it is large); not with holdout, whose examples are every Nth of a pass "
+                   "[off; on with -r plt label sets and -k >= 4096, where the first pass is shuffled].")
 @click.option("-c", "--cache", "cache", is_flag=False, flag_value="", default=None,
               help="Keep the binary example cache at PATH (default: MODEL.cache next to -f) and reuse it "
                    "while inputs and options match. Without -c, --passes > 1 uses a temporary cache.")

@@ -89,6 +89,10 @@ class RunOptions:
     vw_output: str | None = None
     #: VW's command lines: with holdout the model saved is the last pass's (VW's), not the best one's
     keep_last_pass: bool = False
+    #: train: read the cached passes 2..N in a seeded random order (``passorder``); None: the
+    #: reduction's choice (plt: with its shuffled buffer). Never with holdout: its examples are
+    #: chosen by their position in the pass
+    shuffle_passes: bool | None = None
 
 
 def _batches_for_pass(paths, input_cfg, opts, pass_index, cache, label_dict=None):
@@ -469,6 +473,9 @@ def fit(model: Learner, opts: RunOptions, save, final_model: str | None = None, 
         preamble(err, input_cfg, model.base, reduction, paths)
     holdout = Holdout(opts.learn and (opts.passes > 1 or opts.holdout_after > 0) and not opts.holdout_off,
                       opts.early_terminate, opts.keep_last_pass)
+    if opts.shuffle_passes and model.base.config.solver == "dual":
+        raise ConfigError("--shuffle-passes cannot be used with --solver dual (its dual variables belong to the "
+                          "cache's positions; it visits each chunk in its own seeded order)")
     stop = StopFlag()
     passes_used = _run_passes(runner, paths, opts, stop, holdout, save, final_model)
     reduction.end_training()
@@ -576,6 +583,10 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: StopFlag, holdout
             runner.reduction.count_labels = p == 0  # label counts: each training example once
             source = opts.source(p) if opts.source is not None else \
                 _batches_for_pass(paths, runner.input_cfg, opts, p, cache, runner.label_dict)
+            if p > 0 and source_shuffled(runner, opts, holdout, cache):
+                from .passorder import shuffled
+
+                source = shuffled(source, int(runner.reduction.config.seed), p)
             batches = prefetch(source, should_stop=lambda: stop.signum != 0)
             passes_used = p + 1
             try:
@@ -595,6 +606,18 @@ def _run_passes(runner: Runner, paths, opts: RunOptions, stop: StopFlag, holdout
         if cache is not None:
             cache.close()
     return passes_used
+
+
+def source_shuffled(runner: Runner, opts: RunOptions, holdout: Holdout, cache) -> bool:
+    """Whether a later pass reads the example cache in a random order: ``--shuffle-passes``, by
+    default when the reduction replays its first pass shuffled; never with holdout on (the
+    held-out examples are every Nth of a pass: another order would hold out others) nor when
+    the batches do not come from the cache."""
+    if opts.source is not None or cache is None or holdout.active or not runner.learn:
+        return False
+    if opts.shuffle_passes is not None:
+        return bool(opts.shuffle_passes)
+    return bool(getattr(runner.reduction, "shuffle", False))
 
 
 def end_of_pass(runner: Runner, holdout: Holdout, p: int, opts: RunOptions, save) -> bool:
