@@ -169,6 +169,31 @@ def test_invert_hash_of_plt_lists_existing_nodes_with_their_weights(tmp_path):
         assert w[int(slot)] == pytest.approx(float(val), rel=1e-6)
 
 
+def test_a_complete_tree_model_loads_and_a_changed_tree_is_refused(tmp_path):
+    """VW's --plt tree mixes leaves and internal children under one node, which a k-means tree
+    never does: a saved complete-tree model loads and predicts as the run that wrote it, and a
+    model claiming --complete-tree whose tree is another is refused, not used."""
+    from lomtree_cli.errors import ModelFormatError
+    from lomtree_cli.model_io import load_model, save_model
+
+    d = tmp_path / "p.vw"
+    d.write_text("".join(f"{i % 7},{(i + 2) % 7} | w{i % 7} v{i % 4}\n" for i in range(200)))
+    m = tmp_path / "p.lt"
+    assert cli("train", "--plt", "7", str(d), "-f", m, "-p", tmp_path / "train.p", "--quiet")[0] == 0
+    assert cli("train", "-t", "-i", m, str(d), "-p", tmp_path / "a.p", "--quiet")[0] == 0
+    assert cli("predict", "-i", m, str(d), "-p", tmp_path / "b.p", "--quiet")[0] == 0
+    assert (tmp_path / "a.p").read_bytes() == (tmp_path / "b.p").read_bytes()
+    model = load_model(str(m))
+    red = model.reduction
+    label = red.tree.label
+    a, b = np.flatnonzero(label[:red.n_nodes] > 0)[:2]
+    label[a], label[b] = label[b], label[a]  # two labels swapped: a valid tree, not VW's
+    bad = tmp_path / "bad.lt"
+    save_model(str(bad), model.input_config, model.learner, model.reduction, model.passes_done)
+    with pytest.raises(ModelFormatError, match="complete tree"):
+        load_model(str(bad))
+
+
 def test_invert_hash_reads_libsvm_in_its_format(tmp_path):
     d = tmp_path / "s.libsvm"
     d.write_text("".join(f"{1 + i % 2} {3 + i % 2}:1 10:0.5\n" for i in range(20)))

@@ -287,7 +287,8 @@ class ProbabilisticLabelTree(Reduction):
         self.buffer_limit = int(rcfg.tree_buffer)
         self.shuffle = bool(rcfg.shuffle_buffer)
         self.built = self.buffer_limit == 0
-        if rcfg.complete_tree:  # VW's fixed tree, every label placed before the first example
+        self.complete = bool(rcfg.complete_tree)
+        if self.complete:  # VW's fixed tree, every label placed before the first example
             self._set_structure(*complete_tree(self.k, self.M))
             self.built = True
         self.buffer: list = []  # (batch copy, train mask, label-frequency predictions)
@@ -610,7 +611,11 @@ class ProbabilisticLabelTree(Reduction):
                 raise ValueError("PLT arrays have the wrong shape or type")
         if child.shape != (n, self.M) or n < 1:
             raise ValueError("PLT child array does not match the arity")
-        _validate(child, nchild, parent, label, self.k)
+        if self.complete:  # VW's fixed tree mixes leaves and internal children: it must be exactly it
+            want_parent, want_label = complete_tree(self.k, self.M)
+            if not (np.array_equal(parent, want_parent) and np.array_equal(label, want_label)):
+                raise ValueError("PLT tree is not the complete tree of --complete-tree")
+        _validate(child, nchild, parent, label, self.k, mixed_ok=self.complete)
         internal = label == 0
         if np.any(block[~internal] != -1) or np.any(block[internal] < 0) or \
                 np.unique(block[internal]).size != int(internal.sum()):
@@ -719,9 +724,9 @@ def _label_pairs(batch, train):
     return ex[keep], batch.label_sets()[1][keep]
 
 
-def _validate(child, nchild, parent, label, k) -> None:
+def _validate(child, nchild, parent, label, k, mixed_ok: bool = False) -> None:
     """ValueError unless the arrays form one tree rooted at 0 whose leaves carry distinct labels
-    1..k and whose children are all leaves or all internal."""
+    1..k and whose children are all leaves or all internal (``mixed_ok``: either)."""
     n = parent.shape[0]
     M = child.shape[1]
     if parent[0] != -1 or label[0] != 0:
@@ -737,7 +742,7 @@ def _validate(child, nchild, parent, label, k) -> None:
             raise ValueError("PLT child link invalid")
         if np.any(parent[kids] != a):
             raise ValueError("PLT parent/child links disagree")
-        if kids.size and len(set((label[kids] > 0).tolist())) > 1:
+        if not mixed_ok and kids.size and len(set((label[kids] > 0).tolist())) > 1:
             raise ValueError("PLT node mixes leaves and internal children")
         seen[kids] += 1
     if np.any(seen[1:] != 1):
