@@ -983,7 +983,7 @@ class Classifier(_SkClassifier, _SklearnEstimator):
                  cpt_alpha=None, cpt_predict=None,
                  cpt_random_insert=None,
                  arity=None, beam=None, tree_buffer=None, path_weight=None, leaf_negatives=None, block_group=None,
-                 shuffle_buffer=None,
+                 shuffle_buffer=None, complete_tree=None,
                  dim=None,
                  depth=None, reassign_after=None, tree=None, linear=None, verbose=False, multilabel=False,
                  average=None, solver="online", cost=None, dual_memory=None, threads=1, quadratic=None,
@@ -1027,6 +1027,7 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         self.path_weight = path_weight
         self.leaf_negatives = leaf_negatives
         self.shuffle_buffer = shuffle_buffer
+        self.complete_tree = complete_tree
         self.block_group = block_group
         self.dim = dim
         self.depth = depth
