@@ -90,7 +90,7 @@ import numpy as np
 from .batch import ExampleBatch
 from .config import InputConfig
 from .errors import InputError, LomtreeError
-from .parsing import generate_features, parse_bytes, parse_chunk
+from .parsing import MAX_WEIGHT, generate_features, parse_bytes, parse_chunk
 from .reductions.registry import DEFAULT, reduction_options
 
 try:  # scikit-learn's base classes and method gate when it is installed (it is optional)
@@ -1285,6 +1285,10 @@ class Classifier(_SkClassifier, _SklearnEstimator):
                                  f"1..{self._labels.k}")
         if sample_weight is not None:
             batch.weights = _sample_weight(sample_weight, n)
+            if batch.weights.max() > MAX_WEIGHT:  # the parser's bound: one huge weight loses the run
+                i = int(np.argmax(batch.weights > MAX_WEIGHT))
+                raise ValueError(f"sample_weight[{i}] = {batch.weights[i]:g} is over {MAX_WEIGHT:g}, the largest "
+                                 f"importance weight lomtree learns from (as in its input files)")
         if fitting and getattr(self, "_features", None) is not None:
             self._features[batch.indices] = True
         return batch

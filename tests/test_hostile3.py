@@ -402,6 +402,24 @@ def test_weight_bound_in_every_parse_path():
         assert len(b) == 0 and b.skipped[0].reason == "weight", cfg
 
 
+def test_the_api_bounds_sample_weights_as_the_parser_bounds_importance_weights():
+    """fit/partial_fit refuse a sample weight over the parser's bound before learning anything (a
+    model that learned 1e200 once is lost); the bound itself is learned, as in a file."""
+    from lomtree_cli import Classifier
+
+    X = np.eye(4)[np.arange(40) % 4]
+    y = np.arange(40) % 3 + 1
+    w = np.ones(40)
+    w[7] = 1e200
+    clf = Classifier(reduction="oaa", classes=3)
+    with pytest.raises(ValueError, match=r"sample_weight\[7\] = 1e\+200 is over 1e\+06"):
+        clf.fit(X, y, sample_weight=w)
+    with pytest.raises(ValueError, match="over 1e"):
+        Classifier(reduction="oaa", classes=3).partial_fit(X, y, sample_weight=w)
+    w[7] = 1e6
+    assert Classifier(reduction="oaa", classes=3).fit(X, y, sample_weight=w).predict(X).shape == (40,)
+
+
 def replace_skip(cfg):
     from dataclasses import replace
 
