@@ -9,7 +9,6 @@ import re
 import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -56,10 +55,12 @@ def test_kill_cache(tmp_path):
     d = _multiclass(tmp_path)
     cache = tmp_path / "c.cache"
     assert cli("train", "--oaa", "3", str(d), "--cache_file", cache, "--passes", "2", "--quiet")[0] == 0
-    first = cache.stat().st_mtime_ns
-    time.sleep(0.01)
+    first = cache.read_bytes()
+    os.link(cache, tmp_path / "old")  # the old file keeps its inode: a cache written again has another
+    assert cli("train", "--oaa", "3", str(d), "--cache_file", cache, "--passes", "2", "--quiet")[0] == 0
+    assert os.path.samefile(cache, tmp_path / "old")  # without -k the valid cache is reused
     assert cli("train", "-k", "--oaa", "3", str(d), "--cache_file", cache, "--passes", "2", "--quiet")[0] == 0
-    assert cache.stat().st_mtime_ns != first  # written again
+    assert not os.path.samefile(cache, tmp_path / "old") and cache.read_bytes() == first  # removed, written again
     other = tmp_path / "not_a_cache"
     other.write_text("keep me\n")
     code, _, err = cli("train", "-k", "--oaa", "3", str(d), "--cache_file", other, "--passes", "2")
