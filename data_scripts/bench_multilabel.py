@@ -29,16 +29,19 @@ Systems (ids for ``--only``; a prefix selects several, e.g. ``--only vw lomtree`
     ``omikuji.Model.default_hyper_param()``, ``Model.train_on_data(TRAIN, hp, n_threads=2)``
     (Omikuji reads the XMC file itself), ``model.predict(pairs, top_k=5)``.
 ``vw_plt_1``, ``vw_plt_5``
-    Vowpal Wabbit ``--plt L --loss_function logistic -b 24`` (in-process ``vowpalwabbit``
+    Vowpal Wabbit ``--plt L --loss_function logistic -b B`` (B = ``bits_for(L)``: 24, from 4,096
+    labels 26; in-process ``vowpalwabbit``
     Workspace on a VW-format copy ``l1,l2 | f:v ...``, 0-based labels as ``--plt`` wants), one
     pass, and ``--passes 5 -c --holdout_off`` with the cache in a temporary directory;
     predictions with ``-t --top_k 5 -p FILE``.
 ``lomtree_*``
     The ``lomtree`` CLI (``--lomtree``, default: the repository's ``.venv/bin/lomtree`` or the
     one on PATH), rows from ``LOMTREE_ROWS`` (reduction, passes, extra flags): ``lomtree train
-    -r R --multilabel --format xmc TRAIN -k L -b 24 -f MODEL [--passes N -c --holdout-off]
-    --quiet --report train.json``, then ``lomtree predict -i MODEL TEST --top-k 5 -p /dev/null
-    --report test.json --quiet``; the metrics are read from test.json.  A CLI without
+    -r R --multilabel --format xmc TRAIN -k L -b B -f MODEL [--passes N -c --holdout-off]
+    --quiet --report train.json --predict_only_model`` (from 4,096 labels also
+    ``--weight-threshold 0.03``), then ``lomtree predict -i MODEL TEST --top-k 5 -p /dev/null
+    --report test.json --quiet``; the metrics are read from test.json. A row of ``trees`` N trains
+    N models (``--seed 0..N-1``) and predicts with ``-i M0 -i M1 ...``.  A CLI without
     ``--multilabel`` gives rows marked "not yet".
 
 Timing
@@ -91,6 +94,20 @@ from data_scripts.common import (DEFAULT_DATA_DIR, REPO_ROOT, Timed, atomic_writ
 KS = (1, 3, 5)
 TOP_K = 5
 BITS = 24
+#: hash bits from LARGE_LABELS labels on (lomtree and VW): at 25,596 labels -b 24 loses 1.5 points
+#: of P@1 to collisions against -b 26 (bench/notes/xmc-at-scale.md); the predict-only model at
+#: -b 26 stays below napkinXC's
+LARGE_BITS = 26
+LARGE_LABELS = 4096
+#: lomtree writes predict-only models (the same predictions); from LARGE_LABELS labels, weights
+#: below this are dropped as napkinXC and Omikuji drop theirs below 0.1 (0.03 costs PyPI names
+#: 0.03 points, 0.1 costs 0.3-0.5; on Bibtex 0.03 costs 1.35, hence not below LARGE_LABELS)
+LARGE_WEIGHT_THRESHOLD = 0.03
+
+
+def bits_for(n_labels: int) -> int:
+    """Hash bits the hashed systems get for a dataset of ``n_labels`` labels."""
+    return LARGE_BITS if n_labels >= LARGE_LABELS else BITS
 PROBE_N = 1000
 
 #: dataset name -> (display name, kind, files relative to the data dir)
@@ -125,13 +142,17 @@ ANCHORS: dict[str, tuple[str, tuple[str, ...], str, dict]] = {
 
 @dataclass
 class LomtreeRow:
-    """One lomtree row: ``lomtree train -r REDUCTION --multilabel ... [--passes N -c --holdout-off] FLAGS``."""
+    """One lomtree row: ``lomtree train -r REDUCTION --multilabel ... [--passes N -c --holdout-off] FLAGS``.
+    With ``trees`` > 1, that many models are trained apart (``--seed 0..trees-1``, predict-only
+    files) and predicted as one (``lomtree predict -i M0 -i M1 ...``): CPU and model bytes are the
+    members' sums, as for the ensembles of Parabel and Omikuji."""
 
     id: str
     name: str
     reduction: str
     passes: int = 1
     flags: list[str] = field(default_factory=list)
+    trees: int = 1
 
     def train_args(self) -> list[str]:
         args = ["-r", self.reduction, "--multilabel"]
@@ -144,6 +165,7 @@ class LomtreeRow:
 LOMTREE_ROWS: list[LomtreeRow] = [
     LomtreeRow("lomtree_plt_1", "lomtree plt, 1 pass", "plt", 1),
     LomtreeRow("lomtree_plt_10", "lomtree plt, 10 passes", "plt", 10),
+    LomtreeRow("lomtree_plt_1x3", "lomtree plt, 1 pass, 3 trees", "plt", 1, trees=3),
     LomtreeRow("lomtree_oaa_1", "lomtree oaa --multilabel, 1 pass", "oaa", 1),
     LomtreeRow("lomtree_oaa_10", "lomtree oaa --multilabel, 10 passes", "oaa", 10),
 ]
@@ -526,7 +548,7 @@ def worker(args: argparse.Namespace) -> dict:
         train_vw, test_vw = tmp / "train.vw", tmp / "test.vw"
         xmc_to_vw(args.train, train_vw)
         xmc_to_vw(args.test, test_vw)
-        base = f"--plt {n_lab} --loss_function logistic -b {BITS} --quiet"
+        base = f"--plt {n_lab} --loss_function logistic -b {bits_for(n_lab)} --quiet"
         passes = opts["passes"]
         extra = f" --passes {passes} -c --cache_file {tmp / 'train.cache'} --holdout_off" if passes > 1 else ""
         c0, w0 = time.process_time(), time.perf_counter()
@@ -625,23 +647,33 @@ def run_lomtree(exe: str, row: LomtreeRow, train: Path, test: Path, n_labels: in
     fmt = "vw" if train.suffix == ".vw" else "xmc"
     with tempfile.TemporaryDirectory(prefix="lt-ml-") as tmp:
         tmp_p = Path(tmp)
-        model, trep, prep = tmp_p / "model.lt", tmp_p / "train.json", tmp_p / "test.json"
-        tcmd = [exe, "train", *row.train_args(), "--format", fmt, str(train), "-k", str(n_labels),
-                "-b", str(BITS), "-f", str(model), "--quiet", "--report", str(trep)]
-        t, again = _lomtree_run(tcmd)
-        rep: dict = {"command": "lomtree train " + " ".join(row.train_args()) +
-                     f" --format {fmt} TRAIN -k {n_labels} -b {BITS} -f MODEL --quiet --report train.json"}
-        if t.rc != 0:
-            return {**rep, "status": "failed", "note": t.stderr.strip().splitlines()[-3:], "rc": t.rc}
-        pcmd = [exe, "predict", "-i", str(model), str(test), "--top-k", str(TOP_K), "-p", "/dev/null",
-                "--report", str(prep), "--quiet"]
+        models = [tmp_p / f"model{i}.lt" for i in range(row.trees)]
+        trep, prep = tmp_p / "train.json", tmp_p / "test.json"
+        member = ["--predict_only_model"]
+        if n_labels >= LARGE_LABELS:
+            member += ["--weight-threshold", str(LARGE_WEIGHT_THRESHOLD)]
+        seeds = [["--seed", str(i)] if row.trees > 1 else [] for i in range(row.trees)]
+        rep: dict = {"command": "lomtree train " + " ".join(row.train_args()) + (" --seed I" if row.trees > 1 else "")
+                     + f" --format {fmt} TRAIN -k {n_labels} -b {bits_for(n_labels)} -f MODEL --quiet --report train.json "
+                     + " ".join(member) + (f" (I = 0..{row.trees - 1})" if row.trees > 1 else "")}
+        cpu = wall = 0.0
+        maxrss = again = 0
+        for model, seed in zip(models, seeds):
+            tcmd = [exe, "train", *row.train_args(), *seed, *member, "--format", fmt, str(train), "-k", str(n_labels),
+                    "-b", str(bits_for(n_labels)), "-f", str(model), "--quiet", "--report", str(trep)]
+            t, a = _lomtree_run(tcmd)
+            if t.rc != 0:
+                return {**rep, "status": "failed", "note": t.stderr.strip().splitlines()[-3:], "rc": t.rc}
+            cpu, wall, maxrss, again = cpu + t.cpu, wall + t.wall, max(maxrss, t.maxrss_kb), again + a
+        pcmd = [exe, "predict", *[x for m in models for x in ("-i", str(m))], str(test), "--top-k", str(TOP_K),
+                "-p", "/dev/null", "--report", str(prep), "--quiet"]
         p, again_p = _lomtree_run(pcmd)
         if p.rc != 0 or not prep.exists():
             return {**rep, "status": "failed", "note": p.stderr.strip().splitlines()[-3:], "rc": p.rc}
         test_json = json.loads(prep.read_text())
         train_json = json.loads(trep.read_text()) if trep.exists() else {}
-        rep["model_bytes"] = model.stat().st_size
-    rep.update(status="ok", train_cpu_s=t.cpu, train_wall_s=t.wall, train_maxrss_kb=t.maxrss_kb,
+        rep["model_bytes"] = sum(m.stat().st_size for m in models)
+    rep.update(status="ok", train_cpu_s=cpu, train_wall_s=wall, train_maxrss_kb=maxrss,
                predict_cpu_s=p.cpu, predict_wall_s=p.wall, recompiled_runs=again + again_p,
                train_report=train_json, test_report=test_json)
     for key in ("p@1", "p@3", "p@5", "ndcg@1", "ndcg@3", "ndcg@5", "psp@1", "psp@3", "psp@5"):
@@ -773,7 +805,7 @@ def select_systems(only: Sequence[str] | None, skip_anchors: bool, quick: bool) 
         ids = [i for i in ids if i not in ANCHORS]
     if quick:
         multi = {s for s, (_, _, _, o) in ANCHORS.items() if o.get("passes", 1) > 1}
-        multi |= {r.id for r in LOMTREE_ROWS if r.passes > 1}
+        multi |= {r.id for r in LOMTREE_ROWS if r.passes > 1 or r.trees > 1}
         ids = [i for i in ids if i not in multi]
     return ids
 

@@ -189,3 +189,14 @@ def test_synthetic_only_replaces_the_sweep_and_keeps_the_rows(monkeypatch, tmp_p
     assert "--synthetic-only" in got["synthetic_command"] and got["synthetic_date"]
     md = (tmp_path / "multilabel.md").read_text()
     assert "Bibtex" in md and "| 1,000 |" in md and "--synthetic-only" in md
+
+
+def test_hash_bits_and_ensemble_rows():
+    # 10^4 labels get the wider table (collisions cost points there), small sets keep -b 24
+    assert bm.bits_for(159) == 24 and bm.bits_for(4095) == 24
+    assert bm.bits_for(4096) == 26 and bm.bits_for(25_596) == 26
+    ens = [r for r in bm.LOMTREE_ROWS if r.trees > 1]
+    assert ens, "an ensemble row exists"
+    quick = bm.select_systems(None, skip_anchors=True, quick=True)
+    assert not any(r.id in quick for r in ens)  # several trainings are not quick
+    assert all(r.id in bm.select_systems(None, skip_anchors=True, quick=False) for r in ens)
