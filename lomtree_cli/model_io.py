@@ -484,7 +484,7 @@ def load_model(path: str, predict_only: bool = False, skip_unused: bool = False)
 
 def _build(header: dict, data: dict, predict_only: bool = False) -> LoadedModel:
     from .learner import LinearLearner
-    from .reductions import get_reduction_class
+    from .reductions.classes import get_reduction_class
 
     input_cfg = from_dict(InputConfig, header["input"])
     lcfg = from_dict(LearnerConfig, header["learner"])
