@@ -1861,7 +1861,8 @@ def _grows(reduction) -> bool:
     new label a new leaf; the Filter tree's and the random tree's bracket, mtree's codes are
     made for k)."""
     from .reductions.base import Reduction
-    from .reductions.registry import REGISTRY, get_reduction_class
+    from .reductions.classes import get_reduction_class
+    from .reductions.registry import REGISTRY
 
     if not isinstance(reduction, str) or reduction not in REGISTRY:
         return False

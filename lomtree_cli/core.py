@@ -41,7 +41,7 @@ class Learner:
         """A new, untrained model of these options (ConfigError on options that do not fit)."""
         from .labels import LabelDict
         from .learner import LinearLearner
-        from .reductions import get_reduction_class
+        from .reductions.classes import get_reduction_class
 
         from dataclasses import replace
 

@@ -12,6 +12,14 @@ Format (``format_version`` 1): an uncompressed ``.npz`` (a zip of ``.npy`` membe
   is non-zero, then ``w``, ``G``, ``N`` at those slots) plus ``model_S``, ``model_T``;
 - ``reduction/<name>``: one member per entry of the reduction's ``state()``.
 
+Predict-only models (``train --predict_only_model``, ``format_version`` 2; full models stay
+version 1, readers take both): header ``predict_only``, ``weight_threshold``; ``learner/w`` holds
+the weights prediction uses (averaged under ``--average``) but those below ``--weight-threshold``
+in magnitude, at the slots of ``learner/nz`` (uint32 if ``2^b <= 2^32``) or of a bitmap
+``learner/slot_bits`` when that is smaller, and ``learner/size`` (``2^b``); no ``G``, ``N`` or
+running sum, so ``-i`` refuses them. A new member or meta key needs a default for older files,
+or a new ``format_version``.
+
 Loading reads the file with numpy's own reader, ``np.load(..., allow_pickle=False)``, which never
 creates object arrays: no code is ever run. Compressed members (``np.savez_compressed``) are
 refused before they are read (a small file must not expand into gigabytes). Magic, version,
@@ -484,7 +492,7 @@ def load_model(path: str, predict_only: bool = False, skip_unused: bool = False)
 
 def _build(header: dict, data: dict, predict_only: bool = False) -> LoadedModel:
     from .learner import LinearLearner
-    from .reductions import get_reduction_class
+    from .reductions.classes import get_reduction_class
 
     input_cfg = from_dict(InputConfig, header["input"])
     lcfg = from_dict(LearnerConfig, header["learner"])

@@ -5,6 +5,21 @@
 so that an alias reads exactly as its lomtree form (``--oaa 10`` is ``-r oaa -k 10``; ``--ect``
 is the filter tree, ``--log_multi`` LOMtree); giving both spellings with different values is a
 usage error. Parameters missing from ``p`` (a caller that predates these options) read as unset.
+
+The finer rules of VW's command lines (docs/CLI.md has the main ones):
+
+- ``--oaa/--ect/--log_multi/--plt/--multilabel_oaa K``: label sets are 0-based; labels past ``K``
+  are predicted, not learned; ``--oaa`` reads labels as 0-based when the input files hold a
+  label ``0`` (stdin: ``--indexing 0``). ``--named_labels``: an unknown name is unlabeled.
+- ``-p`` with ``--probabilities``/``--scores``/``-r``: every class (``1:0.25 2:0.75``), before the
+  example's update; label sets and ``--top_k`` joined by ``,``. ``-P 0.5`` is x1.5. ``-t``
+  without ``-i``, and ``--noop``: the new model's predictions.
+- ``--holdout_after N`` holds out each pass's tail (one pass too).
+- ``--no_stdin``, ``--audit``, ``--num_children`` are accepted; ``--error E`` with ``--ect``
+  warns (the filter tree is ``E = 0``). ``--readable_model``/``--invert_hash`` need no ``-f``
+  (``a^x*b^y`` for crosses).
+- ``train -t -i MODEL --daemon --port P [--foreground] [--pid_file F] [--port_file F]`` is
+  ``predict --daemon``, detached unless ``--foreground``, a thread per connection.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def test_every_warm_up_command_matches_the_jit_without_numba(aot_built, tmp_path
     assert outs["jit"] == ["True", "False"]
     names = sorted(f.name for f in (tmp_path / "jit").iterdir() if not f.name.endswith(".cache"))
     assert names == sorted(f.name for f in (tmp_path / "aot").iterdir() if not f.name.endswith(".cache"))
-    from lomtree_cli.reductions.base import get_reduction_class
+    from lomtree_cli.reductions.classes import get_reduction_class
 
     sets = sum(get_reduction_class(r).label_sets for r in REGISTRY)  # and two more of label sets
     dual = sum(spec.dual for spec in REGISTRY.values())  # and one of --solver dual

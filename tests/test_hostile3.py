@@ -320,7 +320,7 @@ def test_a_heavy_client_does_not_hold_up_another(ml, monkeypatch, red, top_k):
     With a lock around predictions the second answer could not come (it waited behind the first:
     with lines of millions of features, seconds)."""
     from lomtree_cli import daemon
-    from lomtree_cli.reductions.registry import get_reduction_class
+    from lomtree_cli.reductions.classes import get_reduction_class
 
     cls = get_reduction_class(red)
     real = cls.predict_top

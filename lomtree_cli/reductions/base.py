@@ -34,7 +34,7 @@ import numpy as np
 from ..config import ReductionConfig
 from ..errors import ConfigError
 from ..kernels.linear import MODE_STRIDE
-from .registry import REGISTRY, get_reduction_class  # noqa: F401 - the registry, read here too
+from .registry import REGISTRY
 
 
 def n_distinct(a) -> int:

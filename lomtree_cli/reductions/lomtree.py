@@ -42,9 +42,10 @@ look-up is ``O(1)`` expected, and no step ever scans the labels of a node: train
 ``O(depth)`` regressor calls plus ``O(depth)`` look-ups and ``UPDATE_C``/``SWAP`` walks. Memory
 grows with (node, label) pairs actually seen, up to ``N = --max-class-records`` (default
 ``2^(b-4)``): before a training example that could pass it, ``LK.prune_records`` drops the records
-of lowest count down to ``3N/4``, never the root's, a node's candidate list or its ``maxlab``
-(docs/ALGORITHMS.md §3.4; ``N`` at least twice those, so a prune frees ``N/4``). The layout of the
-table never changes a result; pruning depends on the records alone.
+of lowest count down to ``3N/4`` (all with ``cnt <= t``, ``t`` the least that suffices), never
+the root's, a node's candidate list or its ``maxlab``; ``N >= 2 (k + (2T+1)(L+1) + T + 2)``, at
+least twice those, so a prune frees ``N/4``. A dropped label met again starts afresh (``n``,
+``e_v(y)``). The layout of the table never changes a result; pruning depends on the records alone.
 
 * ``T`` default ``k - 1`` (``--max-internal-nodes``; VW hard-codes ``k-1``): enough internal
   nodes for a tree with one leaf per class; more (the paper explores up to ``64k-1``) lets
@@ -88,10 +89,12 @@ costs no regressor call), and the best so far ranks the next predictions; its co
 as ``prior_stats``; files without them load with beta 0). Label ``y`` owns regressor
 ``max(1, T) + y - 1`` (so ``W = max(1, T) + k``), shared by every leaf (one-against-some, as in
 Recall tree, Daume III et al. 2017). Training: after the routers, at the training leaf, each of
-those candidates' regressors learns toward +1 if it is the example's label, else -1. Per example
-that adds ``L`` regressor calls (score, and learn when training) to the ``O(depth)`` of routing,
-so cost stays ``O(log k + L)``. A feature's slots of all label regressors lie in one run of ``W``
-rows from its base, so the candidates are scored together, features outer (``K.score_set``): the
+those candidates' regressors learns toward +1 if it is the example's label (importance ``w iw``,
+``w = --leaf-positive-weight``), else -1 (``iw``); with ``--trained-candidates M`` only the label
+and the ``M`` best-scored before any learns (ties: the earlier). Per example that adds ``L``
+regressor calls (score, and learn when training) to the ``O(depth)`` of routing, so cost stays
+``O(log k + L)``. A feature's slots of all label regressors lie in one run of ``W`` rows from its
+base, so the candidates are scored together, features outer (``K.score_set``): the
 ``L`` reads of a feature share a few cache lines (KJV book, k = 66: 13 lines) instead of being
 ``L`` passes of random reads over the table. While the candidate node has no record the leaf's ``maxlab`` is
 predicted. Everything else (routing, splits, swaps, records) is the paper's Algorithm 1 unchanged;

@@ -12,7 +12,10 @@ probability, ``sigmoid(f_i)`` or ``(clip(f_i)+1)/2``, not normalised. The kernel
 
 With ``--solver dual`` training is dual coordinate descent (``kernels/dual_kernels.py``): one
 float32 dual variable per example and regressor (``DualState``), examples in a seeded order
-within each chunk; prediction is the same, from unclipped scores (probabilities ``sigmoid(f_i)``).
+within each chunk (pass 1 starts from alpha = 0; a later pass finds an example's alpha by its
+position in the cache, chunks in an order seeded by (``--seed``, pass, position); the
+``--dual-memory`` bound is checked from the line count, else when pass 1 reaches it); prediction is
+the same, from unclipped scores (probabilities ``sigmoid(f_i)``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The registry of reductions: one entry per reduction, read without importing any of them.
 
-An entry (``ReductionSpec``) says where the class is (imported only when the reduction runs, so
+An entry (``ReductionSpec``) says where the class is (imported only when the reduction runs, by
+``classes.get_reduction_class``: this module imports no reduction, so
 ``--help`` and ``predict`` do not import numba or every kernel), whether the reduction needs
 ``-k``, its own command-line options and its own defaults, as VW's ``*_setup`` functions declare
 theirs, and what it can do (label sets, probabilities, Dask, ...). Everything else is derived from
@@ -20,7 +21,6 @@ there), and one entry here. A new option of a reduction: its ``ReductionConfig``
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 
 
@@ -319,21 +319,3 @@ def default(name: str, key: str, fallback, multilabel: bool = False, passes: int
     if multilabel and key in spec.label_set_defaults:
         return spec.label_set_defaults[key]
     return spec.defaults.get(key, fallback)
-
-
-def get_reduction_class(name: str):
-    """The class registered under ``name``; ConfigError if unknown or not available."""
-    from ..errors import ConfigError
-
-    try:
-        target = REGISTRY[name].target
-    except KeyError:
-        raise ConfigError(f"unknown reduction {name!r}") from None
-    mod_name, cls_name = target.split(":")
-    try:
-        mod = importlib.import_module(mod_name)
-    except ModuleNotFoundError as e:
-        if e.name == mod_name:
-            raise ConfigError(f"reduction {name!r} is not available in this build") from None
-        raise
-    return getattr(mod, cls_name)
