@@ -288,7 +288,8 @@ def vw_run_options(f):
 @click.option("-p", "--predictions", type=str, help="Progressive predictions, one per line ('-' = stdout).")
 @click.option("--format", "fmt", type=click.Choice(["vw", "libsvm", "xmc"]), default="vw", show_default=True,
               help="Input format; xmc: the Extreme Classification Repository's (header N F L, 0-based, label sets).")
-@click.option("-b", "--bits", type=int, default=18, show_default=True, help="Hash bits.")
+@click.option("-b", "--bits", type=int, default=None,
+              help="Hash bits [18; plt with label sets and -k >= 4,096: 26].")
 @click.option("-l", "--learning-rate", "learning_rate", type=float, help="Learning rate [0.5; lomtree: 0.25; mtree: 1140 T^-0.6 in 0.05..2.5 for "
               "T = passes x lines with --passes > 1 over files, else 0.5; --sgd: 10].")
 @click.option("--power-t", "--power_t", "power_t", type=float, default=None, help=_defaults_text("power_t", 0.5))

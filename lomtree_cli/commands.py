@@ -217,6 +217,8 @@ def run_train(p: dict, given: set, start: float) -> None:
     if (p.get("readable_model") or p.get("invert_hash")) and not p["final_model"]:
         readable_tmp = p["final_model"] = _readable_model_path(p)
     _default_reduction(p, given)
+    if p["bits"] is None:
+        p["bits"] = default_bits(p)
     cache_path = p["cache"]
     if cache_path == "" and p["final_model"]:
         cache_path = p["final_model"] + ".cache"
@@ -383,6 +385,23 @@ def shuffled_passes(p: dict, rcfg: ReductionConfig) -> bool:
 
     takes = any(o.field == "shuffle_buffer" for o in REGISTRY[rcfg.name].options)
     return takes and bool(rcfg.shuffle_buffer)
+
+
+#: hash bits when -b is not given (VW's), unless the reduction's registry entry says otherwise
+DEFAULT_BITS = 18
+
+
+def default_bits(p: dict) -> int:
+    """``-b`` when not given: the reduction's registry default for the model (plt with label sets
+    from k = 4,096: 26, as its leaf negatives touch far more weights than 2^18 or 2^24 slots
+    hold), else VW's 18. A continued model (``-i``) keeps its own bits whatever this says."""
+    from .reductions.registry import default
+
+    name = p.get("reduction")
+    if not isinstance(name, str):
+        return DEFAULT_BITS
+    ml = bool(p.get("multilabel")) or p.get("fmt") == "xmc"
+    return int(default(name, "bits", DEFAULT_BITS, ml, int(p.get("passes") or 1), p.get("k")))
 
 
 def new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:

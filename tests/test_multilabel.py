@@ -733,3 +733,28 @@ def test_top_k_threshold_lines_and_report_metrics(mldata, tmp_path):
     code, _, err = cli("predict", "-i", m, mldata / "test.vw", "-p", tmp_path / "t.txt", "--report", rep, "--quiet")
     r = json.load(open(rep))
     assert code == 0 and "micro_f1" in r and "macro_f1" in r
+
+
+def test_bits_default_by_reduction_and_k(tmp_path):
+    """Without -b, plt with label sets from k = 4,096 hashes into 2^26 slots (its leaf negatives
+    touch far more weights than VW's 2^18 hold); every other model keeps 18, and a given -b wins."""
+    f = tmp_path / "d.vw"
+    f.write_text("1,4000 | a b\n2 | b c\n4001,5 | c d\n")
+    m = tmp_path / "m.lt"
+
+    def bits(*args):
+        code, _, err = cli("train", *args, "--quiet", f, "-f", m, "--predict_only_model")
+        assert code == 0, err
+        code, out, err = cli("inspect", m, "--json")
+        assert code == 0, err
+        return json.loads(out)["bits"]
+
+    assert bits("-r", "plt", "--multilabel", "-k", "5000") == 26
+    assert bits("-r", "plt", "--multilabel", "-k", "5000", "-b", "20") == 20
+    assert bits("-r", "plt", "--multilabel", "-k", "4095") == 18
+    assert bits("-r", "oaa", "--multilabel", "-k", "5000") == 18
+    g = tmp_path / "s.vw"
+    g.write_text("1 | a b\n4000 | b c\n")
+    code, _, err = cli("train", "-r", "plt", "-k", "5000", "--quiet", g, "-f", m, "--predict_only_model")
+    assert code == 0, err
+    assert json.loads(cli("inspect", m, "--json")[1])["bits"] == 18
