@@ -31,6 +31,43 @@ def streams(rbf_n: int, segments_n: int | None = None):
             f"RandomRBF-{rbf_n}": lambda: datasets.synth.RandomRBF(seed_model=42, seed_sample=42).take(rbf_n)}
 
 
+def study_streams(rbf_n: int, seeds) -> dict:
+    """The streams of the crossed-features study: River's bundled ImageSegments, Phishing and
+    Bananas, and RandomRBF over several (model, sample) seeds."""
+    from river import datasets
+
+    out = {"ImageSegments": lambda: datasets.ImageSegments(), "Phishing": lambda: datasets.Phishing(),
+           "Bananas": lambda: datasets.Bananas()}
+    for s in seeds:
+        out[f"RandomRBF-{rbf_n} seed {s}"] = lambda s=s: datasets.synth.RandomRBF(seed_model=s, seed_sample=s).take(rbf_n)
+    return out
+
+
+def crossed_study(reductions, rbf_n: int, seeds) -> dict:
+    """Progressive accuracy of each reduction with its defaults and with every pair of features
+    crossed (``options={"quadratic": "  "}``), River's two models beside them."""
+    from river import evaluate, linear_model, metrics, multiclass, preprocessing, tree
+
+    from lomtree_cli.river import Classifier
+
+    makers = {}
+    for r in reductions:
+        makers[r] = lambda r=r: preprocessing.StandardScaler() | Classifier(reduction=r)
+        makers[f"{r} -q pairs"] = lambda r=r: preprocessing.StandardScaler() | Classifier(
+            reduction=r, options={"quadratic": "  "})
+    makers["River OvR LR"] = lambda: preprocessing.StandardScaler() | multiclass.OneVsRestClassifier(
+        linear_model.LogisticRegression())
+    makers["River HoeffdingTree"] = lambda: preprocessing.StandardScaler() | tree.HoeffdingTreeClassifier()
+    out = {}
+    for sname, data in study_streams(rbf_n, seeds).items():
+        row = {}
+        for mname, make in makers.items():
+            row[mname] = round(100 * evaluate.progressive_val_score(data(), make(), metrics.Accuracy()).get(), 2)
+        print(f"{sname:26s} " + "  ".join(f"{m} {a:.2f}" for m, a in row.items()), flush=True)
+        out[sname] = row
+    return out
+
+
 def models(reductions):
     from river import linear_model, multiclass, preprocessing, tree
 
@@ -54,11 +91,11 @@ def timed(make, data, repeats: int) -> tuple:
         model = make()
         tp = tl = 0.0
         for x, y in rows:
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             model.predict_one(x)
-            t1 = time.perf_counter()
+            t1 = time.process_time()
             model.learn_one(x, y)
-            tl += time.perf_counter() - t1
+            tl += time.process_time() - t1
             tp += t1 - t0
         best_p, best_l = min(best_p, tp / len(rows)), min(best_l, tl / len(rows))
     return 1e6 * best_p, 1e6 * best_l
@@ -82,14 +119,14 @@ def key_costs(n: int = 5000, repeats: int = 3) -> dict:
             clf = Classifier(reduction="oaa", classes=10, bits=24)
             for i in range(100):  # kernels loaded, names met
                 clf.learn_one(xs[i], y[i])
-            t = time.perf_counter()
+            t = time.process_time()
             for i in range(n):
                 clf.learn_one(xs[i], y[i])
-            learn = min(learn, (time.perf_counter() - t) / n)
-            t = time.perf_counter()
+            learn = min(learn, (time.process_time() - t) / n)
+            t = time.process_time()
             for i in range(n):
                 clf.predict_one(xs[i])
-            predict = min(predict, (time.perf_counter() - t) / n)
+            predict = min(predict, (time.process_time() - t) / n)
         out[kind] = {"learn_one_us": round(1e6 * learn, 1), "predict_one_us": round(1e6 * predict, 1)}
     return out
 
@@ -102,7 +139,15 @@ def main(argv=None) -> None:
     ap.add_argument("--reductions", default="oaa,lomtree,plt,cpt")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--out", default=os.path.join("bench", "river.json"))
+    ap.add_argument("--crossed-study", default=None, metavar="SEEDS",
+                    help="instead: accuracy with and without crossed features, RandomRBF seeds SEEDS (1,7,0)")
     args = ap.parse_args(argv)
+    if args.crossed_study:
+        res = crossed_study(args.reductions.split(","), args.rbf_n, [int(s) for s in args.crossed_study.split(",")])
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=1)
+        return
     from river import evaluate, metrics
 
     results = {"streams": {}, "keys": key_costs(args.keys_n)}

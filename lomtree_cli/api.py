@@ -1653,6 +1653,13 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         if self._multi():
             self._stream(self._batch([x], [y], fitting=True))
             return self
+        step = self._one_step(True)
+        if step is not None:
+            feats = self._one_features(x)
+            label = self._labels._index.get(y) if self._labels._index is not None and type(y) in (str, int) else None
+            if feats is not None and label is not None:
+                step(feats, label, True, self._features)
+                return self
         batch = dicts_batch([x], self._model.input_config)
         try:
             batch.labels[0] = self._labels.id_of(y)
@@ -1666,6 +1673,34 @@ class Classifier(_SkClassifier, _SklearnEstimator):
             self._features[batch.indices] = True
         self._stream(batch)
         return self
+
+    def _one_step(self, learning: bool):
+        """The reduction's one-example call (``Reduction.one_step``) when a single-label
+        ``learn_one``/``predict_one`` of this model can take it (feature dicts hashed here, no
+        ``--average`` swap, one training thread), else None: the batch path, same results."""
+        model = self._model
+        memo = self.__dict__.get("_step")
+        red = model.reduction
+        if memo is None or memo[0] is not model or memo[1] != red.k:
+            icfg = model.input_config
+            fits = icfg.format == "vw" and not icfg.generates_features and not icfg.has_string_labels and \
+                not icfg.multilabel and not model.base.averaging
+            memo = self._step = (model, red.k, red.one_step() if fits else None)
+        if memo[2] is None or (learning and self._threads() != 1):
+            return None
+        return memo[2]
+
+    def _one_features(self, x):
+        """The hashed features of the feature dict ``x`` then their values, one list
+        (``_DictHashes.add``'s), or None where the parser must read it (``dicts_batch``)."""
+        if type(x) is not dict:
+            return None
+        indices: list = []
+        values: list = []
+        if not _DictHashes.of(self._model.input_config).add(x, indices, values):
+            return None
+        indices += values
+        return indices
 
     def _know(self, labels: list) -> None:
         """The labels ``labels`` become classes of an open label set without anything learned of
@@ -1692,6 +1727,10 @@ class Classifier(_SkClassifier, _SklearnEstimator):
                 return [] if top_k is not None else set()
             return None
         if top_k is None and threshold is None and not self._multi():
+            step = self._one_step(False)
+            feats = self._one_features(x) if step is not None else None
+            if feats is not None:
+                return self._labels.name_of(step(feats, 0, False, None))
             return self._labels.name_of(self._predict_ids(dicts_batch([x], self._model.input_config))[0])
         v = self.predict([x], top_k=top_k, threshold=threshold)[0]
         if top_k is not None:
@@ -1773,7 +1812,7 @@ class Classifier(_SkClassifier, _SklearnEstimator):
     # pickling: the model file's bytes, never the model's objects
     def __getstate__(self):
         state = {k: v for k, v in self.__dict__.items()
-                 if k not in ("_model", "_labels", "_features", "_threads_memo", "_threads_set")}
+                 if k not in ("_model", "_labels", "_features", "_threads_memo", "_threads_set", "_step")}
         if getattr(self, "_model", None) is not None:
             state["_model_bytes"] = self.to_bytes()
             if getattr(self, "_features", None) is not None:
