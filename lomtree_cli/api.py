@@ -1681,11 +1681,12 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         model = self._model
         memo = self.__dict__.get("_step")
         red = model.reduction
-        if memo is None or memo[0] is not model or memo[1] != red.k:
+        # (a model that grows its classes gets a new reduction config: a new step for the new k)
+        if memo is None or memo[0] is not model or memo[1] is not red.config:
             icfg = model.input_config
             fits = icfg.format == "vw" and not icfg.generates_features and not icfg.has_string_labels and \
                 not icfg.multilabel and not model.base.averaging
-            memo = self._step = (model, red.k, red.one_step() if fits else None)
+            memo = self._step = (model, red.config, red.one_step() if fits else None)
         if memo[2] is None or (learning and self._threads() != 1):
             return None
         return memo[2]

@@ -64,7 +64,7 @@ def test_one_step_integer_labels_and_growth():
         x = {f"f{j}": float(v) for j, v in zip(rng.integers(0, 500, n), rng.normal(size=n))}
         stream.append((x, int(rng.integers(1, 3 if i < 100 else 6))))
     fast, batch, pf, pb = _run(stream)
-    assert fast._step[1] == 5 and fast._step[2].k == 5
+    assert fast._step[1].k == 5 and fast._step[2].k == 5
     assert pf == pb
     assert fast.to_bytes() == batch.to_bytes()
 

@@ -114,7 +114,7 @@ class OneStep:
         self.idx = np.zeros(n, dtype=np.int64)
         self.val = np.zeros(n, dtype=np.float32)
         self.tmp = np.zeros(n, dtype=np.int64)
-        self.key = None  # (weight table, seen): the arrays ``fn`` was looked up for
+        self.fns = {}  # mark -> (weight table, seen, the function looked up for them and these arrays)
 
     def __call__(self, feats: list, label: int, train: bool, seen) -> int:
         """The label (1..k) predicted for the example whose hashed features then values are
@@ -135,11 +135,10 @@ class OneStep:
             seen = self.unmarked
         args = (lin, np.array(feats, dtype=np.float64), n, label, 1.0, train, self.k, seen, mark, self.idx, self.val,
                 self.scratch, self.work, self.act, self.ms, self.tmp, self.ys)
-        key = self.key
-        if key is None or key[0] is not lin or key[1] is not seen:
-            self.fn = direct(oaa_one, args)
-            self.key = (lin, seen)
-        return self.fn(*args)
+        got = self.fns.get(mark)  # (learn_one marks the features, predict_one does not: two keys)
+        if got is None or got[0] is not lin or got[1] is not seen:
+            got = self.fns[mark] = (lin, seen, direct(oaa_one, args))
+        return got[2](*args)
 
 
 class OneAgainstAll(Reduction):
