@@ -1635,6 +1635,16 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         collection of labels, e.g. a set, for ``multilabel=True``), as the next example of a
         stream (``partial_fit``'s rules). The classes must be known (the ``classes`` parameter,
         or an earlier fit)."""
+        if self.__dict__.get("_model") is not None:  # a known label of a model with a one-example call
+            step = self._one_step(True)
+            if step is not None:
+                index = self._labels._index  # (``id_of``'s, made at the first label it looked up)
+                label = index.get(y) if index is not None and (type(y) is str or type(y) is int) else None
+                if label is not None:
+                    feats = self._one_features(x)
+                    if feats is not None:
+                        step(feats, label, True, self._features)
+                        return self
         if getattr(self, "_model", None) is None:
             if self.classes is not None:
                 labels = Labels.from_param(self.classes, int(self.label_offset))
@@ -1653,13 +1663,6 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         if self._multi():
             self._stream(self._batch([x], [y], fitting=True))
             return self
-        step = self._one_step(True)
-        if step is not None:
-            feats = self._one_features(x)
-            label = self._labels._index.get(y) if self._labels._index is not None and type(y) in (str, int) else None
-            if feats is not None and label is not None:
-                step(feats, label, True, self._features)
-                return self
         batch = dicts_batch([x], self._model.input_config)
         try:
             batch.labels[0] = self._labels.id_of(y)
@@ -1727,11 +1730,13 @@ class Classifier(_SkClassifier, _SklearnEstimator):
             if self._multi():
                 return [] if top_k is not None else set()
             return None
+        if top_k is None and threshold is None:
+            step = self._one_step(False)  # (None for label sets)
+            if step is not None:
+                feats = self._one_features(x)
+                if feats is not None:
+                    return self._labels.name_of(step(feats, 0, False, None))
         if top_k is None and threshold is None and not self._multi():
-            step = self._one_step(False)
-            feats = self._one_features(x) if step is not None else None
-            if feats is not None:
-                return self._labels.name_of(step(feats, 0, False, None))
             return self._labels.name_of(self._predict_ids(dicts_batch([x], self._model.input_config))[0])
         v = self.predict([x], top_k=top_k, threshold=threshold)[0]
         if top_k is not None:
