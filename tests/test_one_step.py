@@ -93,3 +93,22 @@ def test_fingerprint_memo_follows_the_tuple():
     for t in (t1, t2, t2, t1, t2):
         assert fingerprint(t) == fresh[id(t)]
     assert fingerprint(t1) != fingerprint(t2)
+
+
+def test_direct_gives_the_compiled_function_only_for_its_signature():
+    """``kernels.direct``: the AOT module's function for the compiled argument types (the
+    one-example call's own arrays), the kernel itself (which checks every call) for others."""
+    from lomtree_cli import kernels as KN
+    from lomtree_cli.kernels import oaa_kernels
+
+    k = oaa_kernels.oaa_one
+    if type(k) is not KN._Kernel or k.aot is None or k.dispatcher is not None:
+        pytest.skip("the ahead-of-time module does not serve oaa_one in this process")
+    clf = Classifier(reduction="oaa")
+    clf.learn_one({"a": 1.0}, "x")
+    s = clf._one_step(False)
+    args = (s.learner.arrays, np.zeros(2), 1, 0, 1.0, False, 1, s.unmarked, False, s.idx, s.val, s.scratch, s.work,
+            s.act, s.ms, s.tmp, s.ys)
+    assert KN.direct(k, args) is k.aot[0]
+    assert KN.direct(k, args[:1] + (np.zeros(2, np.float32),) + args[2:]) is k
+    assert KN.direct(k, args[:2] + (1.0,) + args[3:]) is k
