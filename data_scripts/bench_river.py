@@ -1,6 +1,6 @@
 """lomtree's River classes next to River's own models: progressive validation and per-example cost.
 
-Usage: ``python -m data_scripts.bench_river [--rbf-n 20000] [--reductions oaa,lomtree,plt,cpt] [--out bench/river.json]``
+Usage: ``python -m data_scripts.bench_river [--rbf-n 20000] [--reductions oaa,lomtree,plt,cpt] [--repeats 3] [--out bench/river.json]``
 
 Two streams: River's bundled ``ImageSegments`` (2,310 rows, 7 classes) and
 ``datasets.synth.RandomRBF(seed_model=42, seed_sample=42)`` (``--rbf-n`` rows; River's defaults:
@@ -10,7 +10,11 @@ Two streams: River's bundled ``ImageSegments`` (2,310 rows, 7 classes) and
 ``quadratic="  "``), River's ``OneVsRestClassifier(LogisticRegression())``
 and ``tree.HoeffdingTreeClassifier()``. Accuracy is ``evaluate.progressive_val_score``'s; the
 per-example cost is a second pass of the same loop (``predict_one`` then ``learn_one`` of the whole
-pipeline, scaler included), wall-clock µs per call, the best of ``--repeats`` runs.
+pipeline, scaler included), CPU µs per call (``time.process_time``: wall-clock figures on a
+shared machine swing 3-4x), the best of ``--repeats`` runs.
+
+``--crossed-study SEEDS``: instead, the progressive accuracy of each reduction with and without
+every pair of features crossed on ImageSegments, Phishing, Bananas and RandomRBF with each seed.
 
 Also: ``learn_one``/``predict_one`` of ``lomtree_cli.Classifier(reduction="oaa", bits=24)`` on the
 same 10-feature dicts with string keys (``{"f3": v}``) and with integer keys (``{3: v}``).
@@ -137,7 +141,7 @@ def main(argv=None) -> None:
     ap.add_argument("--segments-n", type=int, default=None, help="ImageSegments rows (all 2,310 by default)")
     ap.add_argument("--keys-n", type=int, default=5000, help="calls timed for the dict-key figures")
     ap.add_argument("--reductions", default="oaa,lomtree,plt,cpt")
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=os.path.join("bench", "river.json"))
     ap.add_argument("--crossed-study", default=None, metavar="SEEDS",
                     help="instead: accuracy with and without crossed features, RandomRBF seeds SEEDS (1,7,0)")
