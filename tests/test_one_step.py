@@ -43,6 +43,8 @@ def test_one_step_equals_batch_path(stream, given_classes, options):
     if given_classes:
         params["classes"] = ["w", "x", "y", "z"]
     fast, batch, pf, pb = _run(stream, **params)
+    x = stream[-1][0]
+    assert fast.predict_one(x) == _batch_prediction(batch, x)
     assert fast._step[2] is not None  # the one-example path ran (a failure here: it never did)
     assert pf == pb
     assert fast.to_bytes() == batch.to_bytes()
@@ -50,8 +52,6 @@ def test_one_step_equals_batch_path(stream, given_classes, options):
         assert fast._features is None and batch._features is None
     else:
         assert np.array_equal(fast._features, batch._features)
-    x = stream[-1][0]
-    assert fast.predict_one(x) == _batch_prediction(batch, x)
 
 
 def test_one_step_integer_labels_and_growth():
@@ -67,19 +67,6 @@ def test_one_step_integer_labels_and_growth():
     assert fast._step[1].k == 5 and fast._step[2].k == 5
     assert pf == pb
     assert fast.to_bytes() == batch.to_bytes()
-
-
-@pytest.mark.parametrize("params", [{"average": True}, {"solver": "dual", "classes": 3}, {"multilabel": True}])
-def test_one_step_not_taken(params):
-    """Where the batch path must run (averaged weights, the dual solver, label sets) there is no
-    one-example call, and learn_one still works."""
-    clf = Classifier(reduction="oaa", **params)
-    y = {1} if params.get("multilabel") else 1
-    for _ in range(3):
-        clf.learn_one({"a": 1.0}, y)
-    assert clf.predict_one({"a": 1.0}) == y
-    step = clf.__dict__.get("_step")
-    assert step is None or step[2] is None
 
 
 def test_fingerprint_memo_follows_the_tuple():
@@ -112,3 +99,17 @@ def test_direct_gives_the_compiled_function_only_for_its_signature():
     assert KN.direct(k, args) is k.aot[0]
     assert KN.direct(k, args[:1] + (np.zeros(2, np.float32),) + args[2:]) is k
     assert KN.direct(k, args[:2] + (1.0,) + args[3:]) is k
+
+
+@pytest.mark.parametrize("params", [{"average": True}, {"solver": "dual", "classes": 3}, {"multilabel": True}])
+def test_one_step_not_taken(params):
+    """Where the batch path must run (averaged weights, the dual solver, label sets) there is no
+    one-example call, and learn_one still works. (Last in this file: the averaged and label-set
+    calls switch the process to the JIT, and ``direct``'s test needs the AOT module.)"""
+    clf = Classifier(reduction="oaa", **params)
+    y = {1} if params.get("multilabel") else 1
+    for _ in range(3):
+        clf.learn_one({"a": 1.0}, y)
+    assert clf.predict_one({"a": 1.0}) == y
+    step = clf.__dict__.get("_step")
+    assert step is None or step[2] is None
