@@ -177,6 +177,27 @@ def warm() -> None:
             os.close(fd)
 
 
+def warm_api() -> None:
+    """The Python API's one-example calls (``learn_one`` / ``predict_one`` of feature dicts;
+    ``Reduction.one_step`` where a reduction has one) of every reduction, with an open label set
+    and with given classes."""
+    from .api import Classifier
+    from .reductions.registry import REGISTRY
+
+    for r in REGISTRY:
+        for classes in (None, ["x", "y"]):
+            try:
+                clf = Classifier(reduction=r, classes=classes)
+                for i in range(4):
+                    x = {"a": 1.0, f"b{i}": 0.5}
+                    if i:
+                        clf.predict_one(x)
+                    clf.learn_one(x, "xy"[i % 2])
+                clf.predict_one({"a": 1.0})
+            except ValueError:  # a reduction that needs classes, or takes no feature dicts
+                pass
+
+
 def _package_modules():
     mods = []
     for pkg in ("lomtree_cli.kernels", "lomtree_cli.reductions"):
@@ -214,6 +235,7 @@ def discover():
     _package_modules()
     warm()  # compile (or load) everything first: the recorders below must not be compiled into callers
     warm_features()
+    warm_api()
     seen: dict = {}
     replaced = []
     for mname, mod in list(sys.modules.items()):
@@ -229,6 +251,7 @@ def discover():
     try:
         warm()
         warm_features()  # feature generation and string labels
+        warm_api()  # the Python API's one-example calls
     finally:
         for mod, n, v in replaced:
             setattr(mod, n, v)

@@ -1635,6 +1635,16 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         collection of labels, e.g. a set, for ``multilabel=True``), as the next example of a
         stream (``partial_fit``'s rules). The classes must be known (the ``classes`` parameter,
         or an earlier fit)."""
+        if self.__dict__.get("_model") is not None:  # a known label of a model with a one-example call
+            step = self._one_step(True)
+            if step is not None:
+                index = self._labels._index  # (``id_of``'s, made at the first label it looked up)
+                label = index.get(y) if index is not None and (type(y) is str or type(y) is int) else None
+                if label is not None:
+                    feats = self._one_features(x)
+                    if feats is not None:
+                        step(feats, label, True, self._features)
+                        return self
         if getattr(self, "_model", None) is None:
             if self.classes is not None:
                 labels = Labels.from_param(self.classes, int(self.label_offset))
@@ -1667,6 +1677,35 @@ class Classifier(_SkClassifier, _SklearnEstimator):
         self._stream(batch)
         return self
 
+    def _one_step(self, learning: bool):
+        """The reduction's one-example call (``Reduction.one_step``) when a single-label
+        ``learn_one``/``predict_one`` of this model can take it (feature dicts hashed here, no
+        ``--average`` swap, one training thread), else None: the batch path, same results."""
+        model = self._model
+        memo = self.__dict__.get("_step")
+        red = model.reduction
+        # (a model that grows its classes gets a new reduction config: a new step for the new k)
+        if memo is None or memo[0] is not model or memo[1] is not red.config:
+            icfg = model.input_config
+            fits = icfg.format == "vw" and not icfg.generates_features and not icfg.has_string_labels and \
+                not icfg.multilabel and not model.base.averaging
+            memo = self._step = (model, red.config, red.one_step() if fits else None)
+        if memo[2] is None or (learning and self._threads() != 1):
+            return None
+        return memo[2]
+
+    def _one_features(self, x):
+        """The hashed features of the feature dict ``x`` then their values, one list
+        (``_DictHashes.add``'s), or None where the parser must read it (``dicts_batch``)."""
+        if type(x) is not dict:
+            return None
+        indices: list = []
+        values: list = []
+        if not _DictHashes.of(self._model.input_config).add(x, indices, values):
+            return None
+        indices += values
+        return indices
+
     def _know(self, labels: list) -> None:
         """The labels ``labels`` become classes of an open label set without anything learned of
         them (River's multi-label targets name every label, those absent too); with fixed
@@ -1691,6 +1730,12 @@ class Classifier(_SkClassifier, _SklearnEstimator):
             if self._multi():
                 return [] if top_k is not None else set()
             return None
+        if top_k is None and threshold is None:
+            step = self._one_step(False)  # (None for label sets)
+            if step is not None:
+                feats = self._one_features(x)
+                if feats is not None:
+                    return self._labels.name_of(step(feats, 0, False, None))
         if top_k is None and threshold is None and not self._multi():
             return self._labels.name_of(self._predict_ids(dicts_batch([x], self._model.input_config))[0])
         v = self.predict([x], top_k=top_k, threshold=threshold)[0]
@@ -1773,7 +1818,7 @@ class Classifier(_SkClassifier, _SklearnEstimator):
     # pickling: the model file's bytes, never the model's objects
     def __getstate__(self):
         state = {k: v for k, v in self.__dict__.items()
-                 if k not in ("_model", "_labels", "_features", "_threads_memo", "_threads_set")}
+                 if k not in ("_model", "_labels", "_features", "_threads_memo", "_threads_set", "_step")}
         if getattr(self, "_model", None) is not None:
             state["_model_bytes"] = self.to_bytes()
             if getattr(self, "_features", None) is not None:

@@ -178,17 +178,43 @@ def argkey(a):
 _ARRAY_FP = _attrgetter("dtype", "ndim", "flags.num")
 
 
+#: the tuple whose fingerprint was computed last, and that fingerprint: a model's weight table
+#: (``LinearArrays``, seven arrays) is handed to every kernel call as the same tuple object until
+#: one of its arrays is replaced (a new tuple); a tuple cannot change which arrays it holds, nor
+#: an array its dtype, dimensions or layout (only its write flag, which lomtree never clears on
+#: these arrays)
+_LAST_TUPLE = [(None, None)]
+
+
 def fingerprint(a):
     """What ``argkey(a)`` depends on, quicker to get: an array's ``_ARRAY_FP``, a Python
-    scalar's type, a tuple's type and fingerprints, else the ``argkey``."""
+    scalar's type, a tuple's type and fingerprints (the last tuple's remembered by identity),
+    else the ``argkey``."""
     t = type(a)
     if t is np_ndarray:
         return _ARRAY_FP(a)
     if t is int or t is float or t is bool:
         return t
     if isinstance(a, tuple):
-        return (t, *[_ARRAY_FP(x) if type(x) is np_ndarray else fingerprint(x) for x in a])
+        last = _LAST_TUPLE[0]
+        if last[0] is a:
+            return last[1]
+        fp = (t, *[_ARRAY_FP(x) if type(x) is np_ndarray else fingerprint(x) for x in a])
+        _LAST_TUPLE[0] = (a, fp)  # (one store: another thread sees the old pair or the new one)
+        return fp
     return argkey(a)
+
+
+def direct(k, args):
+    """The function to call ``k(*args)`` with, for as long as every argument keeps its type:
+    the compiled function itself when the AOT module has ``k`` for these argument types (no
+    per-call check: a one-example call is a few microseconds, and checking ~17 arguments was
+    most of it), else ``k`` (a numba dispatcher, or a ``_Kernel`` that goes to the JIT). The
+    caller calls it again whenever it hands other arrays."""
+    if type(k) is _Kernel and k.aot is not None and k.dispatcher is None and \
+            tuple([argkey(a) for a in args]) == k.aot[1]:
+        return k.aot[0]
+    return k
 
 
 #: argument fingerprints a kernel remembers as its compiled signature's (a few: one per way of

@@ -226,6 +226,12 @@ class Reduction:
     def predict_top(self, batch, n: int):
         raise ConfigError(f"--probabilities/--top-k are not available for reduction {self.name}")
 
+    def one_step(self):
+        """A callable doing a single-label example of the Python API's ``learn_one`` /
+        ``predict_one`` in one compiled call (``oaa.OneStep`` has the contract), or None: the
+        batch path (the default)."""
+        return None
+
     def set_need_predictions(self, need: bool) -> None:
         """Whether ``process`` must compute progressive predictions (no-op where they are free)."""
 

@@ -24,7 +24,8 @@ import numpy as np
 
 from ..config import DUAL_NOT_CONTINUED
 from ..errors import ConfigError
-from ..kernels.oaa_kernels import oaa_process, oaa_scores
+from ..kernels import direct
+from ..kernels.oaa_kernels import oaa_one, oaa_process, oaa_scores
 from ..parsing import count_lines
 from .base import Reduction
 
@@ -93,6 +94,56 @@ class DualState:
         self.pos = 0
 
 
+class OneStep:
+    """One example of the Python API (``learn_one`` / ``predict_one``) in one compiled call,
+    ``oaa_one``: the kernel of ``oaa_process`` for one example, so the same predictions and
+    weights as a one-example chunk, without that path's per-call arrays and checks (the
+    arrays live here; the caller has checked the label; the compiled function is looked up
+    once per set of arrays, ``kernels.direct``). Made for the model's current k: a model that
+    grows needs a new one (``Reduction.one_step``)."""
+
+    def __init__(self, red):
+        self.learner = red.learner
+        k = self.k = int(red.k)
+        self.scratch = np.zeros(k)
+        self.ys = np.zeros(k)
+        self.work = np.zeros((k, 4))
+        self.act = np.zeros(k, dtype=np.int64)
+        self.ms = np.arange(k, dtype=np.int64)
+        self.unmarked = np.zeros(1, dtype=np.bool_)
+        self._room(32)
+
+    def _room(self, n: int) -> None:
+        self.idx = np.zeros(n, dtype=np.int64)
+        self.val = np.zeros(n, dtype=np.float32)
+        self.tmp = np.zeros(n, dtype=np.int64)
+        self.fns = {}  # mark -> (weight table, seen, the function looked up for them and these arrays)
+
+    def __call__(self, feats: list, label: int, train: bool, seen) -> int:
+        """The label (1..k) predicted for the example whose hashed features then values are
+        ``feats`` (``api._DictHashes.add``'s two lists, joined); learned (label ``label``,
+        weight 1) when ``train``; ``seen``: the open label set's record of features, or None."""
+        n = len(feats) >> 1
+        if n > self.idx.shape[0]:
+            self._room(max(n, 2 * self.idx.shape[0]))
+        learner = self.learner
+        if train:  # the scratch ``Learner.process`` and ``_process`` make room for, in that order
+            if n > learner.scratch_features:
+                learner.ensure_scratch(n)
+            if min(n * self.k, 1 << 20) > learner.scratch_features:
+                learner.ensure_scratch(min(n * self.k, 1 << 20))
+        lin = learner.arrays
+        mark = seen is not None
+        if not mark:
+            seen = self.unmarked
+        args = (lin, np.array(feats, dtype=np.float64), n, label, 1.0, train, self.k, seen, mark, self.idx, self.val,
+                self.scratch, self.work, self.act, self.ms, self.tmp, self.ys)
+        got = self.fns.get(mark)  # (learn_one marks the features, predict_one does not: two keys)
+        if got is None or got[0] is not lin or got[1] is not seen:
+            got = self.fns[mark] = (lin, seen, direct(oaa_one, args))
+        return got[2](*args)
+
+
 class OneAgainstAll(Reduction):
     name = "oaa"
     parallel_predict = True
@@ -113,6 +164,12 @@ class OneAgainstAll(Reduction):
             raise ConfigError("--solver dual trains on a fixed set of classes: give them at the first call")
         self.learner.restride(int(k), np.arange(self.k, dtype=np.int64), features)
         self._set_k(k)
+
+    def one_step(self):
+        """``OneStep`` for this model (None with the dual solver or label sets: their batch path)."""
+        if self.learner.config.solver == "dual" or self.multilabel:
+            return None
+        return OneStep(self)
 
     def plan(self, passes: int, paths, batches, lines: int | None = None) -> None:
         """Before training: with ``--solver dual`` its state, refused up front when the lines of
