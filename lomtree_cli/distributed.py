@@ -58,7 +58,14 @@ Training (VW's AllReduce, done by the client)
     model on one worker (CPT: exactly the single-process model of the input in shard order; PLT
     builds its k-means tree from the first shard's buffer); after pass 1 every label is in the
     tree, which is then frozen (a worker that changed it is an error) and the node regressors train
-    data-parallel, pass 2 with the early syncs and rates. LOMtree (its swaps go on in every pass) and mtree (label re-assignment) are refused.
+    data-parallel, pass 2 with the early syncs and rates. A PLT that replays its tree buffer in a
+    random order (``--shuffle-buffer``: label sets from k = 4,096) instead builds its tree once,
+    before pass 1 (``shared_tree``: every shard's label-centroid sums add up to the whole input's,
+    so the tree is one process's when its buffer holds the input), and trains data-parallel from
+    the first example; each worker reads its shard in a seeded random order of its own
+    (``shard_order``; parsed once and kept in the worker, ``_shard_examples``), as the buffer's
+    replay would, the same order in every pass while examples are held out, a new one per pass
+    otherwise (one process's ``--shuffle-passes``). LOMtree (its swaps go on in every pass) and mtree (label re-assignment) are refused.
 
 Averaging identical shards gives exactly the model of one shard (the weighted means of equal
 float32 values are exact; with the early rates, of one shard trained at those rates);
@@ -297,6 +304,75 @@ def _batches(raw: bytes, cfg, path: str, start: int, chunk: int = 1 << 20):
 
 # -- worker side ------------------------------------------------------------------------------------
 
+#: worker process: a shard's examples parsed, for the rounds of a shuffled pass (``_shard_examples``)
+_SHARDS: dict = {}
+#: most feature entries the worker keeps parsed over its shards (the oldest shard is dropped first)
+SHARD_CACHE_ENTRIES = 1 << 25
+#: examples a worker learns at a time from a shard read in a random order
+ORDER_STEP = 4096
+
+
+def _shard_examples(shard: list, cfg):
+    """(Worker) ``(batch, skipped messages)``: every example of ``shard`` in file order as one
+    batch, parsed once per worker process and kept (``_SHARDS``, keyed by the ranges, the files'
+    sizes and times and the input options) for the rounds after; an InputError as ``_batches``."""
+    from .passorder import concat
+
+    key = (tuple(tuple(r) for r in shard), tuple(_file_stamp(p) for p, _, _ in shard), repr(cfg))
+    hit = _SHARDS.pop(key, None)
+    if hit is None:
+        batches, skipped = [], []
+        for path, start, end in shard:
+            for batch, _, _ in _batches(_read(path, start, end), cfg, path, start):
+                skipped.extend(e.message() for e in batch.skipped)
+                if len(batch):
+                    batches.append(batch)
+        hit = (concat(batches) if batches else None, skipped)
+    _SHARDS[key] = hit  # the newest last
+    total = sum(0 if b is None else int(b.indptr[-1]) for b, _ in _SHARDS.values())
+    while len(_SHARDS) > 1 and total > SHARD_CACHE_ENTRIES:
+        b, _ = _SHARDS.pop(next(iter(_SHARDS)))
+        total -= 0 if b is None else int(b.indptr[-1])
+    return hit
+
+
+def _file_stamp(path: str) -> tuple:
+    st = os.stat(path)
+    return (path, st.st_size, st.st_mtime_ns)
+
+
+def shard_order(n: int, order: tuple) -> np.ndarray:
+    """The random order of a shard's ``n`` examples for ``order`` = (seed, pass key, shard index):
+    every worker that reads the shard draws the same one."""
+    seed, pass_key, shard_index = order
+    return np.random.default_rng([int(seed) & (2**64 - 1), int(pass_key), int(shard_index)]).permutation(n)
+
+
+def shard_label_counts(shard: list, cfg, k: int):
+    """(Worker) how many examples of ``shard`` carry each label 0..k (a ``_Failure`` on bad input)."""
+    try:
+        batch, _ = _shard_examples(shard, cfg)
+    except LomtreeError as e:
+        return _failure(e)
+    if batch is None:
+        return np.zeros(k + 1, dtype=np.int64)
+    return np.bincount(batch.label_sets()[1], minlength=k + 1)[:k + 1].astype(np.int64)
+
+
+def shard_label_sketch(shard: list, cfg, k: int, seen: np.ndarray, bits: int):
+    """(Worker) ``plt.label_sketch`` of every example of ``shard``: the label-centroid sums and
+    counts, which add up over the shards to those of the whole input."""
+    from .reductions.plt import _label_pairs, label_sketch
+
+    try:
+        batch, _ = _shard_examples(shard, cfg)
+    except LomtreeError as e:
+        return _failure(e)
+    if batch is None:
+        return np.zeros((seen.size, 1 << bits)), np.zeros(seen.size)
+    return label_sketch([batch], [_label_pairs(batch, np.ones(len(batch), dtype=bool))], seen, k, bits)
+
+
 #: worker process: model key -> LoadedModel (the last model used: loaded once per worker)
 _MODELS: dict = {}
 
@@ -421,10 +497,12 @@ def train_segment(*args):
 
 
 def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout: bool, holdout_period: int,
-                   skip_invalid: bool, max_line_bytes: int, rate: float = 1.0) -> _Segment:
+                   skip_invalid: bool, max_line_bytes: int, rate: float = 1.0, order: tuple | None = None) -> _Segment:
     """(Worker) train the model ``data`` on shard ``shard`` (``[(path, start, end), ...]``) from
     ``cursor`` for ``limit`` examples (0: to the shard's end) with the normal online learner, its
-    learning rate times ``rate`` (the model returned keeps its own rate)."""
+    learning rate times ``rate`` (the model returned keeps its own rate). With ``order`` (seed, pass
+    key, shard index) the shard is read in that random order (``shard_order``; the cursor's first
+    member is then the position in it)."""
     from . import model_io
     from .core import Learner
     from .driver import RunOptions, Runner
@@ -443,6 +521,21 @@ def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout:
     r, offset, counter = cursor
     runner.holdout_counter = counter
     writer = PredictionWriter(None)
+    if order is not None:
+        from .passorder import take
+
+        batch, skipped = _shard_examples(shard, cfg)
+        n = 0 if batch is None else len(batch)
+        stop = n if limit <= 0 else min(n, r + limit)
+        if r < stop:
+            perm = shard_order(n, order)
+            for a in range(r, stop, ORDER_STEP):
+                runner.run_pass(iter([take(batch, perm[a:min(stop, a + ORDER_STEP)])]), 0, holdout, writer,
+                                StopFlag())
+        loaded.learner.set_eta(eta)
+        model = model_io.model_bytes(loaded.input_config, loaded.learner, loaded.reduction, loaded.passes_done)
+        return _Segment(model, (stop, 0, runner.holdout_counter), stop >= n, rec.record(),
+                        list(skipped) if r == 0 else [])
     seen = 0
     skipped = []
     while r < len(shard) and (limit <= 0 or seen < limit):
@@ -776,6 +869,46 @@ def worker_rate(limit: int, sync_first: int, workers: int, power_t: float, fade:
     return workers ** (max(0.0, 1.0 - power_t) * (min(1.0, sync_first / limit) if fade else 1.0))
 
 
+def shared_tree(client, shards: list, cfg, reduction, w: int) -> int:
+    """Build a PLT's label tree once, before its first pass, from every shard's label-centroid
+    sums (``shard_label_counts``, then ``shard_label_sketch``: they add up to the whole input's),
+    so that the first pass is data-parallel over a tree every worker shares; returns the bytes
+    the sums moved (0: no label in the input, the tree is left to grow)."""
+    from .reductions.plt import sketch_bits
+
+    def each(fn, *args):
+        """``fn(shard, *args)`` of every non-empty shard, at most 2 W in flight, in shard order."""
+        live = deque(sh for sh in shards if sh)
+        waiting = deque(client.submit(fn, live.popleft(), *args, pure=False) for _ in range(min(len(live), 2 * w)))
+        while waiting:
+            fut = waiting.popleft()
+            r = fut.result()
+            fut.release()
+            if live:
+                waiting.append(client.submit(fn, live.popleft(), *args, pure=False))
+            if isinstance(r, _Failure):
+                r.throw()
+            yield r
+
+    counts = None
+    for c in each(shard_label_counts, cfg, reduction.k):
+        counts = c if counts is None else counts + c
+    seen = np.flatnonzero(counts[1:]) + 1 if counts is not None else np.zeros(0, dtype=np.int64)
+    if seen.size == 0:
+        return 0
+    X = cnt = None
+    moved = 0
+    for x, c in each(shard_label_sketch, cfg, reduction.k, seen, sketch_bits(seen.size)):
+        moved += x.nbytes
+        if X is None:
+            X, cnt = x, c
+        else:
+            X += x
+            cnt += c
+    reduction.tree_from_sketch(seen, X, cnt)
+    return moved
+
+
 def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int = 0,
           initial_model: str | None = None, final_model: str | None = None, explicit: dict | None = None,
           shards: int = 0, sync_first: int = SYNC_FIRST, sync_growth: float = SYNC_GROWTH,
@@ -839,14 +972,32 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
         n_shards = shards or w
         shards_list = shards_of(paths, n_shards, input_cfg)
         runner.progress.start()
+        # a PLT whose one-process run replays its buffer (the whole input, up to --tree-buffer) in a
+        # random order: the tree is built once from every shard's labels, and each worker reads its
+        # shard in a random order of its own, as the buffer's replay would
+        tree_first = (mode == "grown" and passes_before == 0 and bool(getattr(reduction, "shuffle", False))
+                      and hasattr(reduction, "tree_from_sketch") and not reduction.built)
+        if tree_first:
+            sent = shared_tree(client, shards_list, input_cfg, reduction, w)
+            moved += sent
+            tree_first = sent > 0
+        grown_first = mode == "grown" and passes_before == 0 and not tree_first
+        later_shuffled = bool(opts.shuffle_passes if opts.shuffle_passes is not None
+                              else getattr(reduction, "shuffle", False))
+        seed = int(getattr(reduction.config, "seed", 0))
         for p in range(opts.passes):
             runner.progress.holdout_reporting = p > 0 and holdout.active
             passes_used = p + 1
             # a growing pass: the shards one after the other, each task continuing the last one's
             # model (the same examples held out as in the data-parallel passes after it)
-            grow = p == 0 and passes_before == 0 and mode == "grown"
+            grow = p == 0 and grown_first
             # the early syncs (and rates) belong to the first data-parallel pass
-            early = p == (1 if mode == "grown" and passes_before == 0 else 0)
+            early = p == (1 if grown_first else 0)
+            # the order a shard is read in: a random one in the first pass after a shared tree (the
+            # buffer's replay), the same one later while examples are held out (the held-out ones stay
+            # the same), a new one per pass as one process's --shuffle-passes; else the file's
+            pass_key = (0 if tree_first and (p == 0 or holdout.active)
+                        else p if p > 0 and later_shuffled and not holdout.active else None)
             tasks = shards_list
             cursors = {i: (0, tasks[i][0][1] if tasks[i] else 0, 0) for i in range(len(tasks)) if tasks[i]}
             round_index = 0
@@ -865,7 +1016,8 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
                 def submit(i):
                     return client.submit(train_segment, shared, tasks[i], cursors[i], limit,
                                          holdout.active, opts.holdout_period, input_cfg.skip_invalid,
-                                         input_cfg.max_line_bytes, rate, pure=False)
+                                         input_cfg.max_line_bytes, rate,
+                                         None if pass_key is None else (seed, pass_key, i), pure=False)
 
                 def results():
                     """The round's models in shard order, loaded one at a time; at most 2 W tasks
