@@ -577,24 +577,36 @@ def merge_rule(reduction: str) -> str:
     return "average" if REGISTRY[reduction].regressors in ("class", "model") else "increments"
 
 
-def average_models(models, base, rule: str = "increments") -> None:
+def average_models(models, base, rule: str = "increments", work: dict | None = None) -> None:
     """Replace the state of ``base`` (a ``LoadedModel``) by the average of ``models`` (LoadedModels
     trained from ``base``'s state), by ``rule``: ``"increments"`` (the default) or ``"average"``
     (VW's AllReduce averaging; always under ``--sgd``), module docstring. ``models`` is any
     iterable, consumed one model at a time: only running sums over the union of the models'
     non-zero slots are kept (float64, in order of first appearance; a 2^bits int32 array maps a
-    slot to its column), so many shards' models never sit in memory at once."""
+    slot to its column), so many shards' models never sit in memory at once. ``work`` (a dict the
+    caller keeps from one call to the next) keeps those arrays for the next call: a dense model's
+    sums are hundreds of MB, and fresh memory costs far more than reused memory (bench/notes/dask.md:
+    PyPI names' OAA, 16.7 M slots); a model whose slots are the sums' first columns in order (a
+    dense model's always are) is added by slices, its products through one reused buffer."""
     if rule not in ("increments", "average"):
         raise ValueError(f"average_models: unknown rule {rule!r}")
     size = 1 << base.learner.bits
     sgd = base.learner.config.sgd
     increments = rule == "increments" and not sgd
     table0 = base.learner.arrays.table  # the round's start (zeroed only once every model is read)
-    row_of = np.full(size, -1, dtype=np.int32)
+    work = {} if work is None else work
+    n_rows = 1 if sgd else 9 if increments else 6
+    row_of = work.pop("row_of", None)  # all -1 between calls
+    if row_of is None or row_of.shape[0] != size:
+        row_of = np.full(size, -1, dtype=np.int32)
     # the slot of each column of acc; its rows: w (, G, N, Gw, GG, GN; and with "increments" dG, dG dw,
     # dG dG: each model's G increment since base, times its change of w, squared)
-    slots = np.zeros(0, dtype=np.int64)
-    acc = np.zeros((1 if sgd else 9 if increments else 6, 0))
+    acc, slots = work.pop("acc", None), work.pop("slots", None)
+    if acc is None or acc.shape[0] != n_rows:
+        acc, slots = np.zeros((n_rows, 0)), np.zeros(0, dtype=np.int64)
+    else:
+        acc.fill(0.0)
+    tmp = work.pop("tmp", np.zeros(0))
     used = 0
     count = 0
     S = T = meta = red_meta = None
@@ -606,72 +618,110 @@ def average_models(models, base, rule: str = "increments") -> None:
     labels0 = base.reduction.label_counts
     labels0 = None if labels0 is None else labels0.copy()
     label_counts = labels0
-    for mm in models:
-        s = mm.learner.state()
-        nz = s["nz"]  # no repeats: fancy-index += is a per-slot sum
-        new = nz[row_of[nz] < 0]
-        if new.shape[0]:
-            if used + new.shape[0] > acc.shape[1]:
-                cap = max(2 * acc.shape[1], used + new.shape[0])
-                acc = np.concatenate([acc[:, :used], np.zeros((acc.shape[0], cap - used))], axis=1)
-                slots = np.concatenate([slots[:used], np.zeros(cap - used, dtype=np.int64)])
-            row_of[new] = np.arange(used, used + new.shape[0], dtype=np.int32)
-            slots[used:used + new.shape[0]] = new
-            used += new.shape[0]
-        rows = row_of[nz]
-        w = s["w"].astype(np.float64)
-        acc[0, rows] += w
-        if not sgd:
-            G = s["G"].astype(np.float64)
-            N = s["N"].astype(np.float64)
-            acc[1, rows] += G
-            acc[2, rows] += N
-            acc[3, rows] += G * w
-            acc[4, rows] += G * G
-            acc[5, rows] += G * N
-            if increments:
-                b = table0[nz]
-                dG = np.maximum(G - b[:, 1], 0.0)
-                acc[6, rows] += dG
-                acc[7, rows] += dG * (w - b[:, 0])
-                acc[8, rows] += dG * dG
-        S = s["model_S"].copy() if S is None else S + s["model_S"]
-        T = s["model_T"].copy() if T is None else T + s["model_T"]
-        sgd_t += mm.learner.meta()["sgd_t"]
-        if meta is None:
-            meta, red_meta = dict(mm.learner.meta()), mm.reduction.meta()
-        elif hasattr(base.reduction, "merge_meta"):  # -r binary/regression: the union of the label ranges
-            red_meta = base.reduction.merge_meta(red_meta, mm.reduction.meta())
-        if labels0 is not None:
-            label_counts = label_counts + (mm.reduction.label_counts - labels0)
-        state = mm.reduction.state()
-        for name, a0 in before.items():
-            g = state[name]
-            counted = name in COUNTS and g.shape == a0.shape
-            if counted:
-                red_counts[name] = red_counts.get(name, 0) + (g - a0)
-            if name not in red_first:
-                red_first[name] = g
-            elif not counted and not np.array_equal(g, red_first[name]):
-                raise ConfigError(f"{base.reduction.name}: the workers changed the label structure ({name}): "
-                                  f"the model cannot be averaged")
-        count += 1
+    try:
+        for mm in models:
+            s = mm.learner.state()
+            nz = s["nz"]  # no repeats: fancy-index += is a per-slot sum
+            n = nz.shape[0]
+            if n <= used and np.array_equal(slots[:n], nz):
+                rows = slice(0, n)
+            else:
+                first = used == 0
+                new = nz[row_of[nz] < 0]
+                if new.shape[0]:
+                    if used + new.shape[0] > acc.shape[1]:
+                        # room for as many again (at most every slot): the next models' few new
+                        # slots then need no copy of the sums
+                        cap = min(size, max(2 * acc.shape[1], 2 * (used + new.shape[0])))
+                        acc = np.concatenate([acc[:, :used], np.zeros((acc.shape[0], cap - used))], axis=1)
+                        slots = np.concatenate([slots[:used], np.zeros(cap - used, dtype=np.int64)])
+                    row_of[new] = np.arange(used, used + new.shape[0], dtype=np.int32)
+                    slots[used:used + new.shape[0]] = new
+                    used += new.shape[0]
+                # (the first model: its slots, in order, are the first columns)
+                rows = slice(0, n) if first else row_of[nz]
+            if tmp.shape[0] < n:
+                tmp = np.empty(n)
+            t = tmp[:n]
+
+            def add(i, x):
+                """acc[i, rows] += x (x float32 or float64, summed in float64)"""
+                if isinstance(rows, slice):
+                    np.add(acc[i, rows], x, out=acc[i, rows], dtype=np.float64)
+                else:
+                    acc[i, rows] += x
+
+            def add_product(i, x, y):
+                np.multiply(x, y, out=t, dtype=np.float64)
+                add(i, t)
+
+            w32 = s["w"]
+            add(0, w32)
+            if not sgd:
+                G32, N32 = s["G"], s["N"]
+                add(1, G32)
+                add(2, N32)
+                add_product(3, G32, w32)
+                add_product(4, G32, G32)
+                add_product(5, G32, N32)
+                if increments:
+                    w, G = w32.astype(np.float64), G32.astype(np.float64)
+                    b = table0[nz]
+                    dG = np.maximum(G - b[:, 1], 0.0)
+                    add(6, dG)
+                    add(7, dG * (w - b[:, 0]))
+                    add(8, dG * dG)
+            S = s["model_S"].copy() if S is None else S + s["model_S"]
+            T = s["model_T"].copy() if T is None else T + s["model_T"]
+            sgd_t += mm.learner.meta()["sgd_t"]
+            if meta is None:
+                meta, red_meta = dict(mm.learner.meta()), mm.reduction.meta()
+            elif hasattr(base.reduction, "merge_meta"):  # -r binary/regression: the union of the label ranges
+                red_meta = base.reduction.merge_meta(red_meta, mm.reduction.meta())
+            if labels0 is not None:
+                label_counts = label_counts + (mm.reduction.label_counts - labels0)
+            state = mm.reduction.state()
+            for name, a0 in before.items():
+                g = state[name]
+                counted = name in COUNTS and g.shape == a0.shape
+                if counted:
+                    red_counts[name] = red_counts.get(name, 0) + (g - a0)
+                if name not in red_first:
+                    red_first[name] = g
+                elif not counted and not np.array_equal(g, red_first[name]):
+                    raise ConfigError(f"{base.reduction.name}: the workers changed the label structure ({name}): "
+                                      f"the model cannot be averaged")
+            del s, mm
+            count += 1
+    finally:
+        row_of[slots[:used]] = -1
+        work.update(row_of=row_of, acc=acc, slots=slots, tmp=tmp)
     if count == 0:
         raise ValueError("average_models: no models")
-    del row_of
-    order = np.argsort(slots[:used], kind="stable")
-    nz = slots[order]
-    acc = acc[:, order]
+    nz = slots[:used].copy()
+    if used > 1 and np.any(nz[1:] < nz[:-1]):  # (the first model's slots come sorted: often all of them)
+        order = np.argsort(nz, kind="stable")
+        nz = nz[order]
+        acc = acc[:, order]
+    else:
+        acc = acc[:, :used]
     out = {"nz": nz, "size": np.array([size], dtype=np.int64), "model_S": S / count, "model_T": T / count}
     if sgd:
         out["w"] = (acc[0] / count).astype(np.float32)
     else:
+        # in place in the sums (kept for the next call, which zeroes them)
         sumG = acc[1]
         pos = sumG > 0
-        safe = np.where(pos, sumG, 1.0)
-        w = np.where(pos, acc[3] / safe, acc[0] / count)
-        G = np.where(pos, acc[4] / safe, 0.0)
-        out["N"] = np.where(pos, acc[5] / safe, acc[2] / count).astype(np.float32)
+        rest = ~pos
+        w, G, N = acc[3], acc[4], acc[5]
+        np.divide(w, sumG, out=w, where=pos)
+        np.divide(G, sumG, out=G, where=pos)
+        np.divide(N, sumG, out=N, where=pos)
+        if rest.any():
+            w[rest] = acc[0][rest] / count
+            G[rest] = 0.0
+            N[rest] = acc[2][rest] / count
+        out["N"] = N.astype(np.float32)
         if increments:  # where some model trained the slot (its G grew): base + the dG-weighted mean change
             b = table0[nz]
             dG = acc[6]
@@ -967,6 +1017,7 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
     passes_used = 0
     rounds = 0
     moved = 0  # model bytes sent: to each worker at the start of a round, back from each task
+    sums = {}  # average_models's arrays, reused from one sync to the next
     with connect(address) as client:
         w = n_workers(client)
         n_shards = shards or w
@@ -1042,7 +1093,7 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
                     current.learner, current.reduction = only.learner, only.reduction
                     model.base, model.reduction = current.learner, current.reduction
                 else:
-                    average_models(results(), current, rule)
+                    average_models(results(), current, rule, sums)
                 rounds += 1
                 for i, r, size in done:
                     moved += size
