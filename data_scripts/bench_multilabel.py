@@ -20,7 +20,7 @@ Preparation writes ``NAME.train.txt`` / ``NAME.test.txt`` (XMC text, correct hea
 F and L in both) under ``bench/data/multilabel/`` (git-ignored) and skips the work when the
 outputs are newer than the inputs.
 
-Systems (ids for ``--only``; a prefix selects several, e.g. ``--only vw lomtree``)
+Systems (ids for ``--only``; a prefix that is no id selects several, e.g. ``--only vw lomtree``)
 
 ``napkinxc_plt``, ``napkinxc_br``
     ``napkinxc.models.PLT`` / ``BR`` with napkinXC's defaults (``threads=0``: all cores), fitted
@@ -794,13 +794,14 @@ def all_systems() -> list[tuple[str, str]]:
 
 
 def select_systems(only: Sequence[str] | None, skip_anchors: bool, quick: bool) -> list[str]:
-    """System ids in table order: ``only`` entries match ids exactly or as prefixes."""
+    """System ids in table order: ``only`` entries match ids exactly or, when no id is the entry
+    itself, as prefixes (``lomtree_plt_1`` is that row, not ``lomtree_plt_10`` too)."""
     ids = [s for s, _ in all_systems()]
     if only:
         unknown = [o for o in only if not any(i == o or i.startswith(o) for i in ids)]
         if unknown:
             raise SystemExit(f"unknown system(s) {unknown}; known: {', '.join(ids)}")
-        ids = [i for i in ids if any(i == o or i.startswith(o) for o in only)]
+        ids = [i for i in ids if any(i == o or (o not in ids and i.startswith(o)) for o in only)]
     if skip_anchors:
         ids = [i for i in ids if i not in ANCHORS]
     if quick:

@@ -58,7 +58,14 @@ Training (VW's AllReduce, done by the client)
     model on one worker (CPT: exactly the single-process model of the input in shard order; PLT
     builds its k-means tree from the first shard's buffer); after pass 1 every label is in the
     tree, which is then frozen (a worker that changed it is an error) and the node regressors train
-    data-parallel, pass 2 with the early syncs and rates. LOMtree (its swaps go on in every pass) and mtree (label re-assignment) are refused.
+    data-parallel, pass 2 with the early syncs and rates. A PLT that replays its tree buffer in a
+    random order (``--shuffle-buffer``: label sets from k = 4,096) instead builds its tree once,
+    before pass 1 (``shared_tree``: every shard's label-centroid sums add up to the whole input's,
+    so the tree is one process's when its buffer holds the input), and trains data-parallel from
+    the first example; each worker reads its shard in a seeded random order of its own
+    (``shard_order``; parsed once and kept in the worker, ``_shard_examples``), as the buffer's
+    replay would, the same order in every pass while examples are held out, a new one per pass
+    otherwise (one process's ``--shuffle-passes``). LOMtree (its swaps go on in every pass) and mtree (label re-assignment) are refused.
 
 Averaging identical shards gives exactly the model of one shard (the weighted means of equal
 float32 values are exact; with the early rates, of one shard trained at those rates);
@@ -297,6 +304,75 @@ def _batches(raw: bytes, cfg, path: str, start: int, chunk: int = 1 << 20):
 
 # -- worker side ------------------------------------------------------------------------------------
 
+#: worker process: a shard's examples parsed, for the rounds of a shuffled pass (``_shard_examples``)
+_SHARDS: dict = {}
+#: most feature entries the worker keeps parsed over its shards (the oldest shard is dropped first)
+SHARD_CACHE_ENTRIES = 1 << 25
+#: examples a worker learns at a time from a shard read in a random order
+ORDER_STEP = 4096
+
+
+def _shard_examples(shard: list, cfg):
+    """(Worker) ``(batch, skipped messages)``: every example of ``shard`` in file order as one
+    batch, parsed once per worker process and kept (``_SHARDS``, keyed by the ranges, the files'
+    sizes and times and the input options) for the rounds after; an InputError as ``_batches``."""
+    from .passorder import concat
+
+    key = (tuple(tuple(r) for r in shard), tuple(_file_stamp(p) for p, _, _ in shard), repr(cfg))
+    hit = _SHARDS.pop(key, None)
+    if hit is None:
+        batches, skipped = [], []
+        for path, start, end in shard:
+            for batch, _, _ in _batches(_read(path, start, end), cfg, path, start):
+                skipped.extend(e.message() for e in batch.skipped)
+                if len(batch):
+                    batches.append(batch)
+        hit = (concat(batches) if batches else None, skipped)
+    _SHARDS[key] = hit  # the newest last
+    total = sum(0 if b is None else int(b.indptr[-1]) for b, _ in _SHARDS.values())
+    while len(_SHARDS) > 1 and total > SHARD_CACHE_ENTRIES:
+        b, _ = _SHARDS.pop(next(iter(_SHARDS)))
+        total -= 0 if b is None else int(b.indptr[-1])
+    return hit
+
+
+def _file_stamp(path: str) -> tuple:
+    st = os.stat(path)
+    return (path, st.st_size, st.st_mtime_ns)
+
+
+def shard_order(n: int, order: tuple) -> np.ndarray:
+    """The random order of a shard's ``n`` examples for ``order`` = (seed, pass key, shard index):
+    every worker that reads the shard draws the same one."""
+    seed, pass_key, shard_index = order
+    return np.random.default_rng([int(seed) & (2**64 - 1), int(pass_key), int(shard_index)]).permutation(n)
+
+
+def shard_label_counts(shard: list, cfg, k: int):
+    """(Worker) how many examples of ``shard`` carry each label 0..k (a ``_Failure`` on bad input)."""
+    try:
+        batch, _ = _shard_examples(shard, cfg)
+    except LomtreeError as e:
+        return _failure(e)
+    if batch is None:
+        return np.zeros(k + 1, dtype=np.int64)
+    return np.bincount(batch.label_sets()[1], minlength=k + 1)[:k + 1].astype(np.int64)
+
+
+def shard_label_sketch(shard: list, cfg, k: int, seen: np.ndarray, bits: int):
+    """(Worker) ``plt.label_sketch`` of every example of ``shard``: the label-centroid sums and
+    counts, which add up over the shards to those of the whole input."""
+    from .reductions.plt import _label_pairs, label_sketch
+
+    try:
+        batch, _ = _shard_examples(shard, cfg)
+    except LomtreeError as e:
+        return _failure(e)
+    if batch is None:
+        return np.zeros((seen.size, 1 << bits)), np.zeros(seen.size)
+    return label_sketch([batch], [_label_pairs(batch, np.ones(len(batch), dtype=bool))], seen, k, bits)
+
+
 #: worker process: model key -> LoadedModel (the last model used: loaded once per worker)
 _MODELS: dict = {}
 
@@ -421,10 +497,12 @@ def train_segment(*args):
 
 
 def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout: bool, holdout_period: int,
-                   skip_invalid: bool, max_line_bytes: int, rate: float = 1.0) -> _Segment:
+                   skip_invalid: bool, max_line_bytes: int, rate: float = 1.0, order: tuple | None = None) -> _Segment:
     """(Worker) train the model ``data`` on shard ``shard`` (``[(path, start, end), ...]``) from
     ``cursor`` for ``limit`` examples (0: to the shard's end) with the normal online learner, its
-    learning rate times ``rate`` (the model returned keeps its own rate)."""
+    learning rate times ``rate`` (the model returned keeps its own rate). With ``order`` (seed, pass
+    key, shard index) the shard is read in that random order (``shard_order``; the cursor's first
+    member is then the position in it)."""
     from . import model_io
     from .core import Learner
     from .driver import RunOptions, Runner
@@ -443,6 +521,21 @@ def _train_segment(data: bytes, shard: list, cursor: tuple, limit: int, holdout:
     r, offset, counter = cursor
     runner.holdout_counter = counter
     writer = PredictionWriter(None)
+    if order is not None:
+        from .passorder import take
+
+        batch, skipped = _shard_examples(shard, cfg)
+        n = 0 if batch is None else len(batch)
+        stop = n if limit <= 0 else min(n, r + limit)
+        if r < stop:
+            perm = shard_order(n, order)
+            for a in range(r, stop, ORDER_STEP):
+                runner.run_pass(iter([take(batch, perm[a:min(stop, a + ORDER_STEP)])]), 0, holdout, writer,
+                                StopFlag())
+        loaded.learner.set_eta(eta)
+        model = model_io.model_bytes(loaded.input_config, loaded.learner, loaded.reduction, loaded.passes_done)
+        return _Segment(model, (stop, 0, runner.holdout_counter), stop >= n, rec.record(),
+                        list(skipped) if r == 0 else [])
     seen = 0
     skipped = []
     while r < len(shard) and (limit <= 0 or seen < limit):
@@ -484,24 +577,36 @@ def merge_rule(reduction: str) -> str:
     return "average" if REGISTRY[reduction].regressors in ("class", "model") else "increments"
 
 
-def average_models(models, base, rule: str = "increments") -> None:
+def average_models(models, base, rule: str = "increments", work: dict | None = None) -> None:
     """Replace the state of ``base`` (a ``LoadedModel``) by the average of ``models`` (LoadedModels
     trained from ``base``'s state), by ``rule``: ``"increments"`` (the default) or ``"average"``
     (VW's AllReduce averaging; always under ``--sgd``), module docstring. ``models`` is any
     iterable, consumed one model at a time: only running sums over the union of the models'
     non-zero slots are kept (float64, in order of first appearance; a 2^bits int32 array maps a
-    slot to its column), so many shards' models never sit in memory at once."""
+    slot to its column), so many shards' models never sit in memory at once. ``work`` (a dict the
+    caller keeps from one call to the next) keeps those arrays for the next call: a dense model's
+    sums are hundreds of MB, and fresh memory costs far more than reused memory (bench/notes/dask.md:
+    PyPI names' OAA, 16.7 M slots); a model whose slots are the sums' first columns in order (a
+    dense model's always are) is added by slices, its products through one reused buffer."""
     if rule not in ("increments", "average"):
         raise ValueError(f"average_models: unknown rule {rule!r}")
     size = 1 << base.learner.bits
     sgd = base.learner.config.sgd
     increments = rule == "increments" and not sgd
     table0 = base.learner.arrays.table  # the round's start (zeroed only once every model is read)
-    row_of = np.full(size, -1, dtype=np.int32)
+    work = {} if work is None else work
+    n_rows = 1 if sgd else 9 if increments else 6
+    row_of = work.pop("row_of", None)  # all -1 between calls
+    if row_of is None or row_of.shape[0] != size:
+        row_of = np.full(size, -1, dtype=np.int32)
     # the slot of each column of acc; its rows: w (, G, N, Gw, GG, GN; and with "increments" dG, dG dw,
     # dG dG: each model's G increment since base, times its change of w, squared)
-    slots = np.zeros(0, dtype=np.int64)
-    acc = np.zeros((1 if sgd else 9 if increments else 6, 0))
+    acc, slots = work.pop("acc", None), work.pop("slots", None)
+    if acc is None or acc.shape[0] != n_rows:
+        acc, slots = np.zeros((n_rows, 0)), np.zeros(0, dtype=np.int64)
+    else:
+        acc.fill(0.0)
+    tmp = work.pop("tmp", np.zeros(0))
     used = 0
     count = 0
     S = T = meta = red_meta = None
@@ -513,72 +618,110 @@ def average_models(models, base, rule: str = "increments") -> None:
     labels0 = base.reduction.label_counts
     labels0 = None if labels0 is None else labels0.copy()
     label_counts = labels0
-    for mm in models:
-        s = mm.learner.state()
-        nz = s["nz"]  # no repeats: fancy-index += is a per-slot sum
-        new = nz[row_of[nz] < 0]
-        if new.shape[0]:
-            if used + new.shape[0] > acc.shape[1]:
-                cap = max(2 * acc.shape[1], used + new.shape[0])
-                acc = np.concatenate([acc[:, :used], np.zeros((acc.shape[0], cap - used))], axis=1)
-                slots = np.concatenate([slots[:used], np.zeros(cap - used, dtype=np.int64)])
-            row_of[new] = np.arange(used, used + new.shape[0], dtype=np.int32)
-            slots[used:used + new.shape[0]] = new
-            used += new.shape[0]
-        rows = row_of[nz]
-        w = s["w"].astype(np.float64)
-        acc[0, rows] += w
-        if not sgd:
-            G = s["G"].astype(np.float64)
-            N = s["N"].astype(np.float64)
-            acc[1, rows] += G
-            acc[2, rows] += N
-            acc[3, rows] += G * w
-            acc[4, rows] += G * G
-            acc[5, rows] += G * N
-            if increments:
-                b = table0[nz]
-                dG = np.maximum(G - b[:, 1], 0.0)
-                acc[6, rows] += dG
-                acc[7, rows] += dG * (w - b[:, 0])
-                acc[8, rows] += dG * dG
-        S = s["model_S"].copy() if S is None else S + s["model_S"]
-        T = s["model_T"].copy() if T is None else T + s["model_T"]
-        sgd_t += mm.learner.meta()["sgd_t"]
-        if meta is None:
-            meta, red_meta = dict(mm.learner.meta()), mm.reduction.meta()
-        elif hasattr(base.reduction, "merge_meta"):  # -r binary/regression: the union of the label ranges
-            red_meta = base.reduction.merge_meta(red_meta, mm.reduction.meta())
-        if labels0 is not None:
-            label_counts = label_counts + (mm.reduction.label_counts - labels0)
-        state = mm.reduction.state()
-        for name, a0 in before.items():
-            g = state[name]
-            counted = name in COUNTS and g.shape == a0.shape
-            if counted:
-                red_counts[name] = red_counts.get(name, 0) + (g - a0)
-            if name not in red_first:
-                red_first[name] = g
-            elif not counted and not np.array_equal(g, red_first[name]):
-                raise ConfigError(f"{base.reduction.name}: the workers changed the label structure ({name}): "
-                                  f"the model cannot be averaged")
-        count += 1
+    try:
+        for mm in models:
+            s = mm.learner.state()
+            nz = s["nz"]  # no repeats: fancy-index += is a per-slot sum
+            n = nz.shape[0]
+            if n <= used and np.array_equal(slots[:n], nz):
+                rows = slice(0, n)
+            else:
+                first = used == 0
+                new = nz[row_of[nz] < 0]
+                if new.shape[0]:
+                    if used + new.shape[0] > acc.shape[1]:
+                        # room for as many again (at most every slot): the next models' few new
+                        # slots then need no copy of the sums
+                        cap = min(size, max(2 * acc.shape[1], 2 * (used + new.shape[0])))
+                        acc = np.concatenate([acc[:, :used], np.zeros((acc.shape[0], cap - used))], axis=1)
+                        slots = np.concatenate([slots[:used], np.zeros(cap - used, dtype=np.int64)])
+                    row_of[new] = np.arange(used, used + new.shape[0], dtype=np.int32)
+                    slots[used:used + new.shape[0]] = new
+                    used += new.shape[0]
+                # (the first model: its slots, in order, are the first columns)
+                rows = slice(0, n) if first else row_of[nz]
+            if tmp.shape[0] < n:
+                tmp = np.empty(n)
+            t = tmp[:n]
+
+            def add(i, x):
+                """acc[i, rows] += x (x float32 or float64, summed in float64)"""
+                if isinstance(rows, slice):
+                    np.add(acc[i, rows], x, out=acc[i, rows], dtype=np.float64)
+                else:
+                    acc[i, rows] += x
+
+            def add_product(i, x, y):
+                np.multiply(x, y, out=t, dtype=np.float64)
+                add(i, t)
+
+            w32 = s["w"]
+            add(0, w32)
+            if not sgd:
+                G32, N32 = s["G"], s["N"]
+                add(1, G32)
+                add(2, N32)
+                add_product(3, G32, w32)
+                add_product(4, G32, G32)
+                add_product(5, G32, N32)
+                if increments:
+                    w, G = w32.astype(np.float64), G32.astype(np.float64)
+                    b = table0[nz]
+                    dG = np.maximum(G - b[:, 1], 0.0)
+                    add(6, dG)
+                    add(7, dG * (w - b[:, 0]))
+                    add(8, dG * dG)
+            S = s["model_S"].copy() if S is None else S + s["model_S"]
+            T = s["model_T"].copy() if T is None else T + s["model_T"]
+            sgd_t += mm.learner.meta()["sgd_t"]
+            if meta is None:
+                meta, red_meta = dict(mm.learner.meta()), mm.reduction.meta()
+            elif hasattr(base.reduction, "merge_meta"):  # -r binary/regression: the union of the label ranges
+                red_meta = base.reduction.merge_meta(red_meta, mm.reduction.meta())
+            if labels0 is not None:
+                label_counts = label_counts + (mm.reduction.label_counts - labels0)
+            state = mm.reduction.state()
+            for name, a0 in before.items():
+                g = state[name]
+                counted = name in COUNTS and g.shape == a0.shape
+                if counted:
+                    red_counts[name] = red_counts.get(name, 0) + (g - a0)
+                if name not in red_first:
+                    red_first[name] = g
+                elif not counted and not np.array_equal(g, red_first[name]):
+                    raise ConfigError(f"{base.reduction.name}: the workers changed the label structure ({name}): "
+                                      f"the model cannot be averaged")
+            del s, mm
+            count += 1
+    finally:
+        row_of[slots[:used]] = -1
+        work.update(row_of=row_of, acc=acc, slots=slots, tmp=tmp)
     if count == 0:
         raise ValueError("average_models: no models")
-    del row_of
-    order = np.argsort(slots[:used], kind="stable")
-    nz = slots[order]
-    acc = acc[:, order]
+    nz = slots[:used].copy()
+    if used > 1 and np.any(nz[1:] < nz[:-1]):  # (the first model's slots come sorted: often all of them)
+        order = np.argsort(nz, kind="stable")
+        nz = nz[order]
+        acc = acc[:, order]
+    else:
+        acc = acc[:, :used]
     out = {"nz": nz, "size": np.array([size], dtype=np.int64), "model_S": S / count, "model_T": T / count}
     if sgd:
         out["w"] = (acc[0] / count).astype(np.float32)
     else:
+        # in place in the sums (kept for the next call, which zeroes them)
         sumG = acc[1]
         pos = sumG > 0
-        safe = np.where(pos, sumG, 1.0)
-        w = np.where(pos, acc[3] / safe, acc[0] / count)
-        G = np.where(pos, acc[4] / safe, 0.0)
-        out["N"] = np.where(pos, acc[5] / safe, acc[2] / count).astype(np.float32)
+        rest = ~pos
+        w, G, N = acc[3], acc[4], acc[5]
+        np.divide(w, sumG, out=w, where=pos)
+        np.divide(G, sumG, out=G, where=pos)
+        np.divide(N, sumG, out=N, where=pos)
+        if rest.any():
+            w[rest] = acc[0][rest] / count
+            G[rest] = 0.0
+            N[rest] = acc[2][rest] / count
+        out["N"] = N.astype(np.float32)
         if increments:  # where some model trained the slot (its G grew): base + the dG-weighted mean change
             b = table0[nz]
             dG = acc[6]
@@ -776,6 +919,46 @@ def worker_rate(limit: int, sync_first: int, workers: int, power_t: float, fade:
     return workers ** (max(0.0, 1.0 - power_t) * (min(1.0, sync_first / limit) if fade else 1.0))
 
 
+def shared_tree(client, shards: list, cfg, reduction, w: int) -> int:
+    """Build a PLT's label tree once, before its first pass, from every shard's label-centroid
+    sums (``shard_label_counts``, then ``shard_label_sketch``: they add up to the whole input's),
+    so that the first pass is data-parallel over a tree every worker shares; returns the bytes
+    the sums moved (0: no label in the input, the tree is left to grow)."""
+    from .reductions.plt import sketch_bits
+
+    def each(fn, *args):
+        """``fn(shard, *args)`` of every non-empty shard, at most 2 W in flight, in shard order."""
+        live = deque(sh for sh in shards if sh)
+        waiting = deque(client.submit(fn, live.popleft(), *args, pure=False) for _ in range(min(len(live), 2 * w)))
+        while waiting:
+            fut = waiting.popleft()
+            r = fut.result()
+            fut.release()
+            if live:
+                waiting.append(client.submit(fn, live.popleft(), *args, pure=False))
+            if isinstance(r, _Failure):
+                r.throw()
+            yield r
+
+    counts = None
+    for c in each(shard_label_counts, cfg, reduction.k):
+        counts = c if counts is None else counts + c
+    seen = np.flatnonzero(counts[1:]) + 1 if counts is not None else np.zeros(0, dtype=np.int64)
+    if seen.size == 0:
+        return 0
+    X = cnt = None
+    moved = 0
+    for x, c in each(shard_label_sketch, cfg, reduction.k, seen, sketch_bits(seen.size)):
+        moved += x.nbytes
+        if X is None:
+            X, cnt = x, c
+        else:
+            X += x
+            cnt += c
+    reduction.tree_from_sketch(seen, X, cnt)
+    return moved
+
+
 def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int = 0,
           initial_model: str | None = None, final_model: str | None = None, explicit: dict | None = None,
           shards: int = 0, sync_first: int = SYNC_FIRST, sync_growth: float = SYNC_GROWTH,
@@ -834,19 +1017,38 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
     passes_used = 0
     rounds = 0
     moved = 0  # model bytes sent: to each worker at the start of a round, back from each task
+    sums = {}  # average_models's arrays, reused from one sync to the next
     with connect(address) as client:
         w = n_workers(client)
         n_shards = shards or w
         shards_list = shards_of(paths, n_shards, input_cfg)
         runner.progress.start()
+        # a PLT whose one-process run replays its buffer (the whole input, up to --tree-buffer) in a
+        # random order: the tree is built once from every shard's labels, and each worker reads its
+        # shard in a random order of its own, as the buffer's replay would
+        tree_first = (mode == "grown" and passes_before == 0 and bool(getattr(reduction, "shuffle", False))
+                      and hasattr(reduction, "tree_from_sketch") and not reduction.built)
+        if tree_first:
+            sent = shared_tree(client, shards_list, input_cfg, reduction, w)
+            moved += sent
+            tree_first = sent > 0
+        grown_first = mode == "grown" and passes_before == 0 and not tree_first
+        later_shuffled = bool(opts.shuffle_passes if opts.shuffle_passes is not None
+                              else getattr(reduction, "shuffle", False))
+        seed = int(getattr(reduction.config, "seed", 0))
         for p in range(opts.passes):
             runner.progress.holdout_reporting = p > 0 and holdout.active
             passes_used = p + 1
             # a growing pass: the shards one after the other, each task continuing the last one's
             # model (the same examples held out as in the data-parallel passes after it)
-            grow = p == 0 and passes_before == 0 and mode == "grown"
+            grow = p == 0 and grown_first
             # the early syncs (and rates) belong to the first data-parallel pass
-            early = p == (1 if mode == "grown" and passes_before == 0 else 0)
+            early = p == (1 if grown_first else 0)
+            # the order a shard is read in: a random one in the first pass after a shared tree (the
+            # buffer's replay), the same one later while examples are held out (the held-out ones stay
+            # the same), a new one per pass as one process's --shuffle-passes; else the file's
+            pass_key = (0 if tree_first and (p == 0 or holdout.active)
+                        else p if p > 0 and later_shuffled and not holdout.active else None)
             tasks = shards_list
             cursors = {i: (0, tasks[i][0][1] if tasks[i] else 0, 0) for i in range(len(tasks)) if tasks[i]}
             round_index = 0
@@ -865,7 +1067,8 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
                 def submit(i):
                     return client.submit(train_segment, shared, tasks[i], cursors[i], limit,
                                          holdout.active, opts.holdout_period, input_cfg.skip_invalid,
-                                         input_cfg.max_line_bytes, rate, pure=False)
+                                         input_cfg.max_line_bytes, rate,
+                                         None if pass_key is None else (seed, pass_key, i), pure=False)
 
                 def results():
                     """The round's models in shard order, loaded one at a time; at most 2 W tasks
@@ -890,7 +1093,7 @@ def train(input_cfg, learner_cfg, red_cfg, opts, address: str, sync_every: int =
                     current.learner, current.reduction = only.learner, only.reduction
                     model.base, model.reduction = current.learner, current.reduction
                 else:
-                    average_models(results(), current, rule)
+                    average_models(results(), current, rule, sums)
                 rounds += 1
                 for i, r, size in done:
                     moved += size

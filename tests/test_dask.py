@@ -344,7 +344,8 @@ class _InProcessClient:
         return data
 
     def submit(self, f, *args, **kw):
-        self.rounds.append((args[3], args[-1]))
+        if f.__name__ == "train_segment":  # (examples, rate) of a round's task
+            self.rounds.append((args[3], args[8]))
         value = f(*args)
         return type("Done", (), {"result": lambda self: value, "release": lambda self: None})()
 
@@ -639,3 +640,102 @@ def test_xmc_inputs_on_dask(cluster, tmp_path):
     assert (tmp_path / "p0.txt").read_bytes() == (tmp_path / "p2.txt").read_bytes()
     a, b = (json.loads((tmp_path / f"p{i}.json").read_text()) for i in (0, 2))
     assert a["examples"] == b["examples"] == 150 and a["p@1"] == b["p@1"]
+
+
+def _sorted_label_set_lines(n, seed):
+    """Label-set lines sorted by their first label (as PyPI names are by name: a label's examples
+    come together), so that contiguous stretches of the file hold few labels."""
+    return sorted(_label_set_lines(n, seed), key=lambda line: int(line.split(",")[0].split(" ")[0]))
+
+
+def test_plt_shared_tree_is_one_process_tree(cluster, sets, tmp_path):
+    """plt with the shuffled buffer on 2 workers: the label tree is built once, before the first
+    pass, from both shards' label-centroid sums, which add up to the whole input's: the tree equals
+    the one-process tree of a buffer holding the whole input (here: every example, no holdout)."""
+    common = ["-r", "plt", "--multilabel", "-k", "12", str(sets / "train.vw"), "--quiet", "--no-average",
+              "--shuffle-buffer", "--leaf-negatives"]
+    cli(["train", *common, "-f", str(tmp_path / "one.lt")])
+    cli(["train", *common, "-f", str(tmp_path / "d.lt"), "--dask", cluster, "--report", str(tmp_path / "r.json")])
+    one = model_arrays(*(lambda m: (m.learner, m.reduction))(load_model(str(tmp_path / "one.lt"))))
+    d = model_arrays(*(lambda m: (m.learner, m.reduction))(load_model(str(tmp_path / "d.lt"))))
+    for name in ("reduction/parent", "reduction/label", "reduction/child"):
+        np.testing.assert_array_equal(d[name], one[name], err_msg=name)
+    r = json.loads((tmp_path / "r.json").read_text())
+    # data-parallel from the first example: the early syncs of pass 1 (after 100, 125, 156, 195 of
+    # 600 examples a shard: 5 rounds), not two rounds of shards in turn
+    assert r["examples"] == 1200 and r["dask_syncs"] == 5
+    np.testing.assert_array_equal(load_model(str(tmp_path / "d.lt")).reduction.label_counts,
+                                  _label_counts(sets / "train.vw"))
+
+
+def test_shared_sketch_sums_add_up_to_the_whole_input(sets):
+    """The label-centroid sums of the shards (``shard_label_sketch``) add up to those of the whole
+    file (``plt.label_sketch`` over one batch of every example): the tree's input does not depend
+    on the cut."""
+    from lomtree_cli import parsing
+    from lomtree_cli.config import InputConfig
+    from lomtree_cli.distributed import shard_label_counts, shard_label_sketch, shards_of
+    from lomtree_cli.reductions.plt import _label_pairs, label_sketch
+
+    cfg = InputConfig(multilabel=True)
+    path = str(sets / "train.vw")
+    whole, errs = parsing.parse_chunk((sets / "train.vw").read_bytes(), cfg, path)
+    assert not errs
+    seen = np.arange(1, 13)
+    X, cnt = label_sketch([whole], [_label_pairs(whole, np.ones(len(whole), bool))], seen, 12, 6)
+    shards = shards_of([path], 3)
+    counts = sum(shard_label_counts(s, cfg, 12) for s in shards)
+    assert counts[1:].tolist() == _label_counts(sets / "train.vw")[1:].tolist()
+    parts = [shard_label_sketch(s, cfg, 12, seen, 6) for s in shards]
+    np.testing.assert_allclose(sum(x for x, _ in parts), X, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(sum(c for _, c in parts), cnt)
+    assert cnt.sum() == _label_counts(sets / "train.vw")[1:].sum()
+
+
+def test_shuffled_shard_learns_each_example_once_in_a_random_order(sets, tmp_path):
+    """A shard read in a random order (``order``): over its rounds every example is learned exactly
+    once (the label counts are the shard's), the order is a permutation drawn the same way by any
+    worker, and another pass key draws another one."""
+    from lomtree_cli import model_io
+    from lomtree_cli.distributed import _train_segment, shard_order, shards_of
+
+    lines = _sorted_label_set_lines(700, 3)
+    (tmp_path / "sorted.vw").write_text("\n".join(lines) + "\n")
+    m = str(tmp_path / "m.lt")
+    cli(["train", "-r", "plt", "--multilabel", "-k", "12", str(sets / "train.vw"), "-f", m, "--quiet",
+         "--no-average"])
+    data = open(m, "rb").read()
+    start = load_model(m).reduction.label_counts.copy()
+    shard = shards_of([str(tmp_path / "sorted.vw")], 1)[0]
+    cursor, seen, rounds = (0, 0, 0), 0, 0
+    while True:
+        seg = _train_segment(data, shard, cursor, 256, False, 10, False, 1 << 20, 1.0, (5, 0, 0))
+        data, cursor, rounds = seg.model, seg.cursor, rounds + 1
+        if seg.done:
+            break
+    assert rounds == 3 and cursor[0] == 700
+    got = model_io.load_model(io.BytesIO(data)).reduction.label_counts - start
+    np.testing.assert_array_equal(got, _label_counts(tmp_path / "sorted.vw"))
+    a = shard_order(700, (5, 0, 0))
+    np.testing.assert_array_equal(a, shard_order(700, (5, 0, 0)))
+    assert sorted(a.tolist()) == list(range(700)) and not np.array_equal(a, np.arange(700))
+    assert not np.array_equal(a, shard_order(700, (5, 1, 0))) and not np.array_equal(a, shard_order(700, (5, 0, 1)))
+
+
+def test_plt_on_a_sorted_file_matches_one_process(cluster, tmp_path):
+    """A file sorted by label (a label's examples together), plt with the shuffled buffer: one process
+    replays the whole input in a random order; on 2 workers each reads its shard in a random order
+    over the shared tree, and P@1 / P@3 stay within 2 points of one process."""
+    (tmp_path / "train.vw").write_text("\n".join(_sorted_label_set_lines(2400, 4)) + "\n")
+    (tmp_path / "test.vw").write_text("\n".join(_label_set_lines(600, 5)) + "\n")
+    common = ["-r", "plt", "--multilabel", "-k", "12", str(tmp_path / "train.vw"), "--quiet", "--no-average",
+              "--shuffle-buffer", "--leaf-negatives"]
+    got = {}
+    for name, extra in (("one", []), ("d", ["--dask", cluster])):
+        cli(["train", *common, "-f", str(tmp_path / f"{name}.lt"), *extra])
+        cli(["predict", "-i", str(tmp_path / f"{name}.lt"), str(tmp_path / "test.vw"), "-p", "/dev/null", "--quiet",
+             "--report", str(tmp_path / f"{name}.json")])
+        got[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    assert got["one"]["p@1"] > 0.8
+    for k in ("p@1", "p@3"):
+        assert abs(got["d"][k] - got["one"][k]) <= 0.02, (k, got["d"][k], got["one"][k])

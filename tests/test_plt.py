@@ -516,6 +516,25 @@ def test_shuffled_replay_unlearns_the_streams_order():
     assert acc[True] > 0.85 and acc[False] < 0.7, acc
 
 
+def test_shuffled_buffer_saves_a_model_before_any_example(tmp_path):
+    """A model with ``--shuffle-buffer`` saved before it saw an example (an empty input; Dask sends
+    the new model to its workers): an empty tree, no error; it then learns as a new one does."""
+    from .helpers import cli
+
+    (tmp_path / "empty.vw").write_text("")
+    (tmp_path / "t.vw").write_text("1,2 | a b\n3 | c\n2 | b\n")
+    code, _, err = cli("train", tmp_path / "empty.vw", "--multilabel", "-k", 5000, "-r", "plt", "-f",
+                       tmp_path / "e.lt", "--quiet")
+    assert code == 0, err
+    from lomtree_cli.model_io import load_model
+
+    m = load_model(str(tmp_path / "e.lt"))
+    assert m.reduction.shuffle and m.reduction.n_labels == 0
+    code, _, err = cli("train", "-i", tmp_path / "e.lt", tmp_path / "t.vw", "-f", tmp_path / "m.lt", "--quiet")
+    assert code == 0, err
+    assert load_model(str(tmp_path / "m.lt")).reduction.n_labels == 3
+
+
 # -- VW's complete tree (--complete-tree, VW's --plt spelling) --------------------------------------
 def vw_heap_tree(k, M):
     """VW's tree by its definition, independently of ``complete_tree``'s node-count formula: the

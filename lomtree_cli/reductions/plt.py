@@ -445,7 +445,7 @@ class ProbabilisticLabelTree(Reduction):
         self.params[P.PAR_NEED_PRED] = 1.0 if self.need_predictions else 0.0
         trained = not self.skips_progressive
         d_prog = d_hold = 0.0
-        if self.shuffle:
+        if self.shuffle and buf:  # (an empty buffer: no example yet, or a model saved before any)
             buf = _shuffled(buf, int(self.config.seed))
         for b, t, freq in buf:
             preds = self._run(b, t)
@@ -477,24 +477,22 @@ class ProbabilisticLabelTree(Reduction):
         seen = np.flatnonzero(np.bincount(labels, minlength=self.k + 1)[1:]) + 1
         if seen.size == 0:
             return
-        row_of = np.full(self.k + 1, -1, dtype=np.int64)
-        row_of[seen] = np.arange(seen.size)
-        bits = SKETCH_MAX_BITS
-        while bits > 4 and seen.size * 8 << bits > SKETCH_BYTES:
-            bits -= 1
-        X = np.zeros((seen.size, 1 << bits), dtype=np.float64)
-        cnt = np.zeros(seen.size, dtype=np.float64)
-        for (b, _, _), (ex, lab) in zip(buf, pairs):
-            rows = row_of[lab]
-            P.sketch_centroids(b.indptr, b.indices, b.values, ex, rows, bits, X)
-            np.add.at(cnt, rows, 1.0)
-        X /= cnt[:, None]
+        X, cnt = label_sketch([b for b, _, _ in buf], pairs, seen, self.k, sketch_bits(seen.size))
+        self.tree_from_sketch(seen, X, cnt)
+
+    def tree_from_sketch(self, seen: np.ndarray, X: np.ndarray, cnt: np.ndarray) -> None:
+        """Build the k-means label tree of the labels ``seen`` from their centroid sketches' sums
+        ``X`` (``label_sketch``; sums over several parts of the input add up) and example counts
+        ``cnt``; the tree is then built (``distributed.train`` builds it once from every shard's sums)."""
+        X /= cnt[:, None]  # (in place: X is the caller's, up to SKETCH_BYTES)
         X -= X.mean(axis=0)
         nrm = np.sqrt(np.einsum("ij,ij->i", X, X))[:, None]  # (linalg.norm squares X into a copy first)
         nrm[nrm == 0] = 1.0
         X /= nrm
         parent, label = kmeans_tree(seen, X, self.M, int(self.config.seed), self.threads)
         self._set_structure(parent, label)
+        self.built = True
+        self.buffer = []
 
     def _set_structure(self, parent: np.ndarray, label: np.ndarray, child: np.ndarray | None = None,
                        block: np.ndarray | None = None) -> None:
@@ -714,6 +712,33 @@ def _shuffled(buf: list, seed: int):
     for a in range(0, len(whole), size):
         idx = order[a:a + size]
         yield _take(whole, idx), trains[idx], freqs[idx]
+
+
+def sketch_bits(n_labels: int) -> int:
+    """Dimensions (log2) of the label-centroid sketch of ``n_labels`` labels: at most
+    ``SKETCH_MAX_BITS``, the sketch within ``SKETCH_BYTES``."""
+    bits = SKETCH_MAX_BITS
+    while bits > 4 and n_labels * 8 << bits > SKETCH_BYTES:
+        bits -= 1
+    return bits
+
+
+def label_sketch(batches, pairs, seen: np.ndarray, k: int, bits: int):
+    """``(X, cnt)``: for each label of ``seen`` the sum of its examples' sketched, L2-normalised
+    feature vectors (a row of X, ``2**bits`` wide) and their number, over ``batches`` and their
+    ``(example, label)`` pairs (``_label_pairs``); labels outside ``seen`` are left out."""
+    row_of = np.full(k + 1, -1, dtype=np.int64)
+    row_of[seen] = np.arange(seen.size)
+    X = np.zeros((seen.size, 1 << bits), dtype=np.float64)
+    cnt = np.zeros(seen.size, dtype=np.float64)
+    for b, (ex, lab) in zip(batches, pairs):
+        rows = row_of[lab]
+        keep = rows >= 0
+        if not keep.all():
+            ex, rows = ex[keep], rows[keep]
+        P.sketch_centroids(b.indptr, b.indices, b.values, ex, rows, bits, X)
+        np.add.at(cnt, rows, 1.0)
+    return X, cnt
 
 
 def _label_pairs(batch, train):
