@@ -153,7 +153,7 @@ def test_lomtree_row_args_and_system_selection():
     assert bm.select_systems(["vw"], False, False) == ["vw_plt_1", "vw_plt_5"]
     # an id is that row only, though it is also a prefix of another (lomtree_plt_10)
     assert bm.select_systems(["lomtree_plt_1"], False, False) == ["lomtree_plt_1"]
-    assert bm.select_systems(["lomtree_plt"], False, False) == ["lomtree_plt_1", "lomtree_plt_10"]
+    assert bm.select_systems(["lomtree_plt"], False, False) == ["lomtree_plt_1", "lomtree_plt_10", "lomtree_plt_1x3"]
     quick = bm.select_systems(None, False, True)
     assert "vw_plt_5" not in quick and "lomtree_plt_10" not in quick and "napkinxc_plt" in quick
     assert all(s.startswith("lomtree") for s in bm.select_systems(None, True, False))
