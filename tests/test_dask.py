@@ -570,21 +570,27 @@ def test_multilabel_identical_shards_train_one_shards_model(cluster, sets, tmp_p
     np.testing.assert_array_equal(two["reduction/label_counts"], _label_counts(tmp_path / "copies.vw"))
 
 
+def _one_process_and_dask_agree(tmp_path, common, test, dask_args):
+    """Train ``common`` in one process (one.lt) and with ``dask_args`` (d.lt), predict ``test``
+    with both: P@1 of one process above 0.8, P@1 and P@3 of Dask within 2 points of it."""
+    got = {}
+    for name, extra in (("one", []), ("d", dask_args)):
+        cli(["train", *common, "-f", str(tmp_path / f"{name}.lt"), *extra])
+        cli(["predict", "-i", str(tmp_path / f"{name}.lt"), str(test), "-p", "/dev/null", "--quiet",
+             "--report", str(tmp_path / f"{name}.json")])
+        got[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    assert got["one"]["p@1"] > 0.8
+    for k in ("p@1", "p@3"):
+        assert abs(got["d"][k] - got["one"][k]) <= 0.02, (k, got["d"][k], got["one"][k])
+
+
 @pytest.mark.parametrize("red", ["oaa", "plt"])
 def test_multilabel_training_on_dask_matches_one_process(cluster, sets, tmp_path, red):
     """Label sets trained on 2 workers: P@1/P@3 within 2 points of one process on the same options
     (this task is easy for both: about 0.9 P@1); the label counts are exactly the input's."""
     common = ["-r", red, "--multilabel", "-k", "12", str(sets / "train.vw"), "--quiet", "--no-average"]
-    cli(["train", *common, "-f", str(tmp_path / "one.lt")])
-    cli(["train", *common, "-f", str(tmp_path / "d.lt"), "--dask", cluster, "--report", str(tmp_path / "r.json")])
-    got = {}
-    for m in ("one", "d"):
-        cli(["predict", "-i", str(tmp_path / f"{m}.lt"), str(sets / "test.vw"), "-p", "/dev/null", "--quiet",
-             "--report", str(tmp_path / f"{m}.json")])
-        got[m] = json.loads((tmp_path / f"{m}.json").read_text())
-    assert got["one"]["p@1"] > 0.8
-    for k in ("p@1", "p@3"):
-        assert abs(got["d"][k] - got["one"][k]) <= 0.02, (k, got["d"][k], got["one"][k])
+    _one_process_and_dask_agree(tmp_path, common, sets / "test.vw", ["--dask", cluster, "--report",
+                                                                     str(tmp_path / "r.json")])
     assert json.loads((tmp_path / "r.json").read_text())["examples"] == 1200
     np.testing.assert_array_equal(load_model(str(tmp_path / "d.lt")).reduction.label_counts,
                                   _label_counts(sets / "train.vw"))
@@ -730,12 +736,4 @@ def test_plt_on_a_sorted_file_matches_one_process(cluster, tmp_path):
     (tmp_path / "test.vw").write_text("\n".join(_label_set_lines(600, 5)) + "\n")
     common = ["-r", "plt", "--multilabel", "-k", "12", str(tmp_path / "train.vw"), "--quiet", "--no-average",
               "--shuffle-buffer", "--leaf-negatives"]
-    got = {}
-    for name, extra in (("one", []), ("d", ["--dask", cluster])):
-        cli(["train", *common, "-f", str(tmp_path / f"{name}.lt"), *extra])
-        cli(["predict", "-i", str(tmp_path / f"{name}.lt"), str(tmp_path / "test.vw"), "-p", "/dev/null", "--quiet",
-             "--report", str(tmp_path / f"{name}.json")])
-        got[name] = json.loads((tmp_path / f"{name}.json").read_text())
-    assert got["one"]["p@1"] > 0.8
-    for k in ("p@1", "p@3"):
-        assert abs(got["d"][k] - got["one"][k]) <= 0.02, (k, got["d"][k], got["one"][k])
+    _one_process_and_dask_agree(tmp_path, common, tmp_path / "test.vw", ["--dask", cluster])
