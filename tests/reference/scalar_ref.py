@@ -53,8 +53,9 @@ def dloss(name, p, y, tau):
 
 
 def _wexp_solve(z):
-    """a with a + exp(a) = z, by bisection (slow and sure)."""
-    lo, hi = min(z, 0.0) - 50, max(z, 1.0) + 1
+    """a with a + exp(a) = z, by bisection (slow and sure). For z > 1 the root is in (0, log z)
+    (exp(a) < z), so no midpoint's exp overflows however large z is."""
+    lo, hi = min(z, 0.0) - 50, (math.log(z) if z > 1.0 else 1.0) + 1
     for _ in range(200):
         mid = (lo + hi) / 2
         if mid + math.exp(mid) < z:
