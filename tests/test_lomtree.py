@@ -515,12 +515,14 @@ def test_swaps_happen_and_are_counted():
 def test_pure_leaf_never_splits_or_triggers_swap(case):
     """A leaf that has seen one label only (C_j - maxcnt_j = inherited part) never splits/swaps:
     with a single-class stream the tree stays a root leaf, and in general every internal node
-    has seen >= 2 labels."""
+    has seen >= 2 labels. Records enough that none is pruned: a prune drops the records of rare
+    labels on purpose, so after one a node's records no longer list every label it saw."""
     k, T, rs, ex = case
-    red = make(k, T=T, rs=rs)
+    red = make(k, T=T, rs=rs, N=1 << 16)
     run(red, [(1, f, iw) for _, f, iw in ex[:50]])
     assert red.n_nodes == 1 and red.n_swaps == 0
     run(red, ex)
+    assert red.n_prunes == 0
     s = red.state()
     ncls = np.diff(s["cls_ptr"])
     assert (ncls[s["internal"] == 1] >= 2).all()
