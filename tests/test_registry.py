@@ -135,7 +135,8 @@ def test_plt_defaults_from_large_k_on():
     rcfg, lcfg = configs(LARGE_K - 1)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.5, True, -1.0, 32, 10)
     rcfg, lcfg = configs(LARGE_K, multilabel=True)
-    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.5, True, 1.0, 8, 16)
+    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.5, True, 0.5, 8, 16)
+    assert configs(LARGE_K, multilabel=True, path_weight=1.0)[0].path_weight == 1.0
     assert (lcfg.average, lcfg.learning_rate) == (False, 0.5)  # late labels: no averaging
     # the buffer replayed shuffled: label sets from LARGE_K on only
     assert rcfg.shuffle_buffer and not configs(LARGE_K - 1, multilabel=True)[0].shuffle_buffer
