@@ -27,7 +27,9 @@ Systems (ids for ``--only``; a prefix that is no id selects several, e.g. ``--on
     on a scipy CSR matrix read from the XMC file; ``predict(X, top_k=5)``.
 ``omikuji``
     ``omikuji.Model.default_hyper_param()``, ``Model.train_on_data(TRAIN, hp, n_threads=2)``
-    (Omikuji reads the XMC file itself), ``model.predict(pairs, top_k=5)``.
+    (Omikuji reads the XMC file itself), ``model.predict(pairs, top_k=5)``: Parabel's 3 trees.
+``omikuji_1``
+    The same with ``n_trees = 1``: one tree, the counterpart of one lomtree model.
 ``vw_plt_1``, ``vw_plt_5``
     Vowpal Wabbit ``--plt L --loss_function logistic -b B`` (B = ``bits_for(L)``: 24, from 4,096
     labels 26; in-process ``vowpalwabbit``
@@ -125,6 +127,10 @@ DATASETS: dict[str, dict] = {
     "pypi_names": {"title": "PyPI names", "kind": "pypi_names", "min_count": 5, "skip": ("lomtree_oaa", "napkinxc_br")},
     "pypi_names_min2": {"title": "PyPI names >= 2", "kind": "pypi_names", "min_count": 2,
                         "skip": ("lomtree_oaa", "napkinxc_br", "vw_plt_5")},
+    # the same labels and test set, every 10th training example (42,556): 10^4 labels with about
+    # 4 examples each, so that a default chosen at 425,560 examples is checked where data is scarce
+    "pypi_names_small": {"title": "PyPI names, 10% train", "kind": "pypi_names", "min_count": 5, "train_every": 10,
+                         "skip": ("lomtree_oaa", "napkinxc_br")},
 }
 
 #: data sets run unless --datasets names them (the large ones are run with --datasets)
@@ -135,6 +141,8 @@ ANCHORS: dict[str, tuple[str, tuple[str, ...], str, dict]] = {
     "napkinxc_plt": ("napkinXC PLT", ("napkinxc", "scipy", "numpy"), "napkinxc", {"model": "PLT"}),
     "napkinxc_br": ("napkinXC BR", ("napkinxc", "scipy", "numpy"), "napkinxc", {"model": "BR"}),
     "omikuji": ("Omikuji", ("omikuji",), "omikuji", {"n_threads": 2}),
+    # its defaults grow 3 trees (Parabel's); one tree is the counterpart of one lomtree model
+    "omikuji_1": ("Omikuji, 1 tree", ("omikuji",), "omikuji", {"n_threads": 2, "n_trees": 1}),
     "vw_plt_1": ("VW --plt, 1 pass", ("vowpalwabbit",), "vw", {"passes": 1}),
     "vw_plt_5": ("VW --plt, 5 passes", ("vowpalwabbit",), "vw", {"passes": 5}),
 }
@@ -287,6 +295,27 @@ def convert_libsvm_ml(train_lines: Iterable[str], test_lines: Iterable[str]):
     return train, test, max_f + 1, max_l + 1
 
 
+def _subsample_task(out_dir: Path, base: str, name: str, every: int) -> None:
+    """``NAME``'s files from ``BASE``'s: every ``every``-th training line (XMC text and VW text
+    alike, so both sides see the same examples), the test files as they are."""
+    for part, ext in (("train", ".txt"), ("train", ".vw"), ("test", ".txt"), ("test", ".vw")):
+        src, dst = out_dir / f"{base}.{part}{ext}", out_dir / f"{name}.{part}{ext}"
+        if is_up_to_date([dst], [src]):
+            continue
+        if part == "test":
+            shutil.copyfile(src, dst)
+            continue
+        it = iter_lines(src)
+        if ext == ".txt":
+            _, f, l = parse_header(next(it))
+        kept = [line for i, line in enumerate(it) if i % every == every - 1 and line]
+        if ext == ".txt":
+            write_xmc_lines(dst, kept, f, l)
+        else:
+            with atomic_write(dst) as fh:
+                fh.writelines(line + "\n" for line in kept)
+
+
 def prepare_dataset(name: str, data_dir: Path, out_dir: Path) -> tuple[Path, Path]:
     """Write ``out_dir/NAME.train.txt`` and ``NAME.test.txt`` (XMC text) unless they are up to date."""
     spec = DATASETS[name]
@@ -298,6 +327,9 @@ def prepare_dataset(name: str, data_dir: Path, out_dir: Path) -> tuple[Path, Pat
         if not src.exists():
             raise FileNotFoundError(f"missing input: {src}")
         pypi_names.build_all(src, out_dir, [spec["min_count"]], vw=True, log=log)
+        every = spec.get("train_every")
+        if every:
+            _subsample_task(out_dir, pypi_names.task_name(spec["min_count"]), name, every)
         return train_out, test_out
     if spec["kind"] == "xmc_split":
         inputs = [data_dir / spec[k] for k in ("data", "train_rows", "test_rows")]
@@ -535,6 +567,8 @@ def worker(args: argparse.Namespace) -> dict:
         import omikuji
 
         hp = omikuji.Model.default_hyper_param()
+        if "n_trees" in opts:
+            hp.n_trees = opts["n_trees"]
         c0, w0 = time.process_time(), time.perf_counter()
         model = omikuji.Model.train_on_data(str(args.train), hp, n_threads=opts["n_threads"])
         c1, w1 = time.process_time(), time.perf_counter()

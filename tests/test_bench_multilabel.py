@@ -203,3 +203,20 @@ def test_hash_bits_and_ensemble_rows():
     quick = bm.select_systems(None, skip_anchors=True, quick=True)
     assert not any(r.id in quick for r in ens)  # several trainings are not quick
     assert all(r.id in bm.select_systems(None, skip_anchors=True, quick=False) for r in ens)
+
+
+def test_subsampled_task_keeps_every_nth_training_line_on_both_sides(tmp_path):
+    """``pypi_names_small``'s files: the XMC and VW training files keep the same lines (every
+    ``every``-th), the XMC header counts them, the test files are copied whole."""
+    n = 23
+    (tmp_path / "base.train.txt").write_text("23 5 4\n" + "".join(f"{i % 4} {i % 5}:1\n" for i in range(n)))
+    (tmp_path / "base.train.vw").write_text("".join(f"{i % 4 + 1} | w{i}\n" for i in range(n)))
+    for ext in (".txt", ".vw"):
+        (tmp_path / f"base.test{ext}").write_text("test" + ext + "\n")
+    bm._subsample_task(tmp_path, "base", "small", 10)
+    xmc = (tmp_path / "small.train.txt").read_text().splitlines()
+    vw = (tmp_path / "small.train.vw").read_text().splitlines()
+    assert xmc == ["2 5 4", "1 4:1", "3 4:1"]
+    assert vw == ["2 | w9", "4 | w19"]
+    assert (tmp_path / "small.test.vw").read_text() == "test.vw\n"
+    assert bm.DATASETS["pypi_names_small"]["train_every"] == 10
