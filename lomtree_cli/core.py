@@ -130,6 +130,11 @@ class Learner:
         self.settle()
         return self.reduction.predict_top(batch, n)
 
+    def rank_top(self, batch: ExampleBatch, n: int):
+        """``predict_top`` with the ranking scores of its labels (``Reduction.rank_top``)."""
+        self.settle()
+        return self.reduction.rank_top(batch, n)
+
     def settle(self) -> None:
         """Make the model the one that predicts: the reduction's pending learning done (plt's
         buffered examples), then the averaged weights in the table (``--average``)."""

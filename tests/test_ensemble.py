@@ -16,34 +16,40 @@ from tests.helpers import cli, one_error, separable_lines
 
 
 def slow_combine(answers, n):
-    """Per row: the mean over members of each label's probability, best first, ties to the smaller label."""
+    """Per row: the mean over members of each label's ranking score (its probability when a member
+    gives none), best first, ties to the smaller label, each shown with its mean probability."""
     m = len(answers[0][0])
     labs, probs = np.zeros((m, n), np.int64), np.zeros((m, n))
     for i in range(m):
         score: dict = {}
-        for la, pa in answers:
-            for lab, p in zip(la[i], pa[i]):
+        prob: dict = {}
+        for a in answers:
+            for lab, p, r in zip(a[0][i], a[1][i], a[-1][i]):
                 if lab > 0:
-                    score[int(lab)] = score.get(int(lab), 0.0) + float(p) / len(answers)
+                    score[int(lab)] = score.get(int(lab), 0.0) + float(r) / len(answers)
+                    prob[int(lab)] = prob.get(int(lab), 0.0) + float(p) / len(answers)
         best = sorted(score.items(), key=lambda t: (-t[1], t[0]))[:n]
-        for j, (lab, p) in enumerate(best):
-            labs[i, j], probs[i, j] = lab, p
+        for j, (lab, _) in enumerate(best):
+            labs[i, j], probs[i, j] = lab, prob[lab]
     return labs, probs
 
 
 @st.composite
 def member_answers(draw):
     rows, width, members = draw(st.integers(0, 6)), draw(st.integers(1, 5)), draw(st.integers(1, 4))
+    ranked = draw(st.booleans())  # members that rank by scores of their own (plt's path weight)
     answers = []
     for _ in range(members):
         la = np.zeros((rows, width), np.int64)
         pa = np.zeros((rows, width))
+        ra = np.zeros((rows, width))
         for i in range(rows):
             labs = draw(st.lists(st.integers(1, 9), unique=True, max_size=width))
             la[i, :len(labs)] = labs
-            # probabilities on a coarse grid, so that ties happen
+            # probabilities and scores on a coarse grid, so that ties happen
             pa[i, :len(labs)] = [draw(st.integers(0, 4)) / 4 for _ in labs]
-        answers.append((la, pa))
+            ra[i, :len(labs)] = [draw(st.integers(0, 4)) / 4 for _ in labs]
+        answers.append((la, pa, ra) if ranked else (la, pa))
     return answers, draw(st.integers(1, 6))
 
 
@@ -63,6 +69,33 @@ def test_combine_by_hand():
     labs, probs = combine([a, b], 4)
     assert labs.tolist() == [[1, 3, 2, 0]]  # 1: (0.3 + 0.5) / 2 = 0.4, 3: 0.35, 2: 0.15
     np.testing.assert_allclose(probs, [[0.4, 0.35, 0.15, 0.0]])
+    # ranked by the mean ranking score, shown with the mean probability
+    a = (np.array([[3, 1]]), np.array([[0.2, 0.1]]), np.array([[0.5, 0.6]]))
+    b = (np.array([[1, 2]]), np.array([[0.3, 0.4]]), np.array([[0.55, 0.5]]))
+    labs, probs = combine([a, b], 3)
+    assert labs.tolist() == [[1, 2, 3]]  # 1: (0.6 + 0.55) / 2, 2: 0.25, 3: 0.25 (a tie: smaller label first)
+    np.testing.assert_allclose(probs, [[0.2, 0.2, 0.1]])
+
+
+def test_plt_ranking_scores_order_its_answer_and_are_its_probabilities_at_path_weight_1():
+    """``rank_top``: the answer is in the order of its ranking scores, each ``P(leaf | parent)
+    P(parent path)^gamma`` in 0..1, at least the path probability for gamma < 1 and that
+    probability itself (up to the raw score's tie-break factor) for gamma = 1."""
+    from tests.helpers import make_batch
+    from tests.test_plt import make_plt, run, stream
+
+    test = stream(30, 200, seed=6)
+    batch = make_batch([list(zip(e[2], e[3])) for e in test], [e[0] for e in test], [e[1] for e in test], bits=12)
+    for gamma in (1.0, 0.5, 0.0):
+        red = make_plt(30, arity=4, beam=4, tree_buffer=0, path_weight=gamma)
+        run(red, stream(30, 1500, seed=5))
+        labs, probs, ranks, _ = red.rank_top(batch, 6)
+        assert (labs > 0).all() and (np.diff(ranks, axis=1) <= 1e-12).all()
+        assert ((0 < ranks) & (ranks <= 1)).all()
+        if gamma == 1.0:
+            np.testing.assert_allclose(ranks, probs, rtol=1e-5)
+        else:
+            assert (ranks >= probs * (1 - 1e-5)).all() and (ranks > probs * 1.01).any()
 
 
 def _train(tmp_path, name, *opts, lines=None, k=12):
@@ -85,7 +118,9 @@ def test_cli_ensemble_averages_its_models_answers(tmp_path, reductions):
     """``predict -i A -i B --top-k 3`` is the mean of each model's own ``--top-k WIDTH`` answer
     (read from the CLI, rounded to its 6 printed digits), and its report's error is that of its
     first labels."""
-    models = [_train(tmp_path, f"m{i}.lt", "-r", r, "--seed", i) for i, r in enumerate(reductions)]
+    # plt ranks by the probabilities it prints at path weight 1 (otherwise by scores it does not print)
+    models = [_train(tmp_path, f"m{i}.lt", "-r", r, "--seed", i, *(("--path-weight", 1) if r == "plt" else ()))
+              for i, r in enumerate(reductions)]
     test = tmp_path / "test.vw"
     test.write_text("\n".join(separable_lines(12, 200, seed=4, noise_feats=4, vocab=30)) + "\n")
     answers = []

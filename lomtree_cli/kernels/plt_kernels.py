@@ -667,10 +667,12 @@ def plt_process(lin, tree, params, gstats, indptr, indices, values, lptr, lids, 
 
 
 @jit(nogil=True)
-def plt_top(lin, tree, params, indptr, indices, values, labels, n_top, labs, probs, p_true):
+def plt_top(lin, tree, params, indptr, indices, values, labels, n_top, labs, probs, ranks, p_true):
     """The ``n_top`` best candidates by ranking score (beam ``max(B, n_top)``) with their path
-    probabilities ``prod P(node | parent)``; ``p_true`` the path probability of the given label
-    (0 if unlabeled or not in the tree). labs int64, probs float64 (n, n_top); p_true (n,)."""
+    probabilities ``prod P(node | parent)`` and their ranking scores as numbers in 0..1,
+    ``exp(cs + gamma cb)`` (``best_candidate``; the path probability when gamma = 1: an ensemble
+    averages them); ``p_true`` the path probability of the given label (0 if unlabeled or not in
+    the tree). labs int64, probs and ranks float64 (n, n_top); p_true (n,)."""
     n = labels.shape[0]
     M = np.int64(params[PAR_ARITY])
     B = np.int64(params[PAR_BEAM])
@@ -688,11 +690,13 @@ def plt_top(lin, tree, params, indptr, indices, values, labels, n_top, labs, pro
         for t in range(n_top):
             labs[i, t] = 0
             probs[i, t] = 0.0
+            ranks[i, t] = 0.0
             b = best_candidate(tree, cn, cs, cb, gamma, nc)
             if b < 0:
                 continue
             labs[i, t] = tree.label[cn[b]]
             probs[i, t] = math.exp(cl[b])
+            ranks[i, t] = math.exp(cs[b] + gamma * cb[b])
             cn[b] = cn[nc - 1]
             cl[b] = cl[nc - 1]
             cs[b] = cs[nc - 1]

@@ -226,6 +226,13 @@ class Reduction:
     def predict_top(self, batch, n: int):
         raise ConfigError(f"--probabilities/--top-k are not available for reduction {self.name}")
 
+    def rank_top(self, batch, n: int):
+        """(labels, probabilities, ranking scores, P(the example's label)): ``predict_top``'s
+        answer and the scores that ordered it, numbers in 0..1 that an ensemble averages; the
+        probabilities themselves unless the reduction ranks by something else (plt's path weight)."""
+        labs, probs, p_true = self.predict_top(batch, n)
+        return labs, probs, probs, p_true
+
     def one_step(self):
         """A callable doing a single-label example of the Python API's ``learn_one`` /
         ``predict_one`` in one compiled call (``oaa.OneStep`` has the contract), or None: the

@@ -569,14 +569,21 @@ class ProbabilisticLabelTree(Reduction):
 
     # -- prediction ----------------------------------------------------------------------------
     def predict_top(self, batch, n):
+        labs, probs, _, p_true = self.rank_top(batch, n)
+        return labs, probs, p_true
+
+    def rank_top(self, batch, n):
+        """``predict_top``'s answer and the candidates' ranking scores, ``P(leaf | parent)
+        P(parent path)^gamma``: the order of the answer, and what an ensemble averages."""
         m = len(batch)
         n = max(1, int(n))
         labs = np.zeros((m, n), dtype=np.int64)
         probs = np.zeros((m, n), dtype=np.float64)
+        ranks = np.zeros((m, n), dtype=np.float64)
         p_true = np.zeros(m, dtype=np.float64)
         P.plt_top(self.learner.arrays, self.tree, self.params, batch.indptr, batch.indices, batch.values,
-                  batch.labels, n, labs, probs, p_true)
-        return labs, probs, p_true
+                  batch.labels, n, labs, probs, ranks, p_true)
+        return labs, probs, ranks, p_true
 
     # -- persistence ---------------------------------------------------------------------------
     def state(self) -> dict:
