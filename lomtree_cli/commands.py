@@ -391,17 +391,24 @@ def shuffled_passes(p: dict, rcfg: ReductionConfig) -> bool:
 DEFAULT_BITS = 18
 
 
+#: the most bits ``default_bits`` gives a ``--dask`` run: the client averages the workers' tables,
+#: which peaked at 4.6 GB at -b 24 on PyPI names with two workers (about four times that at 26)
+DASK_DEFAULT_BITS_MAX = 24
+
+
 def default_bits(p: dict) -> int:
     """``-b`` when not given: the reduction's registry default for the model (plt with label sets
     from k = 4,096: 26, as its leaf negatives touch far more weights than 2^18 or 2^24 slots
-    hold), else VW's 18. A continued model (``-i``) keeps its own bits whatever this says."""
+    hold; under ``--dask`` at most ``DASK_DEFAULT_BITS_MAX``), else VW's 18. A continued model
+    (``-i``) keeps its own bits whatever this says."""
     from .reductions.registry import default
 
     name = p.get("reduction")
     if not isinstance(name, str):
         return DEFAULT_BITS
     ml = bool(p.get("multilabel")) or p.get("fmt") == "xmc"
-    return int(default(name, "bits", DEFAULT_BITS, ml, int(p.get("passes") or 1), p.get("k")))
+    bits = int(default(name, "bits", DEFAULT_BITS, ml, int(p.get("passes") or 1), p.get("k")))
+    return min(bits, DASK_DEFAULT_BITS_MAX) if p.get("dask") is not None else bits
 
 
 def new_model_configs(p: dict) -> tuple[ReductionConfig, LearnerConfig]:

@@ -758,3 +758,9 @@ def test_bits_default_by_reduction_and_k(tmp_path):
     code, _, err = cli("train", "-r", "plt", "-k", "5000", "--quiet", g, "-f", m, "--predict_only_model")
     assert code == 0, err
     assert json.loads(cli("inspect", m, "--json")[1])["bits"] == 18
+    # under --dask the client averages every worker's table: at most 2^24 slots unless -b says more
+    from lomtree_cli.commands import default_bits
+
+    p = {"reduction": "plt", "multilabel": True, "k": 5000, "passes": 1}
+    assert default_bits(p) == 26 and default_bits({**p, "dask": "local:2"}) == 24
+    assert default_bits({**p, "reduction": "oaa", "dask": "local:2"}) == 18
