@@ -1,20 +1,21 @@
 """Several models predicting as one: ``lomtree predict -i A -i B ...`` averages their label
-probabilities (an ensemble).
+scores (an ensemble).
 
 Label trees built from different k-means seeds (``--seed``) make different mistakes, and the mean
-of their ``P(y|x)`` ranks better than any one of them: the ensembles of napkinXC (``ensemble``),
+of their scores ranks better than any one of them: the ensembles of napkinXC (``ensemble``),
 Parabel and Omikuji (``n_trees``). Here the members are ordinary model files trained apart (one
 after another, in parallel, or on other machines); the ensemble exists only at prediction, so
 training, model files and ``-i`` continuation stay those of one model.
 
 Rule: every member answers its ``max(n, WIDTH)`` best labels; a label's score is the mean over
 the members of the ranking score each gives it (0 where it is not among a member's answers): the
-probability, or plt's ``P(leaf | parent) P(parent path)^gamma`` (``Reduction.rank_top``; averaging plt's probabilities
-instead made three trees worse than one wherever their path weight is not 1: Bibtex P@1 62.58 for
-one tree, 61.71 for three by probabilities, 62.74 by ranking scores); the ``n`` best scores are the answer, ties to the smaller class id, each
-shown with the mean of the members' probabilities. ``P(true label)`` is the mean of the members'. Multi-label members give marginals ``P(label|x)``: their mean is thresholded as
-one model's. Members must read examples alike (equal input options: one parse serves all) and
-name the same classes.
+probability, or plt's ``P(leaf | parent) P(parent path)^gamma`` (``Reduction.rank_top``: a tree
+ranks by it, and averaging plt's probabilities instead made three trees worse than one wherever
+the path weight is not 1, e.g. Bibtex P@1 61.71 against one tree's 62.58; 62.74 by the scores).
+The ``n`` best scores are the answer, ties to the smaller class id, each shown with the mean of
+the members' probabilities. ``P(true label)`` is the mean of the members'. Multi-label members
+give marginals ``P(label|x)``: their mean is thresholded as one model's. Members must read
+examples alike (equal input options: one parse serves all) and name the same classes.
 """
 
 from __future__ import annotations
