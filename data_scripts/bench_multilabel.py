@@ -150,10 +150,9 @@ ANCHORS: dict[str, tuple[str, tuple[str, ...], str, dict]] = {
 
 @dataclass
 class LomtreeRow:
-    """One lomtree row: ``lomtree train -r REDUCTION --multilabel ... [--passes N -c --holdout-off] FLAGS``.
-    With ``trees`` > 1, that many models are trained apart (``--seed 0..trees-1``, predict-only
-    files) and predicted as one (``lomtree predict -i M0 -i M1 ...``): CPU and model bytes are the
-    members' sums, as for the ensembles of Parabel and Omikuji."""
+    """One lomtree row: ``lomtree train -r REDUCTION --multilabel ... [--passes N -c --holdout-off] FLAGS``,
+    with ``--trees N`` when ``trees`` > 1 (N models of seeds 0..N-1 in one file, as the ensembles
+    of Parabel and Omikuji)."""
 
     id: str
     name: str
@@ -685,32 +684,28 @@ def run_lomtree(exe: str, row: LomtreeRow, train: Path, test: Path, n_labels: in
     fmt = "vw" if train.suffix == ".vw" else "xmc"
     with tempfile.TemporaryDirectory(prefix="lt-ml-") as tmp:
         tmp_p = Path(tmp)
-        models = [tmp_p / f"model{i}.lt" for i in range(row.trees)]
+        model = tmp_p / "model.lt"
         trep, prep = tmp_p / "train.json", tmp_p / "test.json"
-        member = ["--predict_only_model"]
+        member = ["--predict_only_model"] + (["--trees", str(row.trees)] if row.trees > 1 else [])
         if n_labels >= LARGE_LABELS:
             member += ["--weight-threshold", str(row.weight_threshold)]
-        seeds = [["--seed", str(i)] if row.trees > 1 else [] for i in range(row.trees)]
-        rep: dict = {"command": "lomtree train " + " ".join(row.train_args()) + (" --seed I" if row.trees > 1 else "")
+        rep: dict = {"command": "lomtree train " + " ".join(row.train_args())
                      + f" --format {fmt} TRAIN -k {n_labels} -b {bits_for(n_labels)} -f MODEL --quiet --report train.json "
-                     + " ".join(member) + (f" (I = 0..{row.trees - 1})" if row.trees > 1 else "")}
-        cpu = wall = 0.0
-        maxrss = again = 0
-        for model, seed in zip(models, seeds):
-            tcmd = [exe, "train", *row.train_args(), *seed, *member, "--format", fmt, str(train), "-k", str(n_labels),
-                    "-b", str(bits_for(n_labels)), "-f", str(model), "--quiet", "--report", str(trep)]
-            t, a = _lomtree_run(tcmd)
-            if t.rc != 0:
-                return {**rep, "status": "failed", "note": t.stderr.strip().splitlines()[-3:], "rc": t.rc}
-            cpu, wall, maxrss, again = cpu + t.cpu, wall + t.wall, max(maxrss, t.maxrss_kb), again + a
-        pcmd = [exe, "predict", *[x for m in models for x in ("-i", str(m))], str(test), "--top-k", str(TOP_K),
+                     + " ".join(member)}
+        tcmd = [exe, "train", *row.train_args(), *member, "--format", fmt, str(train), "-k", str(n_labels),
+                "-b", str(bits_for(n_labels)), "-f", str(model), "--quiet", "--report", str(trep)]
+        t, again = _lomtree_run(tcmd)
+        if t.rc != 0:
+            return {**rep, "status": "failed", "note": t.stderr.strip().splitlines()[-3:], "rc": t.rc}
+        cpu, wall, maxrss = t.cpu, t.wall, t.maxrss_kb
+        pcmd = [exe, "predict", "-i", str(model), str(test), "--top-k", str(TOP_K),
                 "-p", "/dev/null", "--report", str(prep), "--quiet"]
         p, again_p = _lomtree_run(pcmd)
         if p.rc != 0 or not prep.exists():
             return {**rep, "status": "failed", "note": p.stderr.strip().splitlines()[-3:], "rc": p.rc}
         test_json = json.loads(prep.read_text())
         train_json = json.loads(trep.read_text()) if trep.exists() else {}
-        rep["model_bytes"] = sum(m.stat().st_size for m in models)
+        rep["model_bytes"] = model.stat().st_size
     rep.update(status="ok", train_cpu_s=cpu, train_wall_s=wall, train_maxrss_kb=maxrss,
                predict_cpu_s=p.cpu, predict_wall_s=p.wall, recompiled_runs=again + again_p,
                train_report=train_json, test_report=test_json)

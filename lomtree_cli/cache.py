@@ -271,6 +271,7 @@ class ExampleCache:
         self.display = display or path
         self.ready = False
         self.reused = False  # True when ready came from an earlier run
+        self.stdin_cached = False  # see ``open``
         self.n_blocks = 0
         self.n_examples = 0
         self.failed: str | None = None  # why writing failed (then later passes must re-parse)
@@ -283,7 +284,8 @@ class ExampleCache:
         """The cache for ``paths`` parsed with ``input_cfg``; ``ready`` if a valid one exists.
 
         path : None = temporary file; "" = next to ``model_path`` (``MODEL.cache``) or temporary;
-               else the file to use. ``opts`` is accepted for the driver's convenience (unused).
+               else the file to use. ``opts``: the driver's ``RunOptions``; its ``stdin_cached``
+               reuses a cache of standard input (otherwise rebuilt: stdin cannot be compared).
         err : text stream for notes (None = silent).
         label_dict : the run's ``labels.LabelDict`` with string labels: part of the key as it is
             now; a reused cache extends it with the names its ids stand for.
@@ -300,6 +302,8 @@ class ExampleCache:
         elif path == "":
             path = model_path + ".cache"
         cache = cls(path, key, temporary, err, label_dict=label_dict)
+        # standard input read into this cache earlier in this process (train --trees): its copy
+        cache.stdin_cached = bool(getattr(opts, "stdin_cached", False))
         if temporary:
             return cache
         real = os.path.realpath(path)
@@ -336,7 +340,7 @@ class ExampleCache:
             if footer.get("format_version") != FORMAT_VERSION or footer.get("program_version") != __version__:
                 raise _Invalid(f"written by lomtree {footer.get('program_version')} "
                                f"(cache format {footer.get('format_version')})")
-            if stdin:
+            if stdin and not self.stdin_cached:
                 self._note(f"example cache {self.path} is rebuilt: the input is standard input")
                 return
             if footer.get("key") != self.key:

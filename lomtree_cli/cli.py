@@ -58,7 +58,7 @@ TRAIN_HELP_GROUPS = (
     ("Weight Options", ("initial_model",)),
     ("Randomization Options", ("seed",)),
     ("Output Model Options", ("final_model", "readable_model", "invert_hash", "predict_only_model",
-                              "weight_threshold")),
+                              "weight_threshold", "trees")),
     ("Output Options", ("predictions",)),
     ("Input Options", ("data", "cache", "cache_file", "kill_cache", "no_stdin")),
     ("VW Run Options", ("holdout_after", "noop", "indexing", "error", "probabilities", "scores",
@@ -230,6 +230,9 @@ def vw_options(f):
         (("--predict_only_model", "--predict-only-model", "predict_only_model"),
          dict(is_flag=True, help="-f writes a predict-only model: the weights without the optimiser state "
                                  "(smaller; it predicts as the full model, -i cannot train on it).")),
+        (("--trees", "trees"), dict(type=int, default=1, show_default=True, metavar="N",
+                                    help="Train N models with --seed S, S+1, ... (trees from different k-means "
+                                         "seeds) into one -f file; predict ranks by their mean score.")),
         (("--weight-threshold", "--weight_threshold", "weight_threshold"),
          dict(type=float, default=None, metavar="T", help="--predict_only_model: weights with |w| < T are "
                                                            "written as 0 (a smaller model) [0].")),

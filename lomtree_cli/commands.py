@@ -236,6 +236,7 @@ def run_train(p: dict, given: set, start: float) -> None:
     if p["initial_model"] is not None:
         explicit.update({n: v for n, v in feats.items() if n in given})
     rcfg = lcfg = None
+    trees = _check_trees(p, run)
     if p["dask"] is not None and p.get("average") is None:
         p["average"] = False  # Dask merges online weights only: not the label-set default --average
     if p["initial_model"] is None:
@@ -265,6 +266,8 @@ def run_train(p: dict, given: set, start: float) -> None:
     for name in ("sync_every", "sync_first", "sync_growth", "plain_rate", "shards"):
         if name in given:
             raise ConfigError(f"--{name.replace('_', '-')} needs --dask")
+    if trees > 1:
+        return _train_trees(p, icfg, lcfg, rcfg, opts, trees)
     try:
         train(icfg, lcfg, rcfg, opts, initial_model=p["initial_model"], final_model=p["final_model"],
               explicit=explicit)
@@ -279,6 +282,75 @@ def run_train(p: dict, given: set, start: float) -> None:
                     os.unlink(path)
                 except OSError:
                     pass
+
+
+#: the most trees ``--trees`` trains into one file
+MAX_TREES = 64
+
+
+def _check_trees(p: dict, run: dict) -> int:
+    """``--trees N``'s N (1 when not given); ConfigError where N > 1 cannot be used."""
+    n = p.get("trees", 1)
+    if not 1 <= n <= MAX_TREES:
+        raise ConfigError(f"--trees must be in 1..{MAX_TREES}, got {n}")
+    if n == 1:
+        return 1
+    for bad, why in ((p["initial_model"] is not None, "-i (it continues one model)"),
+                     (p["dask"] is not None, "--dask"),
+                     (not p["final_model"], "no -f (the trees are written together as one model file)"),
+                     (p.get("readable_model") or p.get("invert_hash"), "--readable_model / --invert_hash"),
+                     (p["predictions"] is not None or run.get("vw_output"),
+                      "-p or VW's output options (each tree has its own progressive predictions)"),
+                     (run.get("source") is not None, "--no_stdin"),
+                     ((not p["inputs"] or "-" in p["inputs"]) and p["cache"] is None,
+                      "examples on stdin without -c/--cache (each tree reads the examples again)")):
+        if bad:
+            raise ConfigError(f"--trees {n} cannot be used with {why}")
+    return n
+
+
+def _train_trees(p: dict, icfg, lcfg, rcfg, opts, n: int) -> None:
+    """``train --trees N``: N models with ``--seed S, S+1, ...`` trained one after another on the
+    same examples (those after the first read -c's cache when given) and written as one file of N
+    trees (``model_io.save_trees``), which ``predict`` ranks as an ensemble; predict-only trees
+    (nothing trains on them). One model in memory at a time. Interrupted, the file holds the trees trained so far, the last one as far as it got."""
+    from dataclasses import replace
+
+    from .driver import train
+    from .errors import Interrupted
+    from .model_io import Compact, save_trees
+    from .output import finish
+    from .paths import resolve_model_path
+
+    if opts.compact is None:  # a file of trees only predicts (-i refuses it): no optimiser state to keep
+        opts = replace(opts, compact=Compact(0.0))
+    directory, base = os.path.split(resolve_model_path(p["final_model"]))
+    tmp = [os.path.join(directory, f".{base}.{os.getpid()}.tree{i}.writing") for i in range(1, n + 1)]
+    reports = []
+    try:
+        for i in range(n):
+            seed = (rcfg.seed + i) % 2**64
+            if not opts.quiet:
+                sys.stderr.write(f"tree {i + 1} of {n} (--seed {seed})\n")
+            try:
+                reports.append(train(icfg, lcfg, replace(rcfg, seed=seed),
+                                     replace(opts, report=None, stdin_cached=i > 0), final_model=tmp[i]))
+            except Interrupted:
+                if os.path.exists(tmp[i]):
+                    save_trees(p["final_model"], tmp[:i + 1])
+                raise
+        save_trees(p["final_model"], tmp)
+    finally:
+        for path in tmp:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    first = reports[0]
+    report = {key: first[key] for key in ("examples", "passes", "reduction", "k", "bits")}
+    report.update(trees=n, seconds=sum(r["seconds"] for r in reports), tree_reports=reports)
+    if opts.report:
+        finish(sys.stderr, replace(opts, quiet=True), report)
 
 
 def _readable_model_path(p: dict) -> str:

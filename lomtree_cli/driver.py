@@ -48,6 +48,8 @@ class RunOptions:
     passes: int = 1
     cache: str | None = None
     use_cache: bool = False
+    #: standard input was read into -c's cache earlier in this process (train --trees): reuse it
+    stdin_cached: bool = False
     holdout_period: int = 10
     holdout_off: bool = False
     early_terminate: int = 3
@@ -687,7 +689,8 @@ def predict_input(input_cfg: InputConfig, skip_invalid: bool, opts: RunOptions) 
 
 def predict(model_path, opts: RunOptions, skip_invalid: bool = False) -> dict:
     """Test only: predict every example of ``opts.inputs`` with the model; nothing changes.
-    ``model_path``: a model file, or a list of them that predict as one (``ensemble``)."""
+    ``model_path``: a model file, or a list of them that predict as one (``ensemble``; a file of
+    several trees counts each)."""
     from . import model_io
 
     paths_in = [model_path] if isinstance(model_path, str) else list(model_path)
@@ -705,12 +708,16 @@ def predict(model_path, opts: RunOptions, skip_invalid: bool = False) -> dict:
     if peek is not None and not peek.has_string_labels:  # string labels need the model's dictionary first
         batches = _predict_parser(paths, peek, skip_invalid, opts, should_stop=lambda: stop.signum != 0)
     try:
-        model = Learner.load(model_path, predict_only=True, skip_unused=True)
-        if len(paths_in) > 1:
+        members, names = [], []
+        for x in paths_in:  # a file of several trees (train --trees) gives each of them
+            trees = model_io.load_models(x, predict_only=True, skip_unused=True)
+            members += [Learner.of(m) for m in trees]
+            names += [f"-i {x}"] if len(trees) == 1 else [f"-i {x} (tree {i})" for i in range(1, len(trees) + 1)]
+        model = members[0]
+        if len(members) > 1:
             from .ensemble import Ensemble, check_members
 
-            members = [model] + [Learner.load(x, predict_only=True, skip_unused=True) for x in paths_in[1:]]
-            check_members(members, [f"-i {p}" for p in paths_in])
+            check_members(members, names)
             model = Ensemble(members)
         if opts.top_k:  # no answer holds more labels than the model knows: nothing is sized beyond them
             opts = replace(opts, top_k=min(int(opts.top_k), model.reduction.top_k_bound()))

@@ -20,6 +20,13 @@ in magnitude, at the slots of ``learner/nz`` (uint32 if ``2^b <= 2^32``) or of a
 running sum, so ``-i`` refuses them. A new member or meta key needs a default for older files,
 or a new ``format_version``.
 
+Files of several trees (``train --trees N``, ``format_version`` 3): member ``tree<i>/<name>`` is
+member ``<name>`` of tree i's model file (i = 1..N, each a version 1 or 2 model, its own header
+``tree<i>/header`` with its own checksums); the file's ``header`` holds ``trees`` = N and the
+checksums of the trees' headers. ``lomtree predict`` and ``inspect`` read them (``load_models``);
+everything that takes one model (``-i`` to train on, the daemon, Dask, the API) refuses them with
+a message naming the file.
+
 Loading reads the file with numpy's own reader, ``np.load(..., allow_pickle=False)``, which never
 creates object arrays: no code is ever run. Compressed members (``np.savez_compressed``) are
 refused before they are read (a small file must not expand into gigabytes). Magic, version,
@@ -56,8 +63,12 @@ FORMAT_VERSION = 1
 #: ``learner/w`` at the slots of ``learner/nz`` (uint32 or int64) or of ``learner/slot_bits`` (a
 #: bitmap), with no optimiser state; a reader of version 1 only refuses it with a message naming it
 PREDICT_ONLY_VERSION = 2
-#: the versions this lomtree reads
+#: the version of a file of several trees (``train --trees N``): members ``tree<i>/...``
+ENSEMBLE_VERSION = 3
+#: the versions of one model this lomtree reads
 READ_VERSIONS = (FORMAT_VERSION, PREDICT_ONLY_VERSION)
+#: the most trees a file of several trees holds (a header's claim is bounded by it)
+MAX_TREES = 64
 
 
 class Compact(NamedTuple):
@@ -289,6 +300,38 @@ def save_model(path: str, input_cfg: InputConfig, learner, reduction, passes_don
     (``labels.LabelDict``); ``extra_arrays``: more members (e.g. the API's ``labels/names``),
     verified on load like every member and ignored by readers that do not use them;
     ``extra_header``: more header keys; ``compact``: write a predict-only model."""
+    _write_atomically(path, lambda f: write_model(f, input_cfg, learner, reduction, passes_done, extra_arrays,
+                                                  extra_header, label_dict, compact))
+
+
+def save_trees(path: str, tree_paths: list) -> None:
+    """Write the model files ``tree_paths`` (written by this process, each one tree) as one file of
+    several trees at ``path`` (atomically, ``ENSEMBLE_VERSION``): their members are copied a
+    megabyte at a time, so the peak memory is one tree's header."""
+    import shutil
+    import zipfile
+
+    from numpy.lib import format as npy
+
+    def write(f):
+        header = {"format": MAGIC, "format_version": ENSEMBLE_VERSION, "program_version": __version__,
+                  "trees": len(tree_paths), "checksums": {}}
+        with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as out:
+            for i, src in enumerate(tree_paths, 1):
+                with zipfile.ZipFile(src) as zin:
+                    for info in zin.infolist():
+                        with zin.open(info) as a, out.open(f"tree{i}/{info.filename}", "w", force_zip64=True) as b:
+                            shutil.copyfileobj(a, b, 1 << 20)
+                    with zin.open("header.npy") as h:
+                        header["checksums"][f"tree{i}/header"] = _digest(npy.read_array(h, allow_pickle=False))
+            _write_member(out, "header", _header_blob(header))
+
+    _write_atomically(path, write)
+
+
+def _write_atomically(path: str, write) -> None:
+    """``write(f)`` into ``.NAME.PID.writing`` beside ``path`` (a symlink's target), fsync, then
+    rename it to ``path``; a failure removes the temporary file and names the user's path."""
     from .paths import remove_stale_writing, resolve_model_path, temporary_name
 
     target = resolve_model_path(path)
@@ -306,8 +349,7 @@ def save_model(path: str, input_cfg: InputConfig, learner, reduction, passes_don
     try:
         with open(tmp, "wb") as f:
             with _flushing_behind(f.fileno()):
-                write_model(f, input_cfg, learner, reduction, passes_done, extra_arrays, extra_header, label_dict,
-                            compact)
+                write(f)
                 f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
@@ -396,14 +438,27 @@ def _open_npz(path: str, f):
     return z
 
 
-def _read_members(path: str, skip: frozenset = frozenset()):
-    """name -> array of every member; members in ``skip`` (unused by the caller) -> None, unread."""
+def _read_members(path: str, skip: frozenset = frozenset(), trees_ok: bool = False):
+    """(header dict, name -> array of every other member); members in ``skip`` (unused by the
+    caller; for a file of trees, a tree's ``tree<i>/`` names them) -> None, unread. The header is
+    decoded first: a file of several trees is refused unless ``trees_ok``, before any weight is
+    read."""
     with _open_model(path) as f:
         with _open_npz(path, f) as z:
             if "header" not in z.files:
                 raise ModelFormatError(f"{path}: not a lomtree model file (no header)")
             try:
-                return {name: None if name in skip else z[name] for name in z.files}
+                header = _decode_header(path, z["header"], trees_ok=True)
+                if header["format_version"] == ENSEMBLE_VERSION and not trees_ok:
+                    raise ConfigError(f"{path}: holds {header['trees']} trees (train --trees); only `lomtree predict` "
+                                      f"(without --daemon or --dask) and `lomtree inspect` read it")
+
+                def skipped(name):
+                    return name.split("/", 1)[1] in skip if name.startswith("tree") and "/" in name else name in skip
+
+                return header, {name: None if skipped(name) else z[name] for name in z.files if name != "header"}
+            except (ConfigError, ModelFormatError):
+                raise
             except Exception as e:  # noqa: BLE001 - truncated or corrupt members, object arrays
                 raise ModelFormatError(f"{path}: corrupt or truncated model file ({type(e).__name__})") from None
 
@@ -412,8 +467,9 @@ def _no_constant(name: str):
     raise ValueError(f"{name} in the header")
 
 
-def _decode_header(path: str, raw) -> dict:
-    """The header member as a dict, checked for magic and format version (ModelFormatError)."""
+def _decode_header(path: str, raw, trees_ok: bool = False) -> dict:
+    """The header member as a dict, checked for magic and format version (ModelFormatError); a
+    file of several trees' (``trees_ok``) for its tree count."""
     try:
         if raw.dtype != np.uint8 or raw.ndim != 1:
             raise ValueError
@@ -425,10 +481,15 @@ def _decode_header(path: str, raw) -> dict:
     if header.get("format") != MAGIC:
         raise ModelFormatError(f"{path}: not a lomtree model file (format {header.get('format')!r})")
     version = header.get("format_version")
+    if trees_ok and version == ENSEMBLE_VERSION:
+        n = header.get("trees")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TREES:
+            raise ModelFormatError(f"{path}: corrupt model header (trees {n!r}: 1..{MAX_TREES})")
+        return header
     if version not in READ_VERSIONS or isinstance(version, bool):
         raise ModelFormatError(
             f"{path}: model format version {version!r} is not supported (this lomtree reads "
-            f"{', '.join(map(str, READ_VERSIONS))})"
+            f"{', '.join(map(str, READ_VERSIONS + (ENSEMBLE_VERSION,)))})"
         )
     if (version == PREDICT_ONLY_VERSION) != (header.get("predict_only") is True):
         raise ModelFormatError(f"{path}: corrupt model header (format version and predict_only disagree)")
@@ -443,7 +504,10 @@ def peek_input_config(path: str) -> InputConfig | None:
     when that fails (``load_model`` then reports the problem properly)."""
     try:
         with _open_regular(path) as f, _open_npz(path, f) as z:
-            return from_dict(InputConfig, _decode_header(path, z["header"])["input"])
+            header = _decode_header(path, z["header"], trees_ok=True)
+            if header["format_version"] == ENSEMBLE_VERSION:  # the trees read examples alike
+                header = _decode_header(path, z["tree1/header"])
+            return from_dict(InputConfig, header["input"])
     except Exception:  # noqa: BLE001 - any problem: the full load reports it
         return None
 
@@ -453,14 +517,55 @@ PREDICT_SKIP = frozenset({"learner/G", "learner/N"})
 
 
 def load_model(path: str, predict_only: bool = False, skip_unused: bool = False) -> LoadedModel:
-    """Load and verify a model file; ModelFormatError on any problem.
+    """Load and verify a model file; ModelFormatError on any problem (ConfigError for a file of
+    several trees: ``load_models`` reads those).
 
     ``predict_only`` keeps only the weights (no optimiser state); with ``skip_unused`` too (``lomtree
     predict``) the optimiser-state members are not even read (``PREDICT_SKIP``; any load that uses
     them verifies them; ``inspect`` verifies every member).
     """
-    data = _read_members(path, PREDICT_SKIP if (predict_only and skip_unused) else frozenset())
-    header = _decode_header(path, data.pop("header"))
+    header, data = _read_members(path, PREDICT_SKIP if (predict_only and skip_unused) else frozenset())
+    return _verified(path, header, data, predict_only)
+
+
+def load_models(path: str, predict_only: bool = False, skip_unused: bool = False) -> list:
+    """The models of a file: one (``load_model``'s), or each tree of a file of several trees
+    (``save_trees``), verified alike; a tree's problems name it (``PATH (tree 2)``)."""
+    return _load_trees(path, predict_only, skip_unused)[1]
+
+
+def _load_trees(path: str, predict_only: bool = False, skip_unused: bool = False) -> tuple:
+    """(whether the file holds several trees, its models): ``load_models``."""
+    header, data = _read_members(path, PREDICT_SKIP if (predict_only and skip_unused) else frozenset(),
+                                 trees_ok=True)
+    if header["format_version"] != ENSEMBLE_VERSION:
+        return False, [_verified(path, header, data, predict_only)]
+    n = header["trees"]
+    checks = header.get("checksums")
+    if not isinstance(checks, dict) or set(checks) != {f"tree{i}/header" for i in range(1, n + 1)}:
+        raise ModelFormatError(f"{path}: corrupt model file (the tree list does not match the header)")
+    trees = [{} for _ in range(n)]
+    for name, a in data.items():
+        tree, _, rest = name.partition("/")
+        i = int(tree[4:]) if tree.startswith("tree") and tree[4:].isdigit() else 0
+        if not 1 <= i <= n or not rest:
+            raise ModelFormatError(f"{path}: corrupt model file (member {name} belongs to no tree)")
+        trees[i - 1][rest] = a
+    out = []
+    for i, tree in enumerate(trees, 1):
+        raw = tree.pop("header", None)
+        if raw is None:
+            raise ModelFormatError(f"{path}: corrupt model file (tree{i}/header is missing)")
+        if raw.dtype.hasobject or _digest(raw) != checks[f"tree{i}/header"]:
+            raise ModelFormatError(f"{path}: corrupt model file (checksum mismatch in tree{i}/header)")
+        where = f"{path} (tree {i})"
+        out.append(_verified(where, _decode_header(where, raw), tree, predict_only))
+    return True, out
+
+
+def _verified(path: str, header: dict, data: dict, predict_only: bool) -> LoadedModel:
+    """The model of a decoded ``header`` and its members ``data`` after every check (checksums,
+    finite numbers, header types, consistent content); ``path`` names it in the errors."""
     if header.get("predict_only") and not predict_only:
         raise ConfigError(f"{path}: a predict-only model (written with --predict_only_model) has no optimiser "
                            "state to train on: continue from the full model")
@@ -528,13 +633,19 @@ def _build(header: dict, data: dict, predict_only: bool = False) -> LoadedModel:
 def inspect_model(path: str, gini_c: float = 1.0) -> dict:
     """A JSON-able description of the model at ``path``; for trees that store label counts, the
     entropy criteria of their leaves with modified-Gini constant ``gini_c`` (``entropy.py``)."""
+    trees, models = _load_trees(path, predict_only=True)
+    head = {"file": path, "file_bytes": os.path.getsize(path)}
+    if not trees:
+        return {**head, **_describe(models[0], gini_c)}
+    return {**head, "format_version": ENSEMBLE_VERSION, "trees": [_describe(m, gini_c) for m in models]}
+
+
+def _describe(m: LoadedModel, gini_c: float) -> dict:
+    """``inspect_model``'s description of one model."""
     from . import entropy
 
-    m = load_model(path, predict_only=True)
     dual = m.learner.config.solver == "dual"
     info = {
-        "file": path,
-        "file_bytes": os.path.getsize(path),
         "format_version": m.header["format_version"],
         "program_version": m.header.get("program_version"),
         "reduction": m.reduction.name,
@@ -572,4 +683,4 @@ def inspect_model(path: str, gini_c: float = 1.0) -> dict:
     return info
 
 
-__all__ = ["save_model", "write_model", "Streamed", "materialize", "model_bytes", "load_model", "inspect_model", "LoadedModel", "MAGIC", "FORMAT_VERSION"]
+__all__ = ["save_model", "write_model", "Streamed", "materialize", "model_bytes", "load_model", "load_models", "save_trees", "inspect_model", "LoadedModel", "MAGIC", "FORMAT_VERSION"]

@@ -146,11 +146,14 @@ def check_outputs(outputs: list, inputs: list) -> None:
 
 
 def is_writing_leftover(name: str, base: str) -> int | None:
-    """The PID in ``name`` when it is a temporary file ``.BASE.PID.writing`` of a model save."""
+    """The PID in ``name`` when it is a temporary file ``.BASE.PID.writing`` of a model save (or
+    ``.BASE.PID.treeI.writing``, a tree of ``train --trees``)."""
     prefix, suffix = f".{base}.", ".writing"
     if not (name.startswith(prefix) and name.endswith(suffix)):
         return None
-    pid = name[len(prefix):-len(suffix)]
+    pid, _, tree = name[len(prefix):-len(suffix)].partition(".")
+    if tree and not (tree.startswith("tree") and tree[4:].isdigit()):
+        return None
     return int(pid) if pid.isdigit() else None
 
 
