@@ -1874,6 +1874,18 @@ class Ensemble:
         self._front._set_model(Combined([m._model for m in members]), first._labels)
         self.classes_ = first.classes_
 
+    @classmethod
+    def load(cls, path) -> "Ensemble":
+        """The Ensemble of the models in a model file: the trees of ``lomtree train --trees N``
+        (a file of one model gives an Ensemble of one). ValueError on a bad file."""
+        from . import model_io
+
+        try:
+            loaded = model_io.load_models(path, predict_only=True)
+        except LomtreeError as e:
+            raise _value_error(e) from None
+        return cls([Classifier._from_loaded(m) for m in loaded])
+
     def predict(self, X, top_k: int | None = None, threshold: float | None = None):
         return self._front.predict(X, top_k=top_k, threshold=threshold)
 

@@ -50,13 +50,13 @@ def run_predict(p: dict, given: set, start: float) -> None:
     from .paths import check_outputs
 
     models = list(dict.fromkeys(p["model"]))
-    if len(models) > 1 and (p["daemon"] or p["dask"] is not None):
-        raise ConfigError("several -i (an ensemble) predict in one process: not with --daemon or --dask")
-    p = dict(p, model=models[0])  # the daemon's and Dask's one model
+    if len(models) > 1 and p["dask"] is not None:
+        raise ConfigError("several -i (an ensemble) predict in one process: not with --dask")
     if p["daemon"]:
         if p["dask"] is not None:
             raise ConfigError("--daemon and --dask cannot be used together")
-        return _run_daemon(p, given)
+        return _run_daemon(dict(p, model=models), given)
+    p = dict(p, model=models[0])  # Dask's one model
     if given & {"port", "socket_path", "host", "idle_timeout"}:
         raise ConfigError("--port, --socket, --host and --idle-timeout need --daemon")
     check_inputs(p["inputs"])

@@ -65,18 +65,19 @@ _RECV = 1 << 18
 
 
 class Predictor:
-    """The loaded model and the answer lines of a chunk of complete lines; shared by the
-    connection threads."""
+    """The loaded model (``model_path``: a model file or a list of them, as ``predict -i``: an
+    ensemble) and the answer lines of a chunk of complete lines; shared by the connection threads."""
 
     def __init__(self, model_path: str, probabilities: bool = False, top_k: int = 0,
                  max_line_bytes: int | None = None, threshold: float | None = None,
                  max_example_features: int | None = None):
-        from . import model_io
         from .labels import output_names
         from .multilabel import set_predictor
         from .output import PredictionWriter
 
-        loaded = model_io.load_model(model_path, predict_only=True, skip_unused=True)
+        from .ensemble import load_predictor
+
+        loaded = load_predictor([model_path] if isinstance(model_path, str) else model_path)
         self.reduction = loaded.reduction
         self.label_dict = loaded.label_dict  # string labels: read and written as names
         if self.label_dict is not None:

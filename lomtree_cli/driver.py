@@ -708,17 +708,9 @@ def predict(model_path, opts: RunOptions, skip_invalid: bool = False) -> dict:
     if peek is not None and not peek.has_string_labels:  # string labels need the model's dictionary first
         batches = _predict_parser(paths, peek, skip_invalid, opts, should_stop=lambda: stop.signum != 0)
     try:
-        members, names = [], []
-        for x in paths_in:  # a file of several trees (train --trees) gives each of them
-            trees = model_io.load_models(x, predict_only=True, skip_unused=True)
-            members += [Learner.of(m) for m in trees]
-            names += [f"-i {x}"] if len(trees) == 1 else [f"-i {x} (tree {i})" for i in range(1, len(trees) + 1)]
-        model = members[0]
-        if len(members) > 1:
-            from .ensemble import Ensemble, check_members
+        from .ensemble import load_predictor
 
-            check_members(members, names)
-            model = Ensemble(members)
+        model = load_predictor(paths_in)
         if opts.top_k:  # no answer holds more labels than the model knows: nothing is sized beyond them
             opts = replace(opts, top_k=min(int(opts.top_k), model.reduction.top_k_bound()))
         if batches is not None and model.input_config != peek:

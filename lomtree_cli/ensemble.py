@@ -71,6 +71,8 @@ class EnsembleReduction:
         self.members = members  # core.Learner objects
         self.first = members[0].reduction
         self.name = "+".join(m.reduction.name for m in members)
+        # the daemon's threads may share it when every member answers read-only
+        self.parallel_top = all(getattr(m.reduction, "parallel_top", False) for m in members)
 
     def __getattr__(self, name):
         if name == "first":  # not set yet (copying, unpickling): no recursion
@@ -125,6 +127,24 @@ class Ensemble:
     def settle(self) -> None:
         for m in self.members:
             m.settle()
+
+
+def load_predictor(paths):
+    """The model that predicts for the model files ``paths`` (``-i`` of ``predict`` and its
+    daemon): one ``core.Learner``, or the ``Ensemble`` of every model they hold (a file of several
+    trees, ``train --trees``, gives each of them); checked by ``check_members``."""
+    from .core import Learner
+    from .model_io import load_models
+
+    members, names = [], []
+    for path in paths:
+        models = load_models(path, predict_only=True, skip_unused=True)
+        members += [Learner.of(m) for m in models]
+        names += [f"-i {path}"] if len(models) == 1 else [f"-i {path} (tree {i})" for i in range(1, len(models) + 1)]
+    if len(members) == 1:
+        return members[0]
+    check_members(members, names)
+    return Ensemble(members)
 
 
 def check_members(members, paths) -> None:

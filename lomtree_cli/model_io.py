@@ -23,9 +23,9 @@ or a new ``format_version``.
 Files of several trees (``train --trees N``, ``format_version`` 3): member ``tree<i>/<name>`` is
 member ``<name>`` of tree i's model file (i = 1..N, each a version 1 or 2 model, its own header
 ``tree<i>/header`` with its own checksums); the file's ``header`` holds ``trees`` = N and the
-checksums of the trees' headers. ``lomtree predict`` and ``inspect`` read them (``load_models``);
-everything that takes one model (``-i`` to train on, the daemon, Dask, the API) refuses them with
-a message naming the file.
+checksums of the trees' headers. ``lomtree predict`` (its daemon too), ``inspect`` and the API's
+``Ensemble.load`` read them (``load_models``); what takes one model (``-i`` to train on, Dask,
+``Classifier.load``) refuses them with a message naming the file.
 
 Loading reads the file with numpy's own reader, ``np.load(..., allow_pickle=False)``, which never
 creates object arrays: no code is ever run. Compressed members (``np.savez_compressed``) are
@@ -450,8 +450,8 @@ def _read_members(path: str, skip: frozenset = frozenset(), trees_ok: bool = Fal
             try:
                 header = _decode_header(path, z["header"], trees_ok=True)
                 if header["format_version"] == ENSEMBLE_VERSION and not trees_ok:
-                    raise ConfigError(f"{path}: holds {header['trees']} trees (train --trees); only `lomtree predict` "
-                                      f"(without --daemon or --dask) and `lomtree inspect` read it")
+                    raise ConfigError(f"{path}: holds {header['trees']} trees (train --trees): `lomtree predict` "
+                                      f"(not with --dask), `lomtree inspect` and the API's Ensemble.load read it")
 
                 def skipped(name):
                     return name.split("/", 1)[1] in skip if name.startswith("tree") and "/" in name else name in skip

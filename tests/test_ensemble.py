@@ -227,7 +227,9 @@ def test_ensembles_refuse_what_cannot_be_averaged(tmp_path):
     line = one_error(*cli("predict", "-i", plt_model, "-i", str(plt_model) + "x", test, "--quiet")[::2], 2)
     assert "x" in line
     line = one_error(*cli("predict", "-i", plt_model, "-i", bits, "--daemon", "--port", 0)[::2], 2)
-    assert "--daemon" in line
+    assert "b.lt" in line and "bits" in line  # the daemon loads an ensemble as predict does
+    line = one_error(*cli("predict", "-i", plt_model, "-i", bits, test, "--dask", "local:1")[::2], 2)
+    assert "--dask" in line
 
 
 # -- the Python API's Ensemble ------------------------------------------------------------------

@@ -129,8 +129,6 @@ def test_one_model_readers_refuse_a_file_of_trees(data, tmp_path):
     assert "t2.lt" in line and "holds 2 trees" in line
     line = one_error(*cli("train", "-r", "plt", "-k", 40, "--multilabel", data / "train.vw", "--trees", 2)[::2], 2)
     assert "no -f" in line
-    line = one_error(*cli("predict", "-i", trees, "--daemon", "--port", 0)[::2], 2)
-    assert "holds 2 trees" in line
     with pytest.raises(ConfigError, match="holds 2 trees"):
         model_io.load_model(str(trees))
     from lomtree_cli import Classifier
@@ -252,3 +250,62 @@ def test_single_label_trees_match_their_ensemble(tmp_path):
         assert code == 0, err
         outs.append(out)
     assert outs[0] == outs[1]
+
+
+def test_the_daemon_answers_as_predict_for_a_file_of_trees_and_several_models(data):
+    """``predict --daemon`` with a file of trees (and another -i beside it) answers each line as
+    ``lomtree predict`` with the same models prints it."""
+    from tests.test_daemon import Daemon
+
+    trees = _train(data, "td.lt", "--trees", 2)
+    other = _train(data, "od.lt", "--seed", 9)
+    lines = (data / "test.vw").read_text().splitlines()[:60]
+    for models in ([trees], [trees, other]):
+        args = [a for m in models for a in ("-i", str(m))]
+        want = _predict(data, *models, opts=("--top-k", 3)).splitlines()[:60]
+        d = Daemon(["predict", *args, "--daemon", "--port", "0", "--top-k", "3"])
+        try:
+            assert d.ask(("\n".join(lines) + "\n").encode()) == want
+        finally:
+            code, err = d.stop()
+        assert code == 0 and "Traceback" not in err
+
+
+def test_api_ensemble_load_predicts_as_the_cli(data):
+    """``Ensemble.load(file of trees)`` answers what ``lomtree predict -i FILE`` prints."""
+    from lomtree_cli import Ensemble
+
+    trees = _train(data, "ta.lt", "--trees", 2)
+    ens = Ensemble.load(str(trees))
+    assert len(ens.members) == 2
+    lines = (data / "test.vw").read_text().splitlines()
+    want = [sorted(int(t) for t in line.replace(",", " ").split())
+            for line in _predict(data, trees, opts=("--threshold", 0.3)).splitlines()]
+    got = ens.predict(lines, threshold=0.3)
+    assert [sorted(int(v) for v in s) for s in got] == want
+    with pytest.raises(ValueError, match="not found"):
+        Ensemble.load(str(data / "missing.lt"))
+
+
+def test_an_interrupted_run_keeps_the_trees_so_far(data, tmp_path, monkeypatch):
+    """A signal during tree 2 of 3 (``train`` saves the tree as far as it got, then raises
+    ``Interrupted``): the file holds trees 1 and 2, the exit code is the signal's, and no
+    temporary tree file is left."""
+    from lomtree_cli import driver
+    from lomtree_cli.errors import Interrupted
+
+    real, calls = driver.train, []
+
+    def train(*args, **kw):
+        calls.append(kw["final_model"])
+        report = real(*args, **kw)
+        if len(calls) == 2:
+            raise Interrupted(2, report)
+        return report
+
+    monkeypatch.setattr(driver, "train", train)
+    code, _, err = cli("train", "-r", "plt", "--multilabel", "-k", 40, "-b", 18, data / "train.vw", "-f",
+                       tmp_path / "i.lt", "--trees", 3, "--quiet")
+    assert code == 130 and "interrupted" in err, err
+    assert len(model_io.load_models(str(tmp_path / "i.lt"), predict_only=True)) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["i.lt"]
