@@ -149,10 +149,11 @@ def test_no_pickle_anywhere_in_the_package():
 
 def test_fast_member_reader_equals_numpy(saved):
     """Members read straight from the file (no zip CRC pass) equal numpy's reading of them."""
-    got = model_io._read_members(saved)
+    header, got = model_io._read_members(saved)
     with np.load(saved, allow_pickle=False) as z:
-        assert sorted(z.files) == sorted(got)
-        for name in z.files:
+        assert header == json.loads(z["header"].tobytes())
+        assert sorted(z.files) == sorted([*got, "header"])
+        for name in got:
             ref = z[name]
             assert got[name].dtype == ref.dtype and got[name].shape == ref.shape
             np.testing.assert_array_equal(got[name], ref)
