@@ -312,8 +312,8 @@ def _check_trees(p: dict, run: dict) -> int:
 def _train_trees(p: dict, icfg, lcfg, rcfg, opts, n: int) -> None:
     """``train --trees N``: N models with ``--seed S, S+1, ...`` trained one after another on the
     same examples (those after the first read -c's cache when given) and written as one file of N
-    trees (``model_io.save_trees``), which ``predict`` ranks as an ensemble; predict-only trees
-    (nothing trains on them). One model in memory at a time. Interrupted, the file holds the trees trained so far, the last one as far as it got."""
+    predict-only trees (``model_io.save_trees``), which ``predict`` ranks as an ensemble. One model
+    in memory at a time. Interrupted, the file holds the trees so far, the last as far as it got."""
     from dataclasses import replace
 
     from .driver import train

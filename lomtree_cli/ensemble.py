@@ -4,8 +4,9 @@ scores (an ensemble).
 Label trees built from different k-means seeds (``--seed``) make different mistakes, and the mean
 of their scores ranks better than any one of them: the ensembles of napkinXC (``ensemble``),
 Parabel and Omikuji (``n_trees``). Here the members are ordinary model files trained apart (one
-after another, in parallel, or on other machines); the ensemble exists only at prediction, so
-training, model files and ``-i`` continuation stay those of one model.
+after another, in parallel, or on other machines), or the trees of one file (``train --trees N``:
+N models of seeds S..S+N-1, ``model_io.save_trees``); the ensemble exists only at prediction, so
+training and ``-i`` continuation stay those of one model.
 
 Rule: every member answers its ``max(n, WIDTH)`` best labels; a label's score is the mean over
 the members of the ranking score each gives it (0 where it is not among a member's answers): the
