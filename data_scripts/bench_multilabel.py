@@ -175,7 +175,7 @@ LOMTREE_ROWS: list[LomtreeRow] = [
     LomtreeRow("lomtree_plt_1", "lomtree plt, 1 pass", "plt", 1),
     LomtreeRow("lomtree_plt_10", "lomtree plt, 10 passes", "plt", 10),
     # three trees in about napkinXC's bytes: the largest threshold before precision drops (PyPI
-    # names at 0.03 / 0.1 / 0.12 / 0.15: 343 / 155 / 118 / 85 MB, P@5 26.95 / 26.97 / 26.92 / 26.72;
+    # names at 0.03 / 0.1 / 0.12 / 0.15: 343 / 163 / 124 / 85 MB, P@5 26.95 / 26.97 / 26.92 / 26.72;
     # its 10%: P@5 20.01 / 20.00 / 19.89 / 19.54); napkinXC's one tree: 131 MB
     LomtreeRow("lomtree_plt_1x3", "lomtree plt --trees 3, 1 pass", "plt", 1, trees=3, weight_threshold=0.12),
     LomtreeRow("lomtree_oaa_1", "lomtree oaa --multilabel, 1 pass", "oaa", 1),
