@@ -264,9 +264,10 @@ class LinearLearner:
         """The members of a predict-only model (``--predict_only_model``): the weights prediction
         uses (the averaged ones under ``--average``), those with ``|w| < weight_threshold`` set to
         0, at the slots whose weight is not 0, without the optimiser state (G, N, avg). The slots
-        are ``nz`` (uint32 when ``2^b <= 2^32``) or, when that is smaller, ``slot_bits``: one bit
-        per table slot (numpy's little-endian ``packbits``); ``size``, ``model_S``, ``model_T`` as
-        ``state_members``. Made ``SAVE_ROWS`` rows at a time, as ``state_members``."""
+        are ``slot_gaps`` (``gap_code``: 2 bytes a slot where they are dense enough) or, when that
+        is smaller, ``slot_bits``: one bit per table slot (numpy's little-endian ``packbits``);
+        ``size``, ``model_S``, ``model_T`` as ``state_members``. Made ``SAVE_ROWS`` rows at a time,
+        as ``state_members``. (Earlier predict-only files list the slots as ``nz``, uint32.)"""
         from .streamed import Streamed
 
         self.for_prediction()
@@ -280,18 +281,28 @@ class LinearLearner:
             w = w_all[s:s + SAVE_ROWS]
             return w, (np.abs(w) >= thr) & (w != 0) if thr > 0 else w != 0
 
-        counts = [int(np.count_nonzero(kept(s)[1])) for s in starts]
+        def gaps(s, prev):
+            """(the gap codes of piece ``s`` after slot ``prev``, its last kept slot)."""
+            slots = np.flatnonzero(kept(s)[1]) + s
+            return gap_code(slots, prev), (int(slots[-1]) if slots.size else prev)
+
+        counts, n_codes, prev = [], 0, -1
+        for s in starts:  # member lengths first: each is known before its first byte is written
+            codes, prev = gaps(s, prev)
+            counts.append(int(np.count_nonzero(codes)))
+            n_codes += codes.shape[0]
         m = sum(counts)
-        wide = size > (1 << 32)
-        bitmap = (size + 7) // 8 < m * (8 if wide else 4)
+        bitmap = (size + 7) // 8 < 2 * n_codes
 
         def slots():
-            for s, c in zip(starts, counts):
-                mask = kept(s)[1]
+            last = -1
+            for s in starts:
                 if bitmap:
-                    yield np.packbits(mask, bitorder="little")
-                elif c:
-                    yield (np.flatnonzero(mask) + s).astype(np.int64 if wide else np.uint32)
+                    yield np.packbits(kept(s)[1], bitorder="little")
+                else:
+                    codes, last = gaps(s, last)
+                    if codes.size:
+                        yield codes
 
         def weights():
             for s, c in zip(starts, counts):
@@ -303,7 +314,7 @@ class LinearLearner:
         if bitmap:
             out["slot_bits"] = Streamed(np.dtype(np.uint8), ((size + 7) // 8,), slots)
         else:
-            out["nz"] = Streamed(np.dtype(np.int64 if wide else np.uint32), (m,), slots)
+            out["slot_gaps"] = Streamed(np.dtype(np.uint16), (n_codes,), slots)
         out["w"] = Streamed(np.dtype(np.float32), (m,), weights)
         out["model_S"] = a.S.copy()
         out["model_T"] = a.T.copy()
@@ -357,13 +368,48 @@ class LinearLearner:
         self.arrays = a._replace(S=S.copy(), T=T.copy(), hp=hp)
 
 
+#: a ``slot_gaps`` code of 0 moves this many slots on without marking one (a longer gap)
+GAP_STEP = 65535
+
+
+def gap_code(slots: np.ndarray, prev: int = -1) -> np.ndarray:
+    """The uint16 codes of increasing slot numbers after slot ``prev`` (-1: from the start): each
+    gap g (>= 1) from the slot before is ``(g - 1) // GAP_STEP`` codes 0, each moving ``GAP_STEP``
+    slots on, then the rest of the gap (1..GAP_STEP), which marks the slot (``gap_decode``)."""
+    g = np.diff(np.asarray(slots, dtype=np.int64), prepend=np.int64(prev))
+    steps = (g - 1) // GAP_STEP
+    out = np.zeros(int(steps.sum()) + g.shape[0], dtype=np.uint16)
+    out[np.cumsum(steps + 1) - 1] = g - steps * GAP_STEP
+    return out
+
+
+def gap_decode(codes: np.ndarray) -> np.ndarray:
+    """The slot numbers (int64, increasing) of ``gap_code``'s codes; ValueError for codes that
+    end in a move (0)."""
+    if codes.size and codes[-1] == 0:
+        raise ValueError("bad slot gaps")
+    pos = np.cumsum(np.where(codes == 0, GAP_STEP, codes).astype(np.int64)) - 1
+    return pos[codes != 0]
+
+
 def _slots(arrays: dict, size: int, weights_only: bool) -> np.ndarray:
     """The slot numbers (int64) of a saved weight table: its ``nz`` list (int64; a predict-only
-    model's uint32 too) or its ``slot_bits`` bitmap (``predict_state_members``); ValueError when
-    they are malformed."""
-    bits = arrays.get("slot_bits") if weights_only else None
+    model's uint32 too), its ``slot_gaps`` or its ``slot_bits`` bitmap (``predict_state_members``);
+    ValueError when they are malformed."""
+    layouts = [name for name in ("nz", "slot_gaps", "slot_bits") if name in arrays]
+    if len(layouts) > 1 or (not weights_only and layouts != ["nz"]):
+        raise ValueError("bad slot index list: " + (" and ".join(layouts) or "none"))
+    codes = arrays.get("slot_gaps")
+    if codes is not None:
+        if codes.dtype != np.uint16 or codes.ndim != 1:
+            raise ValueError("bad slot gaps")
+        nz = gap_decode(codes)
+        if nz.size and nz[-1] >= size:
+            raise ValueError("bad slot gaps: past the table")
+        return nz
+    bits = arrays.get("slot_bits")
     if bits is not None:
-        if "nz" in arrays or bits.dtype != np.uint8 or bits.shape != ((size + 7) // 8,):
+        if bits.dtype != np.uint8 or bits.shape != ((size + 7) // 8,):
             raise ValueError("bad slot bitmap")
         pieces = []
         step = SAVE_ROWS // 8

@@ -12,17 +12,18 @@ Format (``format_version`` 1): an uncompressed ``.npz`` (a zip of ``.npy`` membe
   is non-zero, then ``w``, ``G``, ``N`` at those slots) plus ``model_S``, ``model_T``;
 - ``reduction/<name>``: one member per entry of the reduction's ``state()``.
 
-Predict-only models (``train --predict_only_model``, ``format_version`` 2; full models stay
-version 1, readers take both): header ``predict_only``, ``weight_threshold``; ``learner/w`` holds
-the weights prediction uses (averaged under ``--average``) but those below ``--weight-threshold``
-in magnitude, at the slots of ``learner/nz`` (uint32 if ``2^b <= 2^32``) or of a bitmap
-``learner/slot_bits`` when that is smaller, and ``learner/size`` (``2^b``); no ``G``, ``N`` or
-running sum, so ``-i`` refuses them. A new member or meta key needs a default for older files,
+Predict-only models (``train --predict_only_model``, ``format_version`` 4; full models stay
+version 1): header ``predict_only``, ``weight_threshold``; ``learner/w`` holds the weights
+prediction uses (averaged under ``--average``) but those below ``--weight-threshold`` in
+magnitude, at the slots of ``learner/slot_gaps`` (``learner.gap_code``: 2 bytes a slot) or of a
+bitmap ``learner/slot_bits`` when that is smaller, and ``learner/size`` (``2^b``); no ``G``, ``N``
+or running sum, so ``-i`` refuses them. Version 2 (still read) listed the slots as ``learner/nz``
+(uint32). A new member or meta key needs a default for older files,
 or a new ``format_version``.
 
 Files of several trees (``train --trees N``, ``format_version`` 3): member ``tree<i>/<name>`` is
-member ``<name>`` of tree i's model file (i = 1..N, each a version 1 or 2 model, its own header
-``tree<i>/header`` with its own checksums); the file's ``header`` holds ``trees`` = N and the
+member ``<name>`` of tree i's model file (i = 1..N, each a predict-only model with its own
+header ``tree<i>/header`` and checksums); the file's ``header`` holds ``trees`` = N and the
 checksums of the trees' headers. ``lomtree predict`` (its daemon too), ``inspect`` and the API's
 ``Ensemble.load`` read them (``load_models``); what takes one model (``-i`` to train on, Dask,
 ``Classifier.load``) refuses them with a message naming the file.
@@ -60,13 +61,15 @@ MAGIC = "lomtree-model"
 #: the version of a full model (unchanged since version 1); predict-only models are ``PREDICT_ONLY_VERSION``
 FORMAT_VERSION = 1
 #: the version of a predict-only model (``--predict_only_model``): its weight table is
-#: ``learner/w`` at the slots of ``learner/nz`` (uint32 or int64) or of ``learner/slot_bits`` (a
-#: bitmap), with no optimiser state; a reader of version 1 only refuses it with a message naming it
-PREDICT_ONLY_VERSION = 2
+#: ``learner/w`` at the slots of ``learner/slot_gaps`` or of ``learner/slot_bits`` (a bitmap), with
+#: no optimiser state; older readers refuse it with a message naming the version
+PREDICT_ONLY_VERSION = 4
+#: the predict-only versions read: 2 listed the slots as ``learner/nz`` (uint32)
+PREDICT_ONLY_VERSIONS = (2, PREDICT_ONLY_VERSION)
 #: the version of a file of several trees (``train --trees N``): members ``tree<i>/...``
 ENSEMBLE_VERSION = 3
 #: the versions of one model this lomtree reads
-READ_VERSIONS = (FORMAT_VERSION, PREDICT_ONLY_VERSION)
+READ_VERSIONS = (FORMAT_VERSION, *PREDICT_ONLY_VERSIONS)
 #: the most trees a file of several trees holds (a header's claim is bounded by it)
 MAX_TREES = 64
 
@@ -489,9 +492,9 @@ def _decode_header(path: str, raw, trees_ok: bool = False) -> dict:
     if version not in READ_VERSIONS or isinstance(version, bool):
         raise ModelFormatError(
             f"{path}: model format version {version!r} is not supported (this lomtree reads "
-            f"{', '.join(map(str, READ_VERSIONS + (ENSEMBLE_VERSION,)))})"
+            f"{', '.join(map(str, sorted(READ_VERSIONS + (ENSEMBLE_VERSION,))))})"
         )
-    if (version == PREDICT_ONLY_VERSION) != (header.get("predict_only") is True):
+    if (version in PREDICT_ONLY_VERSIONS) != (header.get("predict_only") is True):
         raise ModelFormatError(f"{path}: corrupt model header (format version and predict_only disagree)")
     thr = header.get("weight_threshold", 0.0)
     if isinstance(thr, bool) or not isinstance(thr, (int, float)) or not thr >= 0:

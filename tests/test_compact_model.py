@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lomtree_cli import model_io
 from lomtree_cli.config import InputConfig, LearnerConfig, ReductionConfig
@@ -55,10 +57,11 @@ def test_predict_only_predicts_exactly_as_the_full_model(tmp_path, average, bits
         names = set(z.files)
         header = json.loads(z["header"].tobytes())
     assert not names & {"learner/G", "learner/N", "learner/avg"}
-    assert ("learner/slot_bits" in names) == (bits == 4) and ("learner/nz" in names) == (bits == 16)
+    assert ("learner/slot_bits" in names) == (bits == 4) and ("learner/slot_gaps" in names) == (bits == 16)
+    assert "learner/nz" not in names
     if bits == 16:
         with np.load(po) as z:
-            assert z["learner/nz"].dtype == np.uint32
+            assert z["learner/slot_gaps"].dtype == np.uint16
     assert header["format_version"] == model_io.PREDICT_ONLY_VERSION and header["predict_only"] is True
     a = model_io.load_model(full, predict_only=True)
     b = model_io.load_model(po, predict_only=True, skip_unused=True)
@@ -104,6 +107,45 @@ def test_slot_bitmap_decodes_as_numpy(monkeypatch):
         learner_mod._slots({"slot_bits": np.zeros(3, np.uint8)}, 64, True)
     with pytest.raises(ValueError, match="slot index"):  # uint32 lists belong to predict-only files
         learner_mod._slots({"nz": np.arange(3, dtype=np.uint32)}, 64, False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 1 << 20), max_size=60, unique=True), st.integers(-1, 5))
+def test_slot_gaps_decode_to_the_slots(slots, shift):
+    """``gap_code`` / ``gap_decode`` against the slots themselves, gaps past ``GAP_STEP`` included,
+    and coded after a previous slot ``prev`` (a piece of a save): the codes continue the decode."""
+    from lomtree_cli.learner import GAP_STEP, gap_code, gap_decode
+
+    slots = np.array(sorted(s + 3 * GAP_STEP * (s % 3) for s in slots), dtype=np.int64)
+    codes = gap_code(slots)
+    assert codes.dtype == np.uint16
+    np.testing.assert_array_equal(gap_decode(codes), slots)
+    # long gaps cost one code each GAP_STEP, short ones a single code
+    g = np.diff(slots, prepend=-1)
+    assert codes.shape[0] == int(((g - 1) // GAP_STEP + 1).sum())
+    cut = len(slots) // 2
+    if cut:
+        head, tail = gap_code(slots[:cut]), gap_code(slots[cut:], int(slots[cut - 1]))
+        np.testing.assert_array_equal(np.concatenate([head, tail]), codes)
+
+
+def test_version_2_predict_only_files_are_still_read(tmp_path):
+    """A version 2 file (uint32 ``nz``, as written before the gap codes) loads to the same table."""
+    icfg = InputConfig(bits=16)  # a slot list (gap codes), not a bitmap
+    red = trained(icfg=icfg)
+    po = str(tmp_path / "po.lt")
+    model_io.save_model(po, icfg, red.learner, red, compact=COMPACT)
+    want = model_io.load_model(po, predict_only=True).learner.arrays.table[:, 0]
+    from lomtree_cli.learner import gap_decode
+
+    def to_v2(arrays, header):
+        arrays["learner/nz"] = gap_decode(arrays.pop("learner/slot_gaps")).astype(np.uint32)
+        header["format_version"] = 2
+        header["checksums"] = {k: model_io._digest(v) for k, v in arrays.items() if k != "header"}
+
+    old = str(tmp_path / "v2.lt")
+    _rewrite(po, old, to_v2)
+    np.testing.assert_array_equal(model_io.load_model(old, predict_only=True).learner.arrays.table[:, 0], want)
 
 
 def test_training_on_a_predict_only_model_is_refused(tmp_path):
@@ -157,8 +199,15 @@ def test_damaged_predict_only_files_are_refused(tmp_path):
         "version without predict_only": lambda a, h: h.pop("predict_only"),
         "predict_only in a version-1 file": lambda a, h: h.update(format_version=1),
         "negative threshold": lambda a, h: h.update(weight_threshold=-1.0),
-        "unsorted slots": lambda a, h: (a.update({"learner/nz": a["learner/nz"][::-1].copy()}), checksummed(a, h)),
-        "int32 slots": lambda a, h: (a.update({"learner/nz": a["learner/nz"].astype(np.int32)}), checksummed(a, h)),
+        "gaps past the table": lambda a, h: (a.update({"learner/slot_gaps": np.concatenate(
+            [a["learner/slot_gaps"], np.zeros(2, np.uint16), np.ones(1, np.uint16)])}), checksummed(a, h)),
+        "gaps ending in a move": lambda a, h: (a.update({"learner/slot_gaps": np.concatenate(
+            [a["learner/slot_gaps"][:-1], np.zeros(1, np.uint16)])}), checksummed(a, h)),
+        "int32 gaps": lambda a, h: (a.update({"learner/slot_gaps": a["learner/slot_gaps"].astype(np.int32)}),
+                                    checksummed(a, h)),
+        "gaps and a list": lambda a, h: (a.update({"learner/nz": np.zeros(0, np.uint32)}), checksummed(a, h)),
+        "one slot more": lambda a, h: (a.update({"learner/slot_gaps": np.concatenate(
+            [a["learner/slot_gaps"], np.ones(1, np.uint16)])}), checksummed(a, h)),
         "short weights": lambda a, h: (a.update({"learner/w": a["learner/w"][:-1].copy()}), checksummed(a, h)),
     }
     for name, edit in edits.items():
