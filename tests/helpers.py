@@ -25,6 +25,21 @@ def separable_lines(k: int, n: int, seed: int = 0, noise_feats: int = 0, vocab: 
     return out
 
 
+def label_set_lines(n: int, seed: int = 0, k: int = 12, noise: int = 4, vocab: int = 40,
+                    group: int = 0) -> list[str]:
+    """VW lines of one to three labels of 1..k: a word ``w<l>`` per label (and ``g<l // group>``,
+    shared by neighbouring labels, when ``group``), then ``noise`` words of a ``vocab``-word
+    vocabulary."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        labs = sorted(set(rng.integers(1, k + 1, size=int(rng.integers(1, 4))).tolist()))
+        words = [f"w{l}" for l in labs] + ([f"g{l // group}" for l in labs] if group else [])
+        words += [f"n{x}" for x in rng.integers(0, vocab, noise)]
+        out.append(",".join(map(str, labs)) + " | " + " ".join(words))
+    return out
+
+
 def make_batch(rows, labels, weights=None, bits=18) -> ExampleBatch:
     """Batch from rows of (index, value) pairs (indices masked to bits)."""
     mask = (1 << bits) - 1

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from lomtree_cli.cli import main
 from lomtree_cli.model_io import load_model, model_arrays
-from tests.helpers import separable_lines
+from tests.helpers import label_set_lines, separable_lines
 
 distributed = pytest.importorskip("dask.distributed")
 
@@ -503,13 +503,7 @@ def test_continue_a_model_on_dask(cluster, data, tmp_path):
 
 def _label_set_lines(n, seed):
     """Multi-label lines: 1-3 labels of 1..12, a word per label and noise words."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        labs = sorted(set(rng.integers(1, 13, size=int(rng.integers(1, 4))).tolist()))
-        words = " ".join(f"w{l}" for l in labs) + " " + " ".join(f"n{x}" for x in rng.integers(0, 40, 4))
-        out.append(",".join(map(str, labs)) + " | " + words)
-    return out
+    return label_set_lines(n, seed)
 
 
 @pytest.fixture(scope="module")

@@ -13,19 +13,13 @@ import pytest
 from lomtree_cli import model_io
 from lomtree_cli.errors import ConfigError, ModelFormatError
 from lomtree_cli.paths import is_writing_leftover
-from tests.helpers import cli, one_error, separable_lines
+from tests.helpers import cli, label_set_lines, one_error, separable_lines
 
 
-def _label_set_lines(n, seed, k=40):
-    """``n`` lines of one to three labels of 1..k, a feature per label (some shared by
-    neighbouring labels) and noise: enough labels that plt's k-means trees differ by seed."""
-    rng = np.random.default_rng(seed)
-    lines = []
-    for _ in range(n):
-        labs = sorted(set(int(v) for v in rng.integers(1, k + 1, size=rng.integers(1, 4))))
-        feats = [f"f{v}" for v in labs] + [f"g{v // 3}" for v in labs] + [f"n{rng.integers(30)}"]
-        lines.append(",".join(map(str, labs)) + " | " + " ".join(feats))
-    return lines
+def _label_set_lines(n, seed):
+    """Lines of one to three labels of 1..40, a word per label and one shared by neighbouring
+    labels, and noise: enough labels that plt's k-means trees differ by seed."""
+    return label_set_lines(n, seed, k=40, noise=1, vocab=30, group=3)
 
 
 @pytest.fixture(scope="module")
