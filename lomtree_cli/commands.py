@@ -267,6 +267,11 @@ def run_train(p: dict, given: set, start: float) -> None:
         if name in given:
             raise ConfigError(f"--{name.replace('_', '-')} needs --dask")
     if trees > 1:
+        from .core import gives_probabilities
+
+        if not gives_probabilities(rcfg.name):  # predict averages the trees' probabilities
+            raise ConfigError(f"--trees {trees}: -r {rcfg.name} gives no probabilities, and the trees' "
+                              f"ensemble averages them (oaa, plt, cpt, mtree, table give them)")
         return _train_trees(p, icfg, lcfg, rcfg, opts, trees)
     try:
         train(icfg, lcfg, rcfg, opts, initial_model=p["initial_model"], final_model=p["final_model"],

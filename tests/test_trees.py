@@ -117,6 +117,38 @@ def test_trees_refuse_what_they_cannot_do(data, tmp_path, opts, words):
     assert not (tmp_path / "m.lt").exists()
 
 
+def test_trees_of_a_reduction_without_probabilities_are_refused(tmp_path):
+    train = tmp_path / "train.vw"
+    train.write_text("\n".join(separable_lines(8, 200, seed=1)) + "\n")
+    line = one_error(*cli("train", "-r", "filter", "-k", 8, train, "-f", tmp_path / "m.lt", "--trees", 2)[::2], 2)
+    assert "-r filter gives no probabilities" in line and not (tmp_path / "m.lt").exists()
+
+
+def test_string_label_trees_name_their_labels_as_one_model(tmp_path):
+    """String labels: every tree numbers the names alike (the later ones from the stdin cache
+    too), so the file of trees prints the names its trees trained apart print."""
+    import subprocess
+    import sys
+
+    lines = [line.replace(line.split()[0], f"cls_{line.split()[0]}", 1)
+             for line in separable_lines(12, 800, seed=2, noise_feats=3, vocab=30)]
+    train = tmp_path / "train.vw"
+    train.write_text("\n".join(lines) + "\n")
+    common = ["-r", "plt", "--string-labels", "-k", "12", "-b", "18", "--quiet"]
+    r = subprocess.run([sys.executable, "-m", "lomtree_cli.launch", "train", *common, "--trees", "2", "-c",
+                        str(tmp_path / "c.cache"), "-f", str(tmp_path / "t.lt")], stdin=open(train),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for s in (0, 1):
+        code, _, err = cli("train", *common, train, "--seed", s, "-f", tmp_path / f"{s}.lt")
+        assert code == 0, err
+    code, got, err = cli("predict", "-i", tmp_path / "t.lt", train, "--top-k", 2, "--quiet")
+    assert code == 0, err
+    code, want, err = cli("predict", "-i", tmp_path / "0.lt", "-i", tmp_path / "1.lt", train, "--top-k", 2, "--quiet")
+    assert code == 0, err
+    assert got == want and "cls_" in got
+
+
 def test_one_model_readers_refuse_a_file_of_trees(data, tmp_path):
     trees = _train(data, "t2.lt", "--trees", 2)
     line = one_error(*cli("train", "-i", trees, data / "train.vw", "-f", tmp_path / "m.lt")[::2], 2)
