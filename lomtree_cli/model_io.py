@@ -17,8 +17,9 @@ version 1): header ``predict_only``, ``weight_threshold``; ``learner/w`` holds t
 prediction uses (averaged under ``--average``) but those below ``--weight-threshold`` in
 magnitude, at the slots of ``learner/slot_gaps`` (``learner.gap_code``: 2 bytes a slot) or of a
 bitmap ``learner/slot_bits`` when that is smaller, and ``learner/size`` (``2^b``); no ``G``, ``N``
-or running sum, so ``-i`` refuses them. Version 2 (still read) listed the slots as ``learner/nz``
-(uint32). A new member or meta key needs a default for older files,
+or running sum, so ``-i`` refuses them; header ``narrowed`` lists the reduction's int64 arrays
+stored as int32 (values that fit). Version 2 (still read) listed the slots as ``learner/nz``
+(uint32), every array at its own type. A new member or meta key needs a default for older files,
 or a new ``format_version``.
 
 Files of several trees (``train --trees N``, ``format_version`` 3): member ``tree<i>/<name>`` is
@@ -253,11 +254,39 @@ def write_model(f, input_cfg: InputConfig, learner, reduction, passes_done: int 
 
         members[MEMBER] = label_dict.to_array()
     header = model_header(input_cfg, learner, reduction, {}, passes_done, extra_header, compact)
+    if compact is not None:
+        header["narrowed"] = _narrow(members)
     _header_blob(header)  # settings that cannot be written are refused before any member is
     with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
         for name in list(members):
             header["checksums"][name] = _write_member(zf, name, members.pop(name))  # freed once written
         _write_member(zf, "header", _header_blob(header))
+
+
+def _narrow(members: dict) -> list:
+    """A predict-only model's reduction arrays of int64 whose values fit int32 become int32 in
+    ``members`` (plt's tree arrays: half their bytes); their names, which the header lists
+    (``narrowed``) and loading widens back (``_widen``)."""
+    names = []
+    for name, a in members.items():
+        if (name.startswith("reduction/") and isinstance(a, np.ndarray) and a.dtype == np.int64 and a.size
+                and a.min() >= -2**31 and a.max() < 2**31):
+            members[name] = a.astype(np.int32)
+            names.append(name)
+    return names
+
+
+def _widen(header: dict, data: dict) -> None:
+    """The members a predict-only header lists as ``narrowed`` back to int64 (ValueError when the
+    list is not of int32 reduction members)."""
+    names = header.get("narrowed", [])
+    if not isinstance(names, list) or (names and not header.get("predict_only")):
+        raise ValueError("bad narrowed list")
+    for name in names:
+        a = data.get(name) if isinstance(name, str) and name.startswith("reduction/") else None
+        if a is None or a.dtype != np.int32:
+            raise ValueError(f"narrowed member {name!r} is not an int32 reduction array")
+        data[name] = a.astype(np.int64)
 
 
 def model_bytes(input_cfg: InputConfig, learner, reduction, passes_done: int = 0,
@@ -585,6 +614,7 @@ def _verified(path: str, header: dict, data: dict, predict_only: bool) -> Loaded
         raise ModelFormatError(f"{path}: corrupt model file ({bad} holds NaN or infinite numbers)")
     try:
         _check_types(header)
+        _widen(header, data)
     except ValueError as e:
         raise ModelFormatError(f"{path}: corrupt model file ({e})") from None
     try:

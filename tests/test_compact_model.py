@@ -282,6 +282,24 @@ def test_cli_predict_only_model_plt_multilabel(tmp_path):
     assert (tmp_path / "po.lt").stat().st_size < (tmp_path / "full.lt").stat().st_size
     r = _cli("inspect", "po.lt", "--json", cwd=tmp_path)
     assert json.loads(r.stdout)["predict_only"] is True
+    # the tree's int64 arrays are stored as int32 (listed in the header) and read back as int64
+    with np.load(tmp_path / "po.lt") as z:
+        narrowed = json.loads(z["header"].tobytes())["narrowed"]
+        assert "reduction/parent" in narrowed and all(z[n].dtype == np.int32 for n in narrowed)
+    loaded = model_io.load_model(str(tmp_path / "po.lt"), predict_only=True)
+    assert loaded.reduction.state()["parent"].dtype == np.int64
+
+    def checksummed(arrays, header):
+        header["checksums"] = {k: model_io._digest(v) for k, v in arrays.items() if k != "header"}
+
+    for edit in (lambda a, h: h.update(narrowed=h["narrowed"] + ["learner/w"]),
+                 lambda a, h: h.update(narrowed=h["narrowed"] + ["reduction/nothing"]),
+                 lambda a, h: h.update(narrowed="reduction/parent"),
+                 lambda a, h: (a.update({"reduction/parent": a["reduction/parent"].astype(np.int64)}),
+                               checksummed(a, h))):
+        _rewrite(str(tmp_path / "po.lt"), str(tmp_path / "bad.lt"), edit)
+        with pytest.raises(ModelFormatError, match="narrowed"):
+            model_io.load_model(str(tmp_path / "bad.lt"), predict_only=True)
     r = _cli("train", "-i", "po.lt", "train.vw", "-f", "again.lt", "--quiet", cwd=tmp_path)
     assert r.returncode == 2 and "predict-only model" in r.stderr and "Traceback" not in r.stderr
     for bad in (["-f", "x.lt", "--weight-threshold", "0.1"], ["--predict_only_model"],
