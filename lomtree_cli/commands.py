@@ -329,6 +329,8 @@ def _train_trees(p: dict, icfg, lcfg, rcfg, opts, n: int) -> None:
 
     if opts.compact is None:  # a file of trees only predicts (-i refuses it): no optimiser state to keep
         opts = replace(opts, compact=Compact(0.0))
+    if opts.cache == "":  # -c without a path: MODEL.cache of -f, shared by the trees (not one per tree file)
+        opts = replace(opts, cache=p["final_model"] + ".cache")
     directory, base = os.path.split(resolve_model_path(p["final_model"]))
     tmp = [os.path.join(directory, f".{base}.{os.getpid()}.tree{i}.writing") for i in range(1, n + 1)]
     reports = []

@@ -81,6 +81,15 @@ def test_trees_read_the_cache_of_the_first_and_stdin_with_a_cache(data, tmp_path
                         "-f", str(tmp_path / "x.lt"), "--trees", "2", "--quiet"], stdin=open(data / "train.vw"),
                        capture_output=True, text=True)
     assert r.returncode == 2 and "stdin without -c" in r.stderr and "Traceback" not in r.stderr
+    # -c without a path: MODEL.cache beside -f, which every tree reads; nothing else is left
+    d = tmp_path / "plain_c"
+    d.mkdir()
+    r = subprocess.run([sys.executable, "-m", "lomtree_cli.launch", "train", "-r", "plt", "--multilabel", "-k", "40",
+                        "-b", "18", "-f", str(d / "m.lt"), "--trees", "2", "--quiet", "-c"],
+                       stdin=open(data / "train.vw"), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in d.iterdir()) == ["m.lt", "m.lt.cache"]
+    assert _predict(data, d / "m.lt") == _predict(data, plain)
 
 
 def test_report_and_inspect_of_a_file_of_trees(data, tmp_path):
