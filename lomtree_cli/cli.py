@@ -234,8 +234,8 @@ def vw_options(f):
                                     help="Train N models with --seed S, S+1, ... (trees from different k-means "
                                          "seeds) into one -f file; predict ranks by their mean score.")),
         (("--weight-threshold", "--weight_threshold", "weight_threshold"),
-         dict(type=float, default=None, metavar="T", help="--predict_only_model: weights with |w| < T are "
-                                                           "written as 0 (a smaller model) [0].")),
+         dict(type=float, default=None, metavar="T", help="--predict_only_model or --trees: weights with |w| < T "
+                                                           "are written as 0 (a smaller model) [0].")),
     ]
     for decl, kw in reversed(opts):
         f = click.option(*decl, **kw)(f)

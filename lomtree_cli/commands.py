@@ -323,12 +323,10 @@ def _train_trees(p: dict, icfg, lcfg, rcfg, opts, n: int) -> None:
 
     from .driver import train
     from .errors import Interrupted
-    from .model_io import Compact, save_trees
+    from .model_io import save_trees
     from .output import finish
     from .paths import resolve_model_path
 
-    if opts.compact is None:  # a file of trees only predicts (-i refuses it): no optimiser state to keep
-        opts = replace(opts, compact=Compact(0.0))
     if opts.cache == "":  # -c without a path: MODEL.cache of -f, shared by the trees (not one per tree file)
         opts = replace(opts, cache=p["final_model"] + ".cache")
     directory, base = os.path.split(resolve_model_path(p["final_model"]))
@@ -413,10 +411,12 @@ def _update_flags(p: dict) -> dict:
 
 
 def _compact(p: dict):
-    """``model_io.Compact`` of ``--predict_only_model`` (and ``--weight-threshold``), else None."""
-    if not p.get("predict_only_model"):
+    """``model_io.Compact`` of ``--predict_only_model`` (and ``--weight-threshold``), else None; a
+    file of trees (``--trees N``) is always predict-only (nothing trains on it)."""
+    if not p.get("predict_only_model") and p.get("trees", 1) <= 1:
         if p.get("weight_threshold") is not None:
-            raise ConfigError("--weight-threshold needs --predict_only_model (a pruned model is a predict-only one)")
+            raise ConfigError("--weight-threshold needs --predict_only_model or --trees (a pruned model is a "
+                              "predict-only one)")
         return None
     if not p["final_model"]:
         raise ConfigError("--predict_only_model needs -f MODEL (it says how the model is written)")

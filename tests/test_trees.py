@@ -93,9 +93,10 @@ def test_trees_read_the_cache_of_the_first_and_stdin_with_a_cache(data, tmp_path
 
 
 def test_report_and_inspect_of_a_file_of_trees(data, tmp_path):
+    # (a file of trees is predict-only: --weight-threshold needs no --predict_only_model)
     code, _, err = cli("train", "-r", "plt", "--multilabel", "-k", 40, "-b", 18, data / "train.vw", "-f",
                        tmp_path / "t.lt", "--trees", 2, "--quiet", "--report", tmp_path / "r.json",
-                       "--predict_only_model", "--weight-threshold", 0.01)
+                       "--weight-threshold", 0.01)
     assert code == 0, err
     r = json.loads((tmp_path / "r.json").read_text())
     assert r["trees"] == 2 and len(r["tree_reports"]) == 2 and r["examples"] == 1500
