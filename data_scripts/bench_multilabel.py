@@ -41,9 +41,9 @@ Systems (ids for ``--only``; a prefix that is no id selects several, e.g. ``--on
     one on PATH), rows from ``LOMTREE_ROWS`` (reduction, passes, extra flags): ``lomtree train
     -r R --multilabel --format xmc TRAIN -k L -b B -f MODEL [--passes N -c --holdout-off]
     --quiet --report train.json --predict_only_model`` (from 4,096 labels also
-    ``--weight-threshold 0.03``, the 3-tree row 0.15), then ``lomtree predict -i MODEL TEST
-    --top-k 5 -p /dev/null --report test.json --quiet``; the metrics are read from test.json. A row of ``trees`` N trains
-    N models (``--seed 0..N-1``) and predicts with ``-i M0 -i M1 ...``.  A CLI without
+    ``--weight-threshold 0.03``, the 3-tree row 0.12), then ``lomtree predict -i MODEL TEST
+    --top-k 5 -p /dev/null --report test.json --quiet``; the metrics are read from test.json. A
+    row of ``trees`` N adds ``--trees N`` (one file of N models, seeds 0..N-1). A CLI without
     ``--multilabel`` gives rows marked "not yet".
 
 Timing

@@ -267,11 +267,6 @@ def run_train(p: dict, given: set, start: float) -> None:
         if name in given:
             raise ConfigError(f"--{name.replace('_', '-')} needs --dask")
     if trees > 1:
-        from .core import gives_probabilities
-
-        if not gives_probabilities(rcfg.name):  # predict averages the trees' probabilities
-            raise ConfigError(f"--trees {trees}: -r {rcfg.name} gives no probabilities, and the trees' "
-                              f"ensemble averages them (oaa, plt, cpt, mtree, table give them)")
         return _train_trees(p, icfg, lcfg, rcfg, opts, trees)
     try:
         train(icfg, lcfg, rcfg, opts, initial_model=p["initial_model"], final_model=p["final_model"],
@@ -289,17 +284,16 @@ def run_train(p: dict, given: set, start: float) -> None:
                     pass
 
 
-#: the most trees ``--trees`` trains into one file
-MAX_TREES = 64
-
-
 def _check_trees(p: dict, run: dict) -> int:
     """``--trees N``'s N (1 when not given); ConfigError where N > 1 cannot be used."""
     n = p.get("trees", 1)
-    if not 1 <= n <= MAX_TREES:
-        raise ConfigError(f"--trees must be in 1..{MAX_TREES}, got {n}")
     if n == 1:
         return 1
+    from .core import gives_probabilities
+    from .model_io import MAX_TREES  # what a file of trees may hold
+
+    if not 1 <= n <= MAX_TREES:
+        raise ConfigError(f"--trees must be in 1..{MAX_TREES}, got {n}")
     for bad, why in ((p["initial_model"] is not None, "-i (it continues one model)"),
                      (p["dask"] is not None, "--dask"),
                      (not p["final_model"], "no -f (the trees are written together as one model file)"),
@@ -311,6 +305,9 @@ def _check_trees(p: dict, run: dict) -> int:
                       "examples on stdin without -c/--cache (each tree reads the examples again)")):
         if bad:
             raise ConfigError(f"--trees {n} cannot be used with {why}")
+    if not gives_probabilities(p["reduction"]):  # predict averages the trees' probabilities
+        raise ConfigError(f"--trees {n}: -r {p['reduction']} gives no probabilities, and the trees' "
+                          f"ensemble averages them (oaa, plt, cpt, mtree, table give them)")
     return n
 
 

@@ -71,11 +71,10 @@ class Predictor:
     def __init__(self, model_path: str, probabilities: bool = False, top_k: int = 0,
                  max_line_bytes: int | None = None, threshold: float | None = None,
                  max_example_features: int | None = None):
+        from .ensemble import load_predictor
         from .labels import output_names
         from .multilabel import set_predictor
         from .output import PredictionWriter
-
-        from .ensemble import load_predictor
 
         loaded = load_predictor([model_path] if isinstance(model_path, str) else model_path)
         self.reduction = loaded.reduction
