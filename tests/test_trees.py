@@ -100,7 +100,8 @@ def test_report_and_inspect_of_a_file_of_trees(data, tmp_path):
     assert code == 0, err
     r = json.loads((tmp_path / "r.json").read_text())
     assert r["trees"] == 2 and len(r["tree_reports"]) == 2 and r["examples"] == 1500
-    assert r["seconds"] == pytest.approx(sum(t["seconds"] for t in r["tree_reports"]))
+    # each tree's seconds are its own, the report's the whole run's (not a sum of times since the start)
+    assert 0 < sum(t["seconds"] for t in r["tree_reports"]) <= r["seconds"]
     code, out, err = cli("inspect", tmp_path / "t.lt", "--json")
     assert code == 0, err
     info = json.loads(out)
