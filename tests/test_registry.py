@@ -145,8 +145,19 @@ def test_plt_defaults_from_large_k_on():
     rcfg, lcfg = configs(LARGE_K - 1, multilabel=True)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight, rcfg.arity, rcfg.beam) == (0.1, True, -1.0, 32, 16)
     assert lcfg.average and not configs(LARGE_K - 1)[1].average  # one pass over label sets averages
-    rcfg, lcfg = configs(LARGE_K, multilabel=True, passes=3)
-    assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.arity, lcfg.average) == (0.25, True, 8, False)
+    rcfg, lcfg = configs(LARGE_K, multilabel=True, passes=10)
+    assert (lcfg.power_t, lcfg.learning_rate, rcfg.leaf_negatives, rcfg.arity, lcfg.average) == (0.25, 0.1, True, 8,
+                                                                                                  False)
+    # fewer passes: rates between one pass's (0.5, 0.5) and ten's, geometric in log N; by hand for two
+    # passes: 0.5 * 0.2 ** log10(2) = 0.5 * 0.61601 = 0.30801, 0.5 * 0.81171 = 0.40586
+    lcfg = configs(LARGE_K, multilabel=True, passes=2)[1]
+    assert (lcfg.learning_rate, lcfg.power_t) == (pytest.approx(0.30801, abs=1e-4), pytest.approx(0.40586, abs=1e-4))
+    rates = [configs(LARGE_K, multilabel=True, passes=n)[1].learning_rate for n in (1, 2, 3, 5, 10, 20)]
+    assert rates == sorted(rates, reverse=True) and rates[-1] == 0.1
+    assert configs(LARGE_K, multilabel=True, passes=3, learning_rate=0.7)[1].learning_rate == 0.7
+    # below LARGE_K, and oaa's label sets: the pass defaults whatever the passes
+    assert (configs(LARGE_K - 1, multilabel=True, passes=2)[1].learning_rate, default("oaa", "learning_rate", 0.5,
+            True, 2, LARGE_K)) == (0.1, 0.1)
     rcfg, lcfg = configs(2 * LARGE_K, power_t=0.5, leaf_negatives=True)
     assert (lcfg.power_t, rcfg.leaf_negatives, rcfg.path_weight) == (0.5, True, 1.0)
     assert default("cpt", "power_t", 0.5, k=LARGE_K) == 0.75 and default("oaa", "power_t", 0.5, k=10 ** 6) == 0.5

@@ -21,6 +21,7 @@ there), and one entry here. A new option of a reduction: its ``ReductionConfig``
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -53,7 +54,8 @@ class ReductionSpec:
     ``label_set_pass_defaults`` those of a multi-label model trained with ``--passes > 1``
     (keys as ``defaults``, plus ``decay_learning_rate``). ``large_k_defaults``: those of a
     single-label model with ``k >= LARGE_K`` classes, ``label_set_large_k_defaults`` those of a
-    multi-label one. ``title``: the reduction's name in
+    multi-label one; ``large_k_pass_blend``: the keys whose multi-label default at ``k >= LARGE_K``
+    with N > 1 passes lies between the two (``pass_blend``). ``title``: the reduction's name in
     help texts (its options' section of ``lomtree train -h``); ``summary``: what it is, in a few
     words (``lomtree --help`` lists every entry with it).
 
@@ -85,6 +87,7 @@ class ReductionSpec:
     label_set_pass_defaults: dict = field(default_factory=dict)
     large_k_defaults: dict = field(default_factory=dict)
     label_set_large_k_defaults: dict = field(default_factory=dict)
+    large_k_pass_blend: tuple = ()
     label_sets: bool = False
     probabilities: bool = False
     dask: str | None = None
@@ -140,6 +143,22 @@ _SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rat
 #: in one pass, +0.77 / +0.55 / +0.11 after ten, 85,499 labels +0.68 / +0.46 / +0.03, the synthetic
 #: label sets within 0.15 (progressive validation chooses by P@1 alone: 0.25, worse on P@5).
 LARGE_K = 4096
+
+#: passes at which a blended default (``large_k_pass_blend``) reaches the label-set pass default
+BLEND_PASSES = 10
+
+
+def pass_blend(one: float, many: float, passes: int) -> float:
+    """The default of N passes between ``one`` (the one-pass default) and ``many`` (that of
+    ``BLEND_PASSES``), geometric in log N: ``one * (many / one) ** min(log N / log 10, 1)``. plt's
+    label sets from k = 4,096 learn one pass at rate 0.5 and power_t 0.5 and ten at 0.1 and 0.25;
+    two or five passes at either end's rates are worse than between them (PyPI names, 10% of its
+    training set, one tree, P@1/3/5: two passes at the ten-pass rates 42.99 / 25.83 / 17.96, below
+    one pass's 44.52 / 26.69 / 18.53; blended 45.25 / 27.43 / 19.11; five 45.27 / 27.76 / 19.42
+    against 45.85 / 28.09 / 19.58; the whole set, five passes 55.19 / 36.81 / 26.44 against 55.96
+    / 37.13 / 26.55; bench/notes/xmc-at-scale.md)."""
+    return one * (many / one) ** min(math.log(passes) / math.log(BLEND_PASSES), 1.0)
+
 _LARGE_K_TREE = {"leaf_negatives": False, "path_weight": 1.0, "arity": 8}
 _LARGE_K_SETS = {"average": False, "learning_rate": 0.5, "power_t": 0.5, "leaf_negatives": True,
                  "shuffle_buffer": True}
@@ -255,7 +274,8 @@ REGISTRY = {
                     "before training (its root owns a regressor)")),
         defaults={"block_group": 0},
         label_set_defaults={**_SET_DEFAULTS, "beam": 16}, label_set_pass_defaults=_SET_PASS_DEFAULTS,
-        large_k_defaults=_LARGE_K_PLT, label_set_large_k_defaults={**_LARGE_K_TREE, **_LARGE_K_SETS, "path_weight": 0.5, "bits": 26}, label_sets=True, probabilities=True, dask="grown", train_threads=True,
+        large_k_defaults=_LARGE_K_PLT, label_set_large_k_defaults={**_LARGE_K_TREE, **_LARGE_K_SETS, "path_weight": 0.5, "bits": 26},
+        large_k_pass_blend=("learning_rate", "power_t"), label_sets=True, probabilities=True, dask="grown", train_threads=True,
         regressors="tree node", vw_options={"plt": True},
         # VW's plt: its complete binary tree, no beam negatives, pure path probabilities
         vw_models={"plt": {**_VW_RATES, "arity": 2, "tree_buffer": 0, "path_weight": 1.0, "leaf_negatives": False,
@@ -318,7 +338,10 @@ def default(name: str, key: str, fallback, multilabel: bool = False, passes: int
 
         raise ConfigError(f"reduction must be one of {', '.join(REGISTRY)}, got {name!r}")
     if multilabel and passes > 1 and key in spec.label_set_pass_defaults:
-        return spec.label_set_pass_defaults[key]
+        many = spec.label_set_pass_defaults[key]
+        if k is not None and k >= LARGE_K and key in spec.large_k_pass_blend:
+            return pass_blend(spec.label_set_large_k_defaults[key], many, passes)
+        return many
     if k is not None and k >= LARGE_K:
         large = spec.label_set_large_k_defaults if multilabel else spec.large_k_defaults
         if key in large:
