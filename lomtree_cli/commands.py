@@ -301,9 +301,7 @@ def _check_trees(p: dict, run: dict) -> int:
                      (p.get("readable_model") or p.get("invert_hash"), "--readable_model / --invert_hash"),
                      (p["predictions"] is not None or run.get("vw_output"),
                       "-p or VW's output options (each tree has its own progressive predictions)"),
-                     (run.get("source") is not None, "--no_stdin"),
-                     ((not p["inputs"] or "-" in p["inputs"]) and p["cache"] is None,
-                      "examples on stdin without -c/--cache (each tree reads the examples again)")):
+                     (run.get("source") is not None, "--no_stdin")):
         if bad:
             raise ConfigError(f"--trees {n} cannot be used with {why}")
     if not gives_probabilities(p["reduction"]):  # predict averages the trees' probabilities
@@ -314,9 +312,10 @@ def _check_trees(p: dict, run: dict) -> int:
 
 def _train_trees(p: dict, icfg, lcfg, rcfg, opts, n: int) -> None:
     """``train --trees N``: N models with ``--seed S, S+1, ...`` trained one after another on the
-    same examples (those after the first read -c's cache when given) and written as one file of N
-    predict-only trees (``model_io.save_trees``), which ``predict`` ranks as an ensemble. One model
-    in memory at a time. Interrupted, the file holds the trees so far, the last as far as it got."""
+    same examples (those after the first read the first's example cache: -c's, else one of this
+    run's beside -f, removed at the end) and written as one file of N predict-only trees
+    (``model_io.save_trees``), which ``predict`` ranks as an ensemble. One model in memory at a
+    time. Interrupted, the file holds the trees so far, the last as far as it got."""
     from dataclasses import replace
 
     from .driver import train
@@ -325,10 +324,14 @@ def _train_trees(p: dict, icfg, lcfg, rcfg, opts, n: int) -> None:
     from .output import finish
     from .paths import resolve_model_path
 
-    if opts.cache == "":  # -c without a path: MODEL.cache of -f, shared by the trees (not one per tree file)
-        opts = replace(opts, cache=p["final_model"] + ".cache")
     directory, base = os.path.split(resolve_model_path(p["final_model"]))
     tmp = [os.path.join(directory, f".{base}.{os.getpid()}.tree{i}.writing") for i in range(1, n + 1)]
+    own = []  # the example cache of this run's own, when -c is not given
+    if opts.cache == "":  # -c without a path: MODEL.cache of -f, shared by the trees (not one per tree file)
+        opts = replace(opts, cache=p["final_model"] + ".cache")
+    elif opts.cache is None:  # the examples are parsed once (stdin can be read only once)
+        own.append(os.path.join(directory, f".{base}.{os.getpid()}.cache.writing"))
+        opts = replace(opts, cache=own[0], use_cache=True)
     reports = []
     start = opts.start_time or time.time()
     try:
@@ -347,7 +350,7 @@ def _train_trees(p: dict, icfg, lcfg, rcfg, opts, n: int) -> None:
                 raise
         save_trees(p["final_model"], tmp)
     finally:
-        for path in tmp:
+        for path in tmp + own:
             try:
                 os.unlink(path)
             except OSError:

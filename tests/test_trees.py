@@ -62,10 +62,11 @@ def test_a_file_of_trees_predicts_as_its_trees_trained_apart(data):
     assert _predict(data, trees, other) == _predict(data, *apart, other)
 
 
-def test_trees_read_the_cache_of_the_first_and_stdin_with_a_cache(data, tmp_path):
-    """With -c the trees after the first read the first's cache: the same file of trees as
-    reading the text again; examples on stdin need -c and then train the same trees."""
+def test_trees_read_the_cache_of_the_first_and_stdin(data, tmp_path):
+    """The trees after the first read the first's example cache (-c's, else the run's own): the
+    same file of trees as reading the text again, on stdin too."""
     plain = _train(data, "plain.lt", "--trees", 2)
+    assert not [p.name for p in data.iterdir() if p.name.startswith(".")]  # its own cache is gone
     cached = _train(data, "cached.lt", "--trees", 2, "-c", tmp_path / "c.cache")
     assert _predict(data, cached) == _predict(data, plain)
     import subprocess
@@ -77,10 +78,15 @@ def test_trees_read_the_cache_of_the_first_and_stdin_with_a_cache(data, tmp_path
                         "--quiet"], stdin=open(data / "train.vw"), capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert _predict(data, stdin_model) == _predict(data, plain)
+    # without -c, stdin too: the run keeps a cache of its own beside -f and removes it at the end
+    d = tmp_path / "no_c"
+    d.mkdir()
     r = subprocess.run([sys.executable, "-m", "lomtree_cli.launch", "train", "-r", "plt", "--multilabel", "-k", "40",
-                        "-f", str(tmp_path / "x.lt"), "--trees", "2", "--quiet"], stdin=open(data / "train.vw"),
+                        "-b", "18", "-f", str(d / "x.lt"), "--trees", "2", "--quiet"], stdin=open(data / "train.vw"),
                        capture_output=True, text=True)
-    assert r.returncode == 2 and "stdin without -c" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in d.iterdir()) == ["x.lt"]
+    assert _predict(data, d / "x.lt") == _predict(data, plain)
     # -c without a path: MODEL.cache beside -f, which every tree reads; nothing else is left
     d = tmp_path / "plain_c"
     d.mkdir()
