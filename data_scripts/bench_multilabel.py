@@ -131,6 +131,10 @@ DATASETS: dict[str, dict] = {
     # 4 examples each, so that a default chosen at 425,560 examples is checked where data is scarce
     "pypi_names_small": {"title": "PyPI names, 10% train", "kind": "pypi_names", "min_count": 5, "train_every": 10,
                          "skip": ("lomtree_oaa", "napkinxc_br")},
+    # between the two: tokens of at least 12 names (10,911 labels), every 3rd training example
+    # (135,783, about 27 a label), the test set of those labels (45,261)
+    "pypi_names_third": {"title": "PyPI names >= 12, a third", "kind": "pypi_names", "min_count": 12,
+                         "train_every": 3, "skip": ("lomtree_oaa", "napkinxc_br")},
 }
 
 #: data sets run unless --datasets names them (the large ones are run with --datasets)
