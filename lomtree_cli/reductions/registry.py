@@ -144,6 +144,10 @@ _SET_PASS_DEFAULTS = {"learning_rate": 0.1, "power_t": 0.25, "decay_learning_rat
 #: label sets within 0.15 (progressive validation chooses by P@1 alone: 0.25, worse on P@5).
 LARGE_K = 4096
 
+_LARGE_K_TREE = {"leaf_negatives": False, "path_weight": 1.0, "arity": 8}
+_LARGE_K_SETS = {"average": False, "learning_rate": 0.5, "power_t": 0.5, "leaf_negatives": True,
+                 "shuffle_buffer": True}
+
 #: passes at which a blended default (``large_k_pass_blend``) reaches the label-set pass default
 BLEND_PASSES = 10
 
@@ -158,10 +162,6 @@ def pass_blend(one: float, many: float, passes: int) -> float:
     against 45.85 / 28.09 / 19.58; the whole set, five passes 55.19 / 36.81 / 26.44 against 55.96
     / 37.13 / 26.55; bench/notes/xmc-at-scale.md)."""
     return one * (many / one) ** min(math.log(passes) / math.log(BLEND_PASSES), 1.0)
-
-_LARGE_K_TREE = {"leaf_negatives": False, "path_weight": 1.0, "arity": 8}
-_LARGE_K_SETS = {"average": False, "learning_rate": 0.5, "power_t": 0.5, "leaf_negatives": True,
-                 "shuffle_buffer": True}
 
 
 def large_k_arity(k: int) -> int:
