@@ -275,7 +275,7 @@ def run_train(p: dict, given: set, start: float) -> None:
         if p.get("readable_model") or p.get("invert_hash"):
             from .readable import write_readable
 
-            write_readable(p, icfg)
+            write_readable(p["final_model"], list(p["inputs"]), p.get("readable_model"), p.get("invert_hash"))
     finally:
         if readable_tmp is not None:
             for path in (readable_tmp, readable_tmp + ".cache"):

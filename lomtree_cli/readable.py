@@ -192,17 +192,18 @@ def _regressors(m) -> list[tuple[int, str]]:
     return heads
 
 
-def write_readable(p: dict, icfg) -> None:
-    """Write ``--readable_model`` and/or ``--invert_hash`` from the model ``p['final_model']``."""
+def write_readable(model: str | None, inputs: list, readable: str | None = None,
+                   invert_hash: str | None = None) -> None:
+    """Write ``--readable_model`` (``readable``) and/or ``--invert_hash`` from the model file
+    ``model``; the feature names of ``--invert_hash`` are those of the files ``inputs``."""
     from .model_io import load_model
 
-    model = p.get("final_model")
     if model is None:
         raise ConfigError("--readable_model/--invert_hash need a model")
     m = load_model(model, predict_only=True)
-    for path, named in ((p.get("readable_model"), False), (p.get("invert_hash"), True)):
+    for path, named in ((readable, False), (invert_hash, True)):
         if path:
-            names = _names_of_slots([x for x in p["inputs"] if x != "-"], m.input_config) if named else {}
+            names = _names_of_slots([x for x in inputs if x != "-"], m.input_config) if named else {}
             _write(path, m, names)
 
 

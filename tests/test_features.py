@@ -182,6 +182,16 @@ def _preds(args, data):
     return p.stdout
 
 
+def _int_data(named):
+    """``named``'s training file with the labels as integers 1-4 (written once)."""
+    data = named / "int.vw"
+    if not data.exists():
+        m = {"cat": "1", "dog": "2", "bird": "3", "fish": "4"}
+        data.write_text("".join(m[ln.split()[0]] + ln[ln.index(" "):] + "\n"
+                                for ln in (named / "train.vw").read_text().splitlines()))
+    return data
+
+
 @pytest.mark.parametrize("alias,plain", [
     (["--oaa", "4"], ["-r", "oaa", "-k", "4"]),
     (["--ect", "4"], ["-r", "filter", "-k", "4"]),
@@ -190,11 +200,7 @@ def _preds(args, data):
                             "--power_t", "0.5", "-l", "0.5", "--loss_function", "quantile", "--no-average"]),
 ])
 def test_aliases_read_as_their_r_forms(named, alias, plain):
-    data = named / "int.vw"
-    if not data.exists():
-        m = {"cat": "1", "dog": "2", "bird": "3", "fish": "4"}
-        data.write_text("".join(m[ln.split()[0]] + ln[ln.index(" "):] + "\n"
-                                for ln in (named / "train.vw").read_text().splitlines()))
+    data = _int_data(named)
     assert _preds(["train"] + alias, data) == _preds(["train"] + plain, data)
 
 
@@ -213,6 +219,7 @@ def test_d_t_and_cache_file(named, tmp_path):
                                   ["--skips", "1"], ["--oaa", "3", "--ect", "3"], ["--oaa", "3", "-r", "filter"],
                                   ["--named-labels", "a,b", "-k", "3"]])
 def test_option_errors_are_usage_errors(named, args):
+    _int_data(named)
     p = run(["train", "-k", "4"] + args + [str(named / "int.vw"), "--quiet"] if "-k" not in args and "--oaa" not in args
             else ["train"] + args + [str(named / "int.vw"), "--quiet"])
     assert p.returncode == 2, p.stderr
@@ -220,7 +227,7 @@ def test_option_errors_are_usage_errors(named, args):
 
 
 def test_interaction_model_needs_nothing_else_at_predict(named, tmp_path):
-    data = named / "int.vw"
+    data = _int_data(named)
     m = str(tmp_path / "q.lt")
     tr = run(["train", "--oaa", "4", "-q", "ab", "--ngram", "a2", "--skips", "a1", str(data), "-f", m, "--quiet",
               "--report", str(tmp_path / "r.json")])
@@ -245,6 +252,7 @@ def test_train_help_has_vws_sections():
 
 
 def test_readable_model_and_invert_hash(named, tmp_path):
+    _int_data(named)
     m = str(tmp_path / "m.lt")
     p = run(["train", "--oaa", "4", str(named / "int.vw"), "-f", m, "--quiet", "--invert_hash", str(tmp_path / "ih.txt")])
     assert p.returncode == 0, p.stderr
