@@ -948,7 +948,7 @@ def shared_tree(client, shards: list, cfg, reduction, w: int) -> int:
         return 0
     X = cnt = None
     moved = 0
-    for x, c in each(shard_label_sketch, cfg, reduction.k, seen, sketch_bits(seen.size)):
+    for x, c in each(shard_label_sketch, cfg, reduction.k, seen, sketch_bits(seen.size, reduction.multilabel)):
         moved += x.nbytes
         if X is None:
             X, cnt = x, c

@@ -586,3 +586,13 @@ def test_complete_tree_is_not_written_unless_set():
 
     assert "complete_tree" not in to_dict(ReductionConfig(name="plt", k=5))
     assert to_dict(ReductionConfig(name="plt", k=5, complete_tree=True))["complete_tree"] is True
+
+
+def test_sketch_dimensions():
+    """Label sets of 4,096 labels or more: a sketch of 256 dimensions; fewer labels, or one label an
+    example: 1,024; always within SKETCH_BYTES (100,001 labels: 2^28 / (8 * 100,001) < 512)."""
+    from lomtree_cli.reductions.plt import sketch_bits
+
+    assert [sketch_bits(n, True) for n in (983, 4095, 4096, 25596)] == [10, 10, 8, 8]
+    assert [sketch_bits(n) for n in (983, 4096, 20001)] == [10, 10, 10]
+    assert sketch_bits(100001) == sketch_bits(100001, True) == 8 and sketch_bits(10 ** 6, True) == 5

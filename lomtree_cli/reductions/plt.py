@@ -12,7 +12,7 @@ Choices (measured in one pass at ``-b 24``; figures and what lost in ``bench/not
 * **Label tree: balanced hierarchical k-means on label centroids from a prefix of the stream.**
   The first ``--tree-buffer`` examples (default 1,000,000, and at most ``BUFFER_FEATURES``
   feature entries, about 400 MB) are held in memory; their labels' centroids (mean of the L2-normalised examples,
-  count-sketched to at most 256 dimensions, centred, L2-normalised) are split recursively into
+  count-sketched to at most 1,024 dimensions, 256 for 4,096 labels of label sets, centred, L2-normalised) are split recursively into
   at most M balanced groups by spherical k-means with a greedy capacity-constrained assignment,
   so the tree has the minimal depth ``ceil(log_M n_labels)``. Then the buffered examples are
   trained in order and the rest of the stream follows. Each example is still learned exactly
@@ -80,12 +80,17 @@ from .base import Reduction, run_resuming
 
 #: most feature entries the tree-building buffer holds (about 12 bytes each)
 BUFFER_FEATURES = 1 << 25
-#: most dimensions of the label-centroid sketch, and the memory it may take (float64). 256 builds
-#: as good a tree as 1,024 in a quarter of the k-means work (one pass, P@1 / P@3 / P@5: PyPI names
-#: 54.59 / 36.09 / 25.70 against 54.70 / 36.12 / 25.75, its 10% 44.33 / 26.80 / 18.53 against 44.52 /
-#: 26.69 / 18.53, three trees 45.16 / 28.14 / 19.85 against 45.15 / 28.18 / 19.90; 10-20% less CPU)
-SKETCH_MAX_BITS = 8
+#: most dimensions (log2) of the label-centroid sketch, and the memory it may take (float64)
+SKETCH_MAX_BITS = 10
 SKETCH_BYTES = 1 << 28
+#: label sets of this many labels have a sketch of at most 2^SKETCH_LARGE_BITS dimensions: 256
+#: builds as good a tree as 1,024 there in a quarter of the k-means work (one pass, P@1 / P@3 / P@5:
+#: PyPI names 54.59 / 36.09 / 25.70 against 54.70 / 36.12 / 25.75, its 10% 44.33 / 26.80 / 18.53
+#: against 44.52 / 26.69 / 18.53, three trees 45.16 / 28.14 / 19.85 against 45.15 / 28.18 / 19.90;
+#: 10-20% less CPU); not below it (Delicious, 983 labels, 10 passes: P@5 58.01 -> 57.60) nor for
+#: one label an example (next word, 20,001 classes: error 78.66 -> 78.72 %), where it was not won
+SKETCH_LARGE_LABELS = 4096
+SKETCH_LARGE_BITS = 8
 KMEANS_ITERS = 12
 #: fewest examples of a batch part that ``--threads`` gives a thread of its own
 MIN_PART = 64
@@ -480,7 +485,7 @@ class ProbabilisticLabelTree(Reduction):
         seen = np.flatnonzero(np.bincount(labels, minlength=self.k + 1)[1:]) + 1
         if seen.size == 0:
             return
-        X, cnt = label_sketch([b for b, _, _ in buf], pairs, seen, self.k, sketch_bits(seen.size))
+        X, cnt = label_sketch([b for b, _, _ in buf], pairs, seen, self.k, sketch_bits(seen.size, self.multilabel))
         self.tree_from_sketch(seen, X, cnt)
 
     def tree_from_sketch(self, seen: np.ndarray, X: np.ndarray, cnt: np.ndarray) -> None:
@@ -724,10 +729,12 @@ def _shuffled(buf: list, seed: int):
         yield _take(whole, idx), trains[idx], freqs[idx]
 
 
-def sketch_bits(n_labels: int) -> int:
+def sketch_bits(n_labels: int, label_sets: bool = False) -> int:
     """Dimensions (log2) of the label-centroid sketch of ``n_labels`` labels: at most
-    ``SKETCH_MAX_BITS``, the sketch within ``SKETCH_BYTES``."""
-    bits = SKETCH_MAX_BITS
+    ``SKETCH_MAX_BITS`` (``SKETCH_LARGE_BITS`` for ``label_sets`` of ``SKETCH_LARGE_LABELS``
+    labels or more), the sketch within ``SKETCH_BYTES``."""
+    large = label_sets and n_labels >= SKETCH_LARGE_LABELS
+    bits = SKETCH_LARGE_BITS if large else SKETCH_MAX_BITS
     while bits > 4 and n_labels * 8 << bits > SKETCH_BYTES:
         bits -= 1
     return bits
