@@ -138,7 +138,7 @@ DATASETS: dict[str, dict] = {
 }
 
 #: data sets run unless --datasets names them (the large ones are run with --datasets)
-DEFAULT_DATASETS = ("bibtex", "delicious", "yeast", "pypi_names", "pypi_names_small")
+DEFAULT_DATASETS = ("bibtex", "delicious", "yeast", "pypi_names", "pypi_names_third", "pypi_names_small")
 
 #: anchor id -> (display name, python packages it needs, worker kind, options)
 ANCHORS: dict[str, tuple[str, tuple[str, ...], str, dict]] = {
